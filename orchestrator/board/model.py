@@ -1,0 +1,187 @@
+"""The task: its fields, its statuses, and the one table of allowed transitions.
+
+A task file (``.tasks/task_001.json``) is this model dumped as JSON. Everything
+that is not the task's own data (locks, the id high-water mark) lives elsewhere.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from orchestrator.errors import InvalidInput, InvalidTransition
+
+TASK_ID_RE = re.compile(r"^task_\d{3,}$")
+DEFAULT_MAX_ATTEMPTS = 3
+
+
+def utcnow() -> str:
+    """UTC ISO-8601 with milliseconds, the format of every timestamp we write."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def format_task_id(n: int) -> str:
+    """``task_001`` … ``task_999``, then ``task_1000``: widened, never truncated."""
+    return f"task_{n:03d}"
+
+
+def parse_task_id(value: str) -> int:
+    """The number of a task id; accepts ``task_007``, ``7`` and ``007`` as people type them."""
+    v = value.strip()
+    if v.isdigit():
+        return int(v)
+    if TASK_ID_RE.match(v):
+        return int(v.split("_", 1)[1])
+    raise InvalidInput(f"not a task id: {value!r} (expected task_NNN)")
+
+
+def normalize_task_id(value: str) -> str:
+    return format_task_id(parse_task_id(value))
+
+
+class Status(StrEnum):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    REVIEW = "review"
+    MERGED = "merged"
+    DISCARDED = "discarded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def final(self) -> bool:
+        return self in FINAL
+
+    @property
+    def satisfies_blockers(self) -> bool:
+        """A dependant may start once its blocker is kept for review or merged."""
+        return self in (Status.REVIEW, Status.MERGED)
+
+
+FINAL = frozenset({Status.MERGED, Status.DISCARDED, Status.CANCELLED})
+
+#: The lifecycle of DESIGN.md, in one place. Every status change goes through `check_transition`.
+TRANSITIONS: dict[Status, frozenset[Status]] = {
+    Status.PENDING: frozenset({Status.IN_PROGRESS, Status.CANCELLED, Status.FAILED}),
+    Status.IN_PROGRESS: frozenset(
+        {Status.REVIEW, Status.PENDING, Status.FAILED, Status.CANCELLED}
+    ),
+    Status.REVIEW: frozenset(
+        {Status.MERGED, Status.DISCARDED, Status.PENDING, Status.CANCELLED}
+    ),
+    Status.FAILED: frozenset({Status.PENDING, Status.DISCARDED, Status.CANCELLED}),
+    Status.MERGED: frozenset(),
+    Status.DISCARDED: frozenset(),
+    Status.CANCELLED: frozenset(),
+}
+
+
+def check_transition(task_id: str, old: Status, new: Status) -> None:
+    if new not in TRANSITIONS[old]:
+        allowed = ", ".join(sorted(TRANSITIONS[old])) or "nothing (final)"
+        raise InvalidTransition(f"{task_id}: cannot go from {old} to {new} (allowed: {allowed})")
+
+
+class Lease(BaseModel):
+    """Who holds a task, until when, and the fencing token every write must carry."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    owner: str
+    token: int
+    expires_at: float
+    """Wall-clock epoch seconds; a lease past this is reaped by the lead."""
+    acquired_at: str = Field(default_factory=utcnow)
+    renewed_at: str = Field(default_factory=utcnow)
+
+
+class Usage(BaseModel):
+    """Tokens and dollars an agent spent on a task, summed over attempts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+        )
+
+
+class Task(BaseModel):
+    """One unit of work on the board. The file on disk is the truth."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    id: str
+    subject: str = Field(min_length=1, max_length=500)
+    description: str = ""
+    status: Status = Status.PENDING
+    priority: int = 0
+    """Higher runs first; ties go to the lower id."""
+    blocked_by: list[str] = Field(default_factory=list)
+    backend: str | None = None
+    """Overrides the team's backend for this task (e.g. ``command``, ``anthropic``)."""
+    agent: str | None = None
+    """Agent profile name (``.claude/agents/<name>.md``)."""
+    max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1)
+    attempts: int = 0
+    """Runs that ended badly (failed or lease expired); at ``max_attempts`` the task is failed.
+    A warm release (the teammate was asked to stop) does not count."""
+
+    owner: str | None = None
+    lease: Lease | None = None
+    fence: int = 0
+    """The highest lease token ever issued for this task; the next claim gets fence + 1."""
+    waiting_for: str | None = None
+    """Set while the agent waits on a person (a permission request id)."""
+
+    worktree: str | None = None
+    branch: str | None = None
+    base: str | None = None
+    base_commit: str | None = None
+
+    error: str | None = None
+    feedback: list[str] = Field(default_factory=list)
+    checks: dict[str, Any] | None = None
+    usage: Usage = Field(default_factory=Usage)
+    session_id: str | None = None
+    """A backend's conversation id, so a retried task can resume it."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Anything else the user put in the dropped file, kept verbatim."""
+
+    created_at: str = Field(default_factory=utcnow)
+    updated_at: str = Field(default_factory=utcnow)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        if not TASK_ID_RE.match(v):
+            raise ValueError(f"not a task id: {v!r} (expected task_NNN)")
+        return v
+
+    @field_validator("blocked_by")
+    @classmethod
+    def _blockers(cls, v: list[str]) -> list[str]:
+        return [normalize_task_id(x) for x in v]
+
+    @property
+    def slug(self) -> str:
+        """A short, name-safe form of the subject for branch names."""
+        s = re.sub(r"[^a-z0-9]+", "-", self.subject.lower()).strip("-")
+        return s[:40].rstrip("-") or "task"
+
+    def lease_live(self, now: float) -> bool:
+        return self.lease is not None and self.lease.expires_at > now

@@ -1,0 +1,107 @@
+"""The append-only audit log: ``.worktrees/events.jsonl``.
+
+Each event is one JSON object on one line, written with a single ``O_APPEND``
+``write`` so that concurrent writers never interleave inside a line. Readers
+skip a torn last line (a writer killed mid-write). Values that look like the
+secrets in this process's environment are masked before they are written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from orchestrator.board.model import utcnow
+
+SECRET_NAME_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
+MIN_SECRET_LEN = 8
+MASK = "***"
+
+
+def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Values of environment variables whose names say they are secrets."""
+    env = os.environ if environ is None else environ
+    vals = {v for k, v in env.items() if SECRET_NAME_RE.search(k) and len(v) >= MIN_SECRET_LEN}
+    return sorted(vals, key=len, reverse=True)
+
+
+def redact(text: str, secrets: list[str] | None = None) -> str:
+    for s in secret_values() if secrets is None else secrets:
+        if s in text:
+            text = text.replace(s, MASK)
+    return text
+
+
+class EventLog:
+    def __init__(self, path: Path, actor: str = "cli") -> None:
+        self.path = path
+        self.actor = actor
+
+    def emit(self, event: str, task: str | None = None, actor: str | None = None,
+             **fields: Any) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "ts": utcnow(), "event": event, "task": task, "actor": actor or self.actor,
+        }
+        record.update(fields)
+        line = redact(json.dumps(record, default=str, ensure_ascii=False)) + "\n"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+        return record
+
+    def read(self, task: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every complete event so far (a torn or corrupt line is skipped)."""
+        try:
+            fh = self.path.open("rb")
+        except FileNotFoundError:
+            return
+        with fh:
+            for raw in fh:
+                rec = _parse(raw)
+                if rec is not None and (task is None or rec.get("task") == task):
+                    yield rec
+
+    def follow(self, task: str | None = None, poll: float = 0.2,
+               stop: Any = None) -> Iterator[dict[str, Any]]:
+        """Like ``tail -f``: past events, then new ones as they are appended.
+
+        ``stop`` is an optional ``threading.Event``; following ends when it is set.
+        """
+        pos = 0
+        buf = b""
+        while stop is None or not stop.is_set():
+            try:
+                with self.path.open("rb") as fh:
+                    fh.seek(pos)
+                    chunk = fh.read()
+            except FileNotFoundError:
+                chunk = b""
+            if chunk:
+                pos += len(chunk)
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for raw in lines:
+                    rec = _parse(raw)
+                    if rec is not None and (task is None or rec.get("task") == task):
+                        yield rec
+            else:
+                time.sleep(poll)
+
+
+def _parse(raw: bytes) -> dict[str, Any] | None:
+    raw = raw.strip()
+    if not raw:
+        return None
+    try:
+        rec = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return rec if isinstance(rec, dict) else None

@@ -1,0 +1,40 @@
+"""Atomic file writes: a reader sees the old file or the new one, never half."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes | str, *, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` via temp file + fsync + rename (+ fsync of the folder).
+
+    ``durable=False`` skips both fsyncs; the rename alone still keeps readers from
+    ever seeing a torn file, which is enough for caches that can be rebuilt.
+    """
+    if isinstance(data, str):
+        data = data.encode()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    if durable:
+        fsync_dir(path.parent)

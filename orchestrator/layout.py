@@ -1,0 +1,98 @@
+"""Where everything lives in a repository managed by orchestrator.
+
+One `Layout` is built from the repository root and handed to every component,
+so no module guesses paths on its own. The worktree root may be configured
+outside the repository (``worktree_root``); ``events.jsonl`` lives in it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.errors import UserError
+
+TASKS_DIR = ".tasks"
+WORKTREES_DIR = ".worktrees"
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path
+    worktree_root: Path
+
+    @classmethod
+    def at(cls, root: Path | str, worktree_root: Path | str | None = None) -> Layout:
+        root = Path(root).resolve()
+        wt = Path(worktree_root).resolve() if worktree_root else root / WORKTREES_DIR
+        return cls(root=root, worktree_root=wt)
+
+    @property
+    def tasks(self) -> Path:
+        return self.root / TASKS_DIR
+
+    @property
+    def inbox(self) -> Path:
+        return self.tasks / "inbox"
+
+    @property
+    def rejected(self) -> Path:
+        return self.tasks / "rejected"
+
+    @property
+    def mailboxes(self) -> Path:
+        return self.tasks / "mailboxes"
+
+    @property
+    def logs(self) -> Path:
+        return self.tasks / "logs"
+
+    @property
+    def locks(self) -> Path:
+        return self.tasks / ".locks"
+
+    @property
+    def seq(self) -> Path:
+        return self.tasks / ".seq"
+
+    @property
+    def run(self) -> Path:
+        """Daemon state: pid file, daemon log, teammate status files."""
+        return self.tasks / ".run"
+
+    @property
+    def events(self) -> Path:
+        return self.worktree_root / "events.jsonl"
+
+    def task_file(self, task_id: str) -> Path:
+        return self.tasks / f"{task_id}.json"
+
+    def worktree(self, task_id: str) -> Path:
+        return self.worktree_root / task_id
+
+    def ensure(self) -> Layout:
+        """Create the control-plane and execution-plane folders (idempotent)."""
+        for d in (self.tasks, self.inbox, self.rejected, self.mailboxes, self.logs,
+                  self.locks, self.run, self.worktree_root):
+            d.mkdir(parents=True, exist_ok=True)
+        return self
+
+
+def find_root(start: Path | str | None = None) -> Path:
+    """The top of the git repository containing ``start`` (default: cwd).
+
+    Raises a UserError with one clear line when not inside a git repository.
+    """
+    start = Path(start or os.getcwd()).resolve()
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"],
+            cwd=start, capture_output=True, text=True, check=False,
+        )
+    except FileNotFoundError as exc:
+        raise UserError("git is not installed or not on PATH") from exc
+    if out.returncode != 0:
+        raise UserError(f"not inside a git repository: {start}")
+    return Path(out.stdout.strip()).resolve()
