@@ -1,0 +1,1 @@
+"""The agent runtime: the master loop, its tools, the permission gate and the sandbox."""
