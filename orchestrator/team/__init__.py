@@ -1,0 +1,1 @@
+"""The team runtime: the lead supervisor, teammate processes, mailboxes."""
