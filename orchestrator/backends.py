@@ -1,0 +1,40 @@
+"""The registry of agent backends, by name.
+
+Backends are imported lazily (``module:Class``) so a teammate that runs the
+``command`` backend never imports the SDK. Every class is built as
+``Class(config, layout)`` and implements `orchestrator.protocols.Backend`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from orchestrator.config import Config
+from orchestrator.errors import ConfigError
+from orchestrator.layout import Layout
+from orchestrator.protocols import Backend
+
+BACKENDS: dict[str, str] = {
+    "command": "orchestrator.team.command:CommandBackend",
+    "anthropic": "orchestrator.agent.backend:AnthropicBackend",
+    "scripted": "orchestrator.agent.backend:ScriptedBackend",
+    "claude-code": "orchestrator.agent.claude_code:ClaudeCodeBackend",
+}
+
+
+def load_backend(name: str, config: Config, layout: Layout) -> Backend:
+    try:
+        target = BACKENDS[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown backend {name!r} (choose from: {', '.join(sorted(BACKENDS))})"
+        ) from None
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        raise ConfigError(f"backend {name!r} is not available in this version") from exc
+    backend: Backend = getattr(module, attr)(config, layout)
+    return backend
