@@ -83,11 +83,22 @@ class AgentConfig(_Section):
     """Secret-looking environment variables that tools may still see."""
 
 
+class McpConfig(_Section):
+    start_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a server may take to start and answer `initialize` before it is marked failed."""
+    call_timeout: float = Field(default=300.0, gt=0)
+    """Seconds one MCP tool call or resource read may take; past it the server is restarted."""
+    user_plugin_dir: str | None = None
+    """The user's plugin folder (`<dir>/<plugin>/.claude-plugin/plugin.json`);
+    default `$XDG_CONFIG_HOME/orchestrator/plugins` (`~/.config/orchestrator/plugins`)."""
+
+
 class Config(_Section):
     board: BoardConfig = Field(default_factory=BoardConfig)
     worktree: WorktreeConfig = Field(default_factory=WorktreeConfig)
     team: TeamConfig = Field(default_factory=TeamConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
     @classmethod
     def load(cls, root: Path, environ: dict[str, str] | None = None,
