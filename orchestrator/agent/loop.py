@@ -1,0 +1,196 @@
+"""The master loop: query the model, run its tool calls, append the results, repeat.
+
+    while True:
+        check budgets and the stop flag           -> LimitExceeded / Stopped
+        response = model.query(...)               (prompt too long -> compact, query again)
+        messages += [assistant turn, user turn with every tool result]
+                                                  (no tool call -> Finished)
+
+Every ``tool_use`` gets exactly one ``tool_result`` in the next message, also
+when the call is denied, errors, or waits on a person. A ``max_tokens`` stop
+keeps the cut text, drops any half-written tool call, and asks the model to
+go on. The transcript (requests, responses, tool calls and results) goes to
+the task log as it happens; the closing record is written in ``finally``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from orchestrator.agent.base import (
+    Finished,
+    LimitExceeded,
+    LoopSignal,
+    Model,
+    ModelResponse,
+    PermissionAsked,
+    Stopped,
+    ToolResult,
+)
+from orchestrator.agent.compact import ContextOverflow, compact
+from orchestrator.agent.prompt import Prompt, with_message_breakpoints
+from orchestrator.board.model import Usage
+from orchestrator.config import AgentConfig
+from orchestrator.protocols import TaskLogger
+
+CONTINUE = "Your reply was cut off at the output limit. Continue exactly where you stopped."
+
+
+class Toolset(Protocol):
+    def call(self, name: str, args: dict[str, Any], *, approved: bool = False) -> ToolResult: ...
+
+
+class AskHandler(Protocol):
+    """Answers a permission request: (approved, message). `PermissionFlow.ask` is one."""
+
+    def __call__(self, request: PermissionAsked) -> Any: ...
+
+
+@dataclass
+class LoopState:
+    """The serialisable part of a run; everything else is injected."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+    compactions: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class Limits:
+    max_turns: int | None = None
+    max_total_tokens: int | None = None
+    max_cost_usd: float | None = None
+    max_seconds: float | None = None
+
+    @classmethod
+    def of(cls, agent: AgentConfig, timeout: float | None = None) -> Limits:
+        seconds = [s for s in (agent.max_seconds, timeout) if s]
+        return cls(agent.max_turns, agent.max_total_tokens, agent.max_cost_usd,
+                   min(seconds) if seconds else None)
+
+    def check(self, state: LoopState) -> None:
+        u = state.usage
+        used = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+        elapsed = time.monotonic() - state.started
+        if self.max_turns is not None and state.turns >= self.max_turns:
+            raise LimitExceeded(f"turn limit reached: {state.turns} of {self.max_turns} turns")
+        if self.max_total_tokens is not None and used >= self.max_total_tokens:
+            raise LimitExceeded(f"token budget spent: {used} of {self.max_total_tokens} tokens")
+        if self.max_cost_usd is not None and u.cost_usd >= self.max_cost_usd:
+            raise LimitExceeded(f"cost budget spent: ${u.cost_usd:.4f} of "
+                                f"${self.max_cost_usd:.2f}")
+        if self.max_seconds is not None and elapsed >= self.max_seconds:
+            raise LimitExceeded(f"time budget spent: {elapsed:.0f} s of {self.max_seconds:.0f} s")
+
+
+class AgentLoop:
+    def __init__(self, model: Model, toolset: Toolset, prompt: Prompt, log: TaskLogger, *,
+                 limits: Limits, max_tokens: int, stop: threading.Event | None = None,
+                 ask: AskHandler | None = None,
+                 on_usage: Callable[[Usage], None] | None = None) -> None:
+        self.model, self.toolset, self.prompt, self.log = model, toolset, prompt, log
+        self.limits, self.max_tokens = limits, max_tokens
+        self.stop = stop or threading.Event()
+        self.ask, self.on_usage = ask, on_usage
+        self.state = LoopState()
+
+    def run(self, first_message: str | None = None) -> str:
+        """Run until the model ends its turn and return its summary; budgets raise
+        `LimitExceeded`, a warm stop `Stopped`, model failures `BackendError`."""
+        self.state.messages.append({"role": "user", "content": first_message
+                                    or self.prompt.first_message})
+        self.log.write("agent_start", model=self.model.name, system=self.prompt.system,
+                       tools=[t["name"] for t in self.prompt.tools],
+                       first_message=self.state.messages[0]["content"])
+        outcome = "error"
+        try:
+            while True:
+                self.state.messages.extend(self.step(self.query()))
+        except Finished as done:
+            outcome = "finished"
+            return done.summary
+        except LoopSignal as signal:
+            outcome = type(signal).__name__
+            raise
+        finally:
+            self.log.write("agent_end", outcome=outcome, turns=self.state.turns,
+                           compactions=self.state.compactions,
+                           usage=self.state.usage.model_dump())
+
+    def query(self) -> ModelResponse:
+        if self.stop.is_set():
+            raise Stopped("stop requested")
+        self.limits.check(self.state)
+        while True:
+            messages = with_message_breakpoints(self.state.messages)
+            self.log.write("request", turn=self.state.turns + 1, messages=len(messages),
+                           bytes=len(json.dumps(messages)))
+            try:
+                response = self.model.query(system=self.prompt.system, messages=messages,
+                                            tools=self.prompt.tools, max_tokens=self.max_tokens)
+                break
+            except ContextOverflow as exc:
+                self.state.messages = compact(self.state.messages)
+                self.state.compactions += 1
+                self.log.write("compacted", reason=str(exc), messages=len(self.state.messages))
+        self.state.turns += 1
+        self.state.usage = self.state.usage.add(response.usage)
+        self.log.write("response", turn=self.state.turns, content=response.content,
+                       stop_reason=response.stop_reason, usage=response.usage.model_dump())
+        if self.on_usage is not None:
+            self.on_usage(self.state.usage)
+        return response
+
+    def step(self, response: ModelResponse) -> list[dict[str, Any]]:
+        """The assistant turn and the user turn that answers it; `Finished` when done."""
+        content = response.content
+        if response.stop_reason == "max_tokens":
+            content = [b for b in content if b.get("type") != "tool_use"] or [
+                {"type": "text", "text": "…"}]
+            return [{"role": "assistant", "content": content},
+                    {"role": "user", "content": CONTINUE}]
+        calls = [b for b in content if b.get("type") == "tool_use"]
+        if not calls:
+            raise Finished("\n".join(b["text"] for b in content if b.get("type") == "text"))
+        return [{"role": "assistant", "content": content},
+                {"role": "user", "content": [self.call(b) for b in calls]}]
+
+    def call(self, block: dict[str, Any]) -> dict[str, Any]:
+        name, args = block["name"], block.get("input") or {}
+        self.log.write("tool_call", id=block["id"], name=name, input=args)
+        try:
+            result = self.toolset.call(name, args)
+        except PermissionAsked as request:
+            result = self.permission(request, name, args)
+        except LoopSignal:
+            raise
+        except Exception as exc:  # a broken tool must not break the pairing
+            result = ToolResult(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
+        self.log.write("tool_result", id=block["id"], name=name, content=result.content,
+                       is_error=result.is_error)
+        out: dict[str, Any] = {"type": "tool_result", "tool_use_id": block["id"],
+                               "content": result.content}
+        if result.is_error:
+            out["is_error"] = True
+        return out
+
+    def permission(self, request: PermissionAsked, name: str, args: dict[str, Any]
+                   ) -> ToolResult:
+        if self.ask is None:
+            return ToolResult(f"{request}: no one can approve it in this run", is_error=True)
+        self.log.write("permission_requested", request_id=request.request_id, tool=name,
+                       subject=request.subject)
+        answer = self.ask(request)
+        self.log.write("permission_answered", request_id=request.request_id,
+                       approved=answer.approved, message=answer.message)
+        if not answer.approved:
+            why = f": {answer.message}" if answer.message else ""
+            return ToolResult(f"permission denied by a person{why}", is_error=True)
+        return self.toolset.call(name, args, approved=True)
