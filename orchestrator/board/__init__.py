@@ -1,0 +1,47 @@
+"""The control plane: tasks in ``.tasks/``, claimed with leases and fencing tokens.
+
+    open_board(layout)   a `FileBoard` (implements `orchestrator.protocols.Board`)
+    init_repo(root)      create the folders and keep them out of ``git status``
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from orchestrator.board.store import FileBoard
+from orchestrator.config import BoardConfig
+from orchestrator.errors import UserError
+from orchestrator.layout import TASKS_DIR, Layout
+
+__all__ = ["FileBoard", "init_repo", "open_board"]
+
+
+def open_board(layout: Layout, config: BoardConfig | None = None,
+               actor: str = "cli") -> FileBoard:
+    """The board of ``layout``'s repository (folders created when missing)."""
+    layout.ensure()
+    return FileBoard(layout, config, actor)
+
+
+def init_repo(root: Path, worktree_root: Path | None = None) -> Layout:
+    """Create ``.tasks/`` and the worktree root, and list them in ``.git/info/exclude``.
+
+    Idempotent. A worktree root outside the repository needs no exclude line.
+    """
+    layout = Layout.at(root, worktree_root).ensure()
+    out = subprocess.run(["git", "rev-parse", "--git-common-dir"], cwd=layout.root,
+                         capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise UserError(f"not a git repository: {layout.root}")
+    exclude = (layout.root / out.stdout.strip()).resolve() / "info" / "exclude"
+    wanted = [f"/{TASKS_DIR}/"]
+    if layout.worktree_root.is_relative_to(layout.root):
+        wanted.append(f"/{layout.worktree_root.relative_to(layout.root).as_posix()}/")
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    text = exclude.read_text() if exclude.exists() else ""
+    missing = [w for w in wanted if w not in text.splitlines()]
+    if missing:
+        sep = "" if not text or text.endswith("\n") else "\n"
+        exclude.write_text(text + sep + "".join(f"{w}\n" for w in missing))
+    return layout

@@ -1,0 +1,250 @@
+"""A per-process view of ``.tasks/``, cheap to keep fresh with 10,000 task files.
+
+The index is a hint, never the truth: every write re-reads the task file under
+its lock. It is refreshed three ways:
+
+- the **journal** ``.tasks/.journal``: every board write appends the task id
+  (one ``O_APPEND`` write, no fsync: it is a hint), so a refresh reads only the
+  ids written since the last one instead of stat-ing every file;
+- **dirty ids** marked by the watchdog handler (hand edits, files dropped
+  straight into ``.tasks/``);
+- a **full rescan** (``os.scandir`` + stat comparison) every ``rescan_seconds``,
+  since file-system events can be lost and people edit files by hand.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from orchestrator.board.model import Status, Task
+
+TASK_FILE_RE = re.compile(r"^(task_\d{3,})\.json$")
+JOURNAL = ".journal"
+JOURNAL_MAX_BYTES = 4 << 20
+"""Past this size a writer starts a new journal; readers notice and rescan once."""
+MAX_TASK_BYTES = 1 << 20
+
+Key = tuple[int, int, int]
+"""(mtime_ns, size, inode): atomic writes rename a new inode in, so any write changes it."""
+
+
+def task_number(task_id: str) -> int:
+    return int(task_id[5:])
+
+
+def describe_error(exc: Exception) -> str:
+    """One line for a pydantic or JSON error, naming the field."""
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "file"
+        return f"{where}: {err['msg']}"
+    return str(exc)
+
+
+def read_task_file(path: Path) -> tuple[Task, Key]:
+    """Read and validate one task file without following symlinks.
+
+    Raises FileNotFoundError, or ValueError with the reason the file is unreadable.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise ValueError(f"cannot open ({exc.strerror}; a symlink?)") from exc
+    try:
+        st = os.fstat(fd)
+        if st.st_size > MAX_TASK_BYTES:
+            raise ValueError(f"file is {st.st_size} bytes, over the 1 MiB limit")
+        data = os.read(fd, MAX_TASK_BYTES + 1)
+    finally:
+        os.close(fd)
+    try:
+        task = Task.model_validate_json(data)
+    except ValidationError as exc:
+        raise ValueError(describe_error(exc)) from exc
+    name = TASK_FILE_RE.match(path.name)
+    if name and task.id != name.group(1):
+        raise ValueError(f"id {task.id!r} in the file does not match its name {path.name!r}")
+    return task, (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+class TaskIndex:
+    def __init__(self, tasks_dir: Path, rescan_seconds: float) -> None:
+        self.dir = tasks_dir
+        self.rescan_seconds = rescan_seconds
+        self.tasks: dict[str, Task] = {}
+        self.broken: dict[str, str] = {}
+        """Task files that exist but do not validate: id -> reason (intake repairs or rejects)."""
+        self.strays = 0
+        """Files waiting for intake (inbox, or dropped straight into .tasks/) at the last scan."""
+        self.generation = 0
+        """Bumped on every change seen, so derived views (problems) can be cached."""
+        self.max_number = 0
+        self._keys: dict[str, Key] = {}
+        self._queue: list[tuple[int, int, str]] = []  # pending tasks in claim order
+        self._dirty: set[str] = set()
+        self._dirty_lock = threading.Lock()
+        self._journal_pos = 0
+        self._journal_ino: int | None = None
+        self._next_scan = 0.0
+        self.lock = threading.RLock()
+
+    # --- refreshing -------------------------------------------------------------
+    def refresh(self, *, full: bool = False) -> bool:
+        """Bring the view up to date; True if anything changed."""
+        with self.lock:
+            before = self.generation
+            if full or time.monotonic() >= self._next_scan:
+                self._full_scan()
+            else:
+                ids = self._read_journal()
+                with self._dirty_lock:
+                    ids |= self._dirty
+                    self._dirty.clear()
+                for task_id in ids:
+                    self.load(task_id)
+            return self.generation != before
+
+    def mark_dirty(self, task_id: str | None) -> None:
+        """Called from the watchdog thread: re-read ``task_id`` (None: rescan all) next time."""
+        if task_id is None:
+            self._next_scan = 0.0
+            return
+        with self._dirty_lock:
+            self._dirty.add(task_id)
+
+    def load(self, task_id: str) -> Task | None:
+        """Re-read one task file into the view; the task, or None when missing or broken."""
+        with self.lock:
+            try:
+                task, key = read_task_file(self.dir / f"{task_id}.json")
+            except FileNotFoundError:
+                self._drop(task_id)
+                return None
+            except ValueError as exc:
+                if self.broken.get(task_id) != str(exc):
+                    self._drop(task_id)
+                    self.broken[task_id] = str(exc)
+                    self.generation += 1
+                return None
+            self.put(task, key)
+            return task
+
+    def put(self, task: Task, key: Key | None = None) -> None:
+        with self.lock:
+            self.broken.pop(task.id, None)
+            old = self.tasks.get(task.id)
+            if old is not None and old.status is Status.PENDING:
+                self._unqueue(old)
+            self.tasks[task.id] = task
+            if key is not None:
+                self._keys[task.id] = key
+            if task.status is Status.PENDING:
+                bisect.insort(self._queue, _order(task))
+            self.max_number = max(self.max_number, task_number(task.id))
+            self.generation += 1
+
+    def pending_in_order(self) -> Iterator[str]:
+        """Pending ids in claim order (a snapshot: the queue may change meanwhile)."""
+        with self.lock:
+            snapshot = list(self._queue)
+        return (tid for _, _, tid in snapshot)
+
+    def in_progress(self) -> Iterator[Task]:
+        with self.lock:
+            found = [t for t in self.tasks.values() if t.status is Status.IN_PROGRESS]
+        yield from found
+
+    # --- internals ----------------------------------------------------------------
+    def _drop(self, task_id: str) -> None:
+        old = self.tasks.pop(task_id, None)
+        self._keys.pop(task_id, None)
+        if self.broken.pop(task_id, None) is not None or old is not None:
+            self.generation += 1
+        if old is not None and old.status is Status.PENDING:
+            self._unqueue(old)
+
+    def _unqueue(self, task: Task) -> None:
+        i = bisect.bisect_left(self._queue, _order(task))
+        if i < len(self._queue) and self._queue[i][2] == task.id:
+            del self._queue[i]
+
+    def _read_journal(self) -> set[str]:
+        path = self.dir / JOURNAL
+        try:
+            with path.open("rb") as fh:
+                ino = os.fstat(fh.fileno()).st_ino
+                if ino != self._journal_ino:  # first look, or a writer started a new journal
+                    self._next_scan = 0.0
+                    self._full_scan()
+                    return set()
+                fh.seek(self._journal_pos)
+                data = fh.read()
+        except FileNotFoundError:
+            return set()
+        end = data.rfind(b"\n") + 1  # a torn last line is read next time
+        self._journal_pos += end
+        return {x for x in data[:end].decode(errors="replace").split("\n") if x}
+
+    def _journal_mark(self) -> None:
+        try:
+            st = (self.dir / JOURNAL).stat()
+        except FileNotFoundError:
+            self._journal_ino, self._journal_pos = -1, 0
+            return
+        self._journal_ino, self._journal_pos = st.st_ino, st.st_size
+
+    def _full_scan(self) -> None:
+        # Mark the journal first: whatever is written during the scan is read again next time.
+        self._journal_mark()
+        seen: set[str] = set()
+        strays = 0
+        with os.scandir(self.dir) as it:
+            for entry in it:
+                m = TASK_FILE_RE.match(entry.name)
+                if m is None:
+                    strays += _is_drop(entry.name)
+                    continue
+                task_id = m.group(1)
+                seen.add(task_id)
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if (st.st_mtime_ns, st.st_size, st.st_ino) != self._keys.get(task_id) or (
+                    task_id in self.broken
+                ):
+                    self.load(task_id)
+        for task_id in set(self.tasks) - seen | set(self.broken) - seen:
+            self._drop(task_id)
+        try:
+            with os.scandir(self.dir / "inbox") as it:
+                strays += sum(not e.name.startswith(".") and not e.is_dir(follow_symlinks=False)
+                              for e in it)
+        except FileNotFoundError:
+            pass
+        if strays != self.strays:
+            self.generation += 1
+        self.strays = strays
+        self._next_scan = time.monotonic() + self.rescan_seconds
+
+
+def _order(task: Task) -> tuple[int, int, str]:
+    return (-task.priority, task_number(task.id), task.id)
+
+
+def _is_drop(name: str) -> bool:
+    """A file dropped straight into ``.tasks/`` that intake should pick up."""
+    return not name.startswith(".") and name.lower().endswith(DROP_SUFFIXES)
+
+
+DROP_SUFFIXES = (".json", ".md", ".markdown", ".txt")

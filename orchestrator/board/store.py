@@ -1,0 +1,469 @@
+"""FileBoard: the task board as one JSON file per task under ``.tasks/``.
+
+Every write happens under the task's lock file (``.tasks/.locks/<id>.lock``,
+``flock``), re-reads the task file, checks the transition and the fencing
+token, and replaces the file atomically (temp + fsync + rename + fsync of the
+folder). The in-memory `TaskIndex` only chooses candidates; the file decides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Callable, Collection, Iterator
+from typing import Any
+
+from pydantic import ValidationError
+
+from orchestrator.board import graph
+from orchestrator.board.feed import ChangeFeed
+from orchestrator.board.index import (
+    JOURNAL,
+    JOURNAL_MAX_BYTES,
+    TaskIndex,
+    describe_error,
+    read_task_file,
+    task_number,
+)
+from orchestrator.board.model import (
+    Lease,
+    Status,
+    Task,
+    check_transition,
+    format_task_id,
+    normalize_task_id,
+    utcnow,
+)
+from orchestrator.config import BoardConfig
+from orchestrator.errors import Conflict, InvalidInput, LeaseLost, NotFound
+from orchestrator.events import EventLog
+from orchestrator.fsutil import atomic_write
+from orchestrator.layout import Layout
+
+LOCK_TIMEOUT = 10.0
+PROTECTED = frozenset({"id", "status", "owner", "lease", "fence", "created_at", "updated_at"})
+"""Fields only the board itself changes (through claims and status changes)."""
+
+
+class FileLocked(Exception):
+    """A non-blocking lock attempt found the lock held (internal: claimers move on)."""
+
+
+@contextlib.contextmanager
+def flocked(path: os.PathLike[str] | str, timeout: float | None = LOCK_TIMEOUT) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path``; ``timeout=0`` raises FileLocked at once.
+
+    Each call opens its own descriptor, so the lock also excludes other threads
+    of this process. The lock file is never deleted (deleting races with lockers).
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + (timeout or 0)
+        delay = 0.0005
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if timeout is not None and time.monotonic() >= deadline:
+                    if not timeout:
+                        raise FileLocked(str(path)) from None
+                    raise Conflict(f"{os.fspath(path)} stayed locked for {timeout:.0f}s") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.01)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+class FileBoard:
+    """Implements `orchestrator.protocols.Board` on the file system."""
+
+    def __init__(self, layout: Layout, config: BoardConfig | None = None,
+                 actor: str = "cli") -> None:
+        self.layout = layout
+        self.config = config or BoardConfig()
+        self.actor = actor
+        self.events = EventLog(layout.events, actor)
+        self._index = TaskIndex(layout.tasks, self.config.rescan_seconds)
+        self._feed = ChangeFeed([layout.tasks, layout.inbox], self._index.mark_dirty)
+        self._problems: tuple[int, dict[str, str]] = (-1, {})
+        self._holder: str | None = None  # the lease owner of the last fenced write, for events
+
+    def __enter__(self) -> FileBoard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._feed.stop()
+
+    # --- reading -----------------------------------------------------------------
+    def get(self, task_id: str) -> Task:
+        task_id = self._check_id(task_id)
+        try:
+            task, key = read_task_file(self.layout.task_file(task_id))
+        except FileNotFoundError:
+            raise NotFound(f"no task {task_id}") from None
+        except ValueError as exc:
+            raise InvalidInput(f"{task_id}: unreadable task file: {exc}") from None
+        self._index.put(task, key)
+        return task
+
+    def list(self, status: Status | Collection[Status] | None = None) -> list[Task]:
+        self._index.refresh()
+        wanted = {Status(status)} if isinstance(status, str) else (
+            {Status(s) for s in status} if status is not None else None)
+        with self._index.lock:
+            tasks = list(self._index.tasks.values())
+        tasks = [t for t in tasks if wanted is None or t.status in wanted]
+        return sorted(tasks, key=lambda t: task_number(t.id))
+
+    def ready(self) -> list[Task]:
+        self._index.refresh()
+        return list(self._ready())
+
+    def problems(self) -> dict[str, str]:
+        self._index.refresh()
+        with self._index.lock:
+            if self._problems[0] != self._index.generation:
+                found = graph.find_problems(self._index.tasks)
+                found.update({tid: f"unreadable task file: {why}"
+                              for tid, why in self._index.broken.items()})
+                self._problems = (self._index.generation, found)
+            return dict(self._problems[1])
+
+    # --- writing (people and the lead) -----------------------------------------
+    def add(self, subject: str, *, description: str = "", blocked_by: Collection[str] = (),
+            priority: int = 0, actor: str = "cli", **fields: Any) -> Task:
+        blockers = [self._check_id(b) for b in blocked_by]
+        for b in blockers:
+            if not self.layout.task_file(b).exists():
+                raise NotFound(f"unknown blocker {b}: no such task")
+        return self.create(dict(fields, subject=subject, description=description,
+                                blocked_by=blockers, priority=priority), actor=actor)
+
+    def create(self, fields: dict[str, Any], *, actor: str, task_id: str | None = None,
+               event: str = "task_created", **event_fields: Any) -> Task:
+        """Allocate an id (or take ``task_id`` when free) and write a new pending task."""
+        fields.setdefault("max_attempts", self.config.max_attempts)
+        bad = PROTECTED & fields.keys()
+        if bad:
+            raise InvalidInput(f"cannot set {', '.join(sorted(bad))} on a new task")
+        try:
+            Task(id="task_000", **fields)  # validate before an id is spent
+        except ValidationError as exc:
+            raise InvalidInput(f"invalid task: {describe_error(exc)}") from None
+        with flocked(self.layout.locks / "seq.lock"):
+            new_id = self._allocate(task_id)
+            task = Task(id=new_id, **fields)
+            self._write(task)
+        self.events.emit(event, task.id, actor=actor, subject=task.subject, **event_fields)
+        return task
+
+    def edit(self, task_id: str, *, actor: str, **fields: Any) -> Task:
+        bad = PROTECTED & fields.keys()
+        if bad:
+            raise InvalidInput(f"edit cannot change {', '.join(sorted(bad))} "
+                               "(use claim/complete/set_status)")
+        task = self._mutate(task_id, lambda t: _assign(t, fields))
+        self.events.emit("task_edited", task.id, actor=actor, fields=sorted(fields))
+        return task
+
+    def set_status(self, task_id: str, status: Status, *, actor: str, **fields: Any) -> Task:
+        status = Status(status)
+        old: list[Status] = []
+
+        def change(t: Task) -> None:
+            old.append(t.status)
+            _move(t, status)
+            _assign(t, fields)
+
+        task = self._mutate(task_id, change)
+        self.events.emit("task_status", task.id, actor=actor, **{"from": old[0], "to": status})
+        return task
+
+    def cancel(self, task_id: str, *, actor: str = "cli") -> Task:
+        old: list[Status] = []
+
+        def change(t: Task) -> None:
+            old.append(t.status)
+            _move(t, Status.CANCELLED)
+
+        task = self._mutate(task_id, change)
+        self.events.emit("task_cancelled", task.id, actor=actor, previous=old[0])
+        return task
+
+    def intake(self) -> list[Task]:
+        from orchestrator.board.intake import run_intake
+
+        return run_intake(self)
+
+    # --- claims and leases ---------------------------------------------------------
+    def claim(self, owner: str, *, lease_seconds: float | None = None,
+              task_id: str | None = None) -> Task | None:
+        seconds = lease_seconds or self.config.lease_seconds
+        if task_id is not None:
+            task_id = self._check_id(task_id)
+            if not self.layout.task_file(task_id).exists():
+                raise NotFound(f"no task {task_id}")
+            candidates = [task_id]
+        else:
+            self._index.refresh()
+            candidates = (t.id for t in self._ready())
+        busy: list[str] = []
+        for timeout in (0.0, LOCK_TIMEOUT):
+            for tid in candidates:
+                try:
+                    task = self._try_claim(tid, owner, seconds, timeout)
+                except FileLocked:
+                    busy.append(tid)
+                    continue
+                if task is not None:
+                    self.events.emit("task_claimed", task.id, actor=owner, owner=owner,
+                                     token=task.fence, attempt=task.attempts + 1)
+                    return task
+            candidates, busy = iter(busy), []
+        return None
+
+    def renew(self, task_id: str, token: int, *, lease_seconds: float | None = None) -> Task:
+        seconds = lease_seconds or self.config.lease_seconds
+
+        def extend(t: Task) -> None:
+            assert t.lease is not None
+            t.lease = t.lease.model_copy(update={"expires_at": time.time() + seconds,
+                                                 "renewed_at": utcnow()})
+
+        return self._fenced(task_id, token, extend)
+
+    def update(self, task_id: str, token: int, **fields: Any) -> Task:
+        bad = PROTECTED & fields.keys()
+        if bad:
+            raise InvalidInput(f"update cannot change {', '.join(sorted(bad))}")
+        return self._fenced(task_id, token, lambda t: _assign(t, fields))
+
+    def complete(self, task_id: str, token: int, **fields: Any) -> Task:
+        def done(t: Task) -> None:
+            _move(t, Status.REVIEW)
+            _assign(t, fields)
+
+        task = self._fenced(task_id, token, done)
+        self.events.emit("task_completed", task.id, actor=self._holder, token=token)
+        return task
+
+    def fail(self, task_id: str, token: int, error: str, *, retry: bool = True) -> Task:
+        task = self._fenced(task_id, token, lambda t: _count_attempt(t, error, retry))
+        self.events.emit("task_failed", task.id, actor=self._holder, token=token, error=error,
+                         attempts=task.attempts, status=task.status)
+        return task
+
+    def release(self, task_id: str, token: int, *, reason: str = "") -> Task:
+        task = self._fenced(task_id, token, lambda t: _move(t, Status.PENDING))
+        self.events.emit("task_released", task.id, actor=self._holder, token=token,
+                         reason=reason)
+        return task
+
+    def requeue_expired(self, *, now: float | None = None, actor: str = "lead") -> list[Task]:
+        def expired(t: Task) -> bool:
+            return not t.lease_live(time.time() if now is None else now)
+
+        return self._requeue(expired, "lease expired", "lease_expired", actor)
+
+    def requeue_owner(self, owner: str, *, reason: str, actor: str = "lead") -> list[Task]:
+        return self._requeue(lambda t: t.owner == owner, reason, "task_requeued", actor)
+
+    def _requeue(self, match: Callable[[Task], bool], reason: str, event: str,
+                 actor: str) -> list[Task]:
+        """Send matching in-progress tasks back (an attempt counts); checked again under lock."""
+        self._index.refresh()
+        out = []
+        for seen in list(self._index.in_progress()):
+            if not match(seen):
+                continue
+            leases: list[Lease] = []
+
+            def requeue(t: Task, leases: list[Lease] = leases) -> None:
+                if t.status is not Status.IN_PROGRESS or t.lease is None or not match(t):
+                    raise _Skip
+                leases.append(t.lease)
+                _count_attempt(t, reason, True)
+
+            with contextlib.suppress(_Skip, NotFound):
+                task = self._mutate(seen.id, requeue)
+                self.events.emit(event, task.id, actor=actor, owner=leases[0].owner,
+                                 token=leases[0].token, reason=reason,
+                                 attempts=task.attempts, status=task.status)
+                out.append(task)
+        return out
+
+    # --- change feed -------------------------------------------------------------
+    def wait_for_change(self, timeout: float) -> bool:
+        self._feed.start()
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            if self._feed.wake.wait(min(remaining, self.config.rescan_seconds)):
+                self._feed.wake.clear()
+                return True
+            if self._index.refresh(full=True) or self._index.strays:
+                return True
+
+    def wait_for_ready(self, timeout: float) -> bool:
+        self._feed.start()
+        deadline = time.monotonic() + timeout
+        while True:
+            self._feed.wake.clear()
+            self._index.refresh()
+            if next(self._ready(), None) is not None:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self._feed.wake.wait(min(remaining, self.config.rescan_seconds))
+
+    # --- internals ---------------------------------------------------------------------
+    def _check_id(self, task_id: str) -> str:
+        return normalize_task_id(str(task_id))
+
+    def _ready(self) -> Iterator[Task]:
+        tasks = self._index.tasks
+        for tid in self._index.pending_in_order():
+            task = tasks.get(tid)
+            if task is not None and graph.is_ready(task, tasks):
+                yield task
+
+    def _allocate(self, wanted: str | None) -> str:
+        """Next id under the seq lock: past the high-water mark and every id on disk."""
+        try:
+            high = int(self.layout.seq.read_text().strip() or 0)
+        except FileNotFoundError:
+            high = 0
+        except ValueError as exc:
+            raise InvalidInput(f"{self.layout.seq} is corrupt: {exc}") from None
+        if wanted is not None:
+            if self.layout.task_file(wanted).exists():
+                raise Conflict(f"duplicate id {wanted}: that task already exists")
+            n = task_number(wanted)
+        else:
+            self._index.refresh()
+            n = max(high, self._index.max_number) + 1
+            while self.layout.task_file(format_task_id(n)).exists():
+                n += 1
+        if n > high:
+            atomic_write(self.layout.seq, f"{n}\n")
+        return format_task_id(n)
+
+    def _lock(self, task_id: str, timeout: float | None = LOCK_TIMEOUT
+              ) -> contextlib.AbstractContextManager[None]:
+        return flocked(self.layout.locks / f"{task_id}.lock", timeout)
+
+    def _read_locked(self, task_id: str) -> Task:
+        try:
+            task, _ = read_task_file(self.layout.task_file(task_id))
+        except FileNotFoundError:
+            self._index.load(task_id)
+            raise NotFound(f"no task {task_id}") from None
+        except ValueError as exc:
+            raise InvalidInput(f"{task_id}: unreadable task file: {exc}") from None
+        return task
+
+    def _write(self, task: Task) -> None:
+        task.updated_at = utcnow()
+        path = self.layout.task_file(task.id)
+        atomic_write(path, task.model_dump_json(indent=2) + "\n")
+        st = path.stat()
+        self._index.put(task, (st.st_mtime_ns, st.st_size, st.st_ino))
+        self._journal(task.id)
+
+    def _journal(self, task_id: str) -> None:
+        path = self.layout.tasks / JOURNAL
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{task_id}\n".encode())
+            size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        if size > JOURNAL_MAX_BYTES:
+            # Readers see a new inode and rescan once; the old journal is just dropped.
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(path, self.layout.tasks / f"{JOURNAL}.old")
+
+    def _mutate(self, task_id: str, change: Callable[[Task], None]) -> Task:
+        """Read the task under its lock, apply ``change`` (which may raise), write it back."""
+        task_id = self._check_id(task_id)
+        with self._lock(task_id):
+            task = self._read_locked(task_id)
+            try:
+                change(task)
+            except ValidationError as exc:
+                raise InvalidInput(f"{task_id}: {describe_error(exc)}") from None
+            self._write(task)
+        return task
+
+    def _fenced(self, task_id: str, token: int, change: Callable[[Task], None]) -> Task:
+        def check(t: Task) -> None:
+            lease = t.lease
+            if t.status is not Status.IN_PROGRESS or lease is None or lease.token != token:
+                now = (f"held by {lease.owner} with token {lease.token}" if lease
+                       else f"{t.status}, no lease")
+                raise LeaseLost(f"{t.id}: lease token {token} is no longer valid ({now})",
+                                task=t.id)
+            self._holder = lease.owner
+            change(t)
+
+        return self._mutate(task_id, check)
+
+    def _try_claim(self, task_id: str, owner: str, seconds: float,
+                   timeout: float) -> Task | None:
+        with self._lock(task_id, timeout):
+            try:
+                task = self._read_locked(task_id)
+            except (NotFound, InvalidInput):
+                return None
+            if task.status is not Status.PENDING:
+                self._index.put(task)
+                return None
+            for b in task.blocked_by:  # blockers fresh from disk: the index may lag
+                self._index.load(b)
+            if not graph.is_ready(task, self._index.tasks):
+                self._index.put(task)
+                return None
+            check_transition(task.id, task.status, Status.IN_PROGRESS)
+            task.fence += 1
+            task.status = Status.IN_PROGRESS
+            task.owner = owner
+            task.lease = Lease(owner=owner, token=task.fence, expires_at=time.time() + seconds)
+            task.error = None
+            self._write(task)
+            return task
+
+
+class _Skip(Exception):
+    """Inside a requeue: the task changed since the index saw it; leave it alone."""
+
+
+def _move(task: Task, new: Status) -> None:
+    check_transition(task.id, task.status, new)
+    if task.status is Status.IN_PROGRESS:
+        task.owner = None
+        task.lease = None
+        task.waiting_for = None
+    task.status = new
+
+
+def _count_attempt(task: Task, error: str, retry: bool) -> None:
+    task.attempts += 1
+    task.error = error
+    _move(task, Status.PENDING if retry and task.attempts < task.max_attempts else Status.FAILED)
+
+
+def _assign(task: Task, fields: dict[str, Any]) -> None:
+    for name, value in fields.items():
+        if name not in Task.model_fields:
+            raise InvalidInput(f"{task.id}: unknown field {name!r}")
+        setattr(task, name, value)

@@ -1,0 +1,270 @@
+"""The board API: add/get/list, claims, leases, fencing, requeue, readiness."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.board import FileBoard, init_repo, open_board
+from orchestrator.board.model import Status
+from orchestrator.config import BoardConfig
+from orchestrator.errors import InvalidInput, InvalidTransition, LeaseLost, NotFound
+from orchestrator.events import EventLog
+from orchestrator.protocols import Board
+
+
+@pytest.fixture
+def board(repo: Path):
+    with open_board(init_repo(repo), BoardConfig(max_attempts=2, rescan_seconds=0.2)) as b:
+        yield b
+
+
+def events(board: FileBoard) -> list[str]:
+    return [e["event"] for e in EventLog(board.layout.events).read()]
+
+
+def test_implements_the_protocol(board: FileBoard) -> None:
+    assert isinstance(board, Board)
+
+
+def test_init_repo_is_idempotent_and_keeps_git_status_clean(repo: Path) -> None:
+    init_repo(repo)
+    init_repo(repo)
+    with open_board(init_repo(repo)) as b:
+        b.add("something")
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo,
+                            capture_output=True, text=True, check=True).stdout
+    assert status == ""
+    exclude = (repo / ".git" / "info" / "exclude").read_text().splitlines()
+    assert exclude.count("/.tasks/") == 1 and exclude.count("/.worktrees/") == 1
+
+
+def test_add_get_list_and_sequential_ids(board: FileBoard) -> None:
+    a = board.add("first", description="d")
+    b = board.add("second", priority=3)
+    assert (a.id, b.id) == ("task_001", "task_002")
+    assert board.get("1").subject == "first"
+    assert board.get("task_002").priority == 3
+    assert [t.id for t in board.list()] == ["task_001", "task_002"]
+    assert board.list(Status.IN_PROGRESS) == []
+    assert board.layout.task_file("task_001").exists()
+    assert events(board) == ["task_created", "task_created"]
+
+
+def test_ids_are_never_reused_after_deletion(board: FileBoard) -> None:
+    a = board.add("one")
+    board.layout.task_file(a.id).unlink()
+    assert board.add("two").id == "task_002"
+
+
+def test_ids_respect_files_already_on_disk(board: FileBoard) -> None:
+    board.add("one")
+    other = board.get("task_001").model_copy(update={"id": "task_041"})
+    board.layout.task_file("task_041").write_text(other.model_dump_json())
+    assert board.add("after").id == "task_042"
+
+
+def test_ids_widen_past_999(board: FileBoard) -> None:
+    board.layout.seq.write_text("999\n")
+    assert board.add("x").id == "task_1000"
+
+
+def test_unknown_ids_and_blockers(board: FileBoard) -> None:
+    with pytest.raises(NotFound):
+        board.get("task_404")
+    with pytest.raises(InvalidInput):
+        board.get("../../etc/passwd")
+    with pytest.raises(InvalidInput):
+        board.get("/abs/task_001")
+    with pytest.raises(NotFound, match="task_009"):
+        board.add("x", blocked_by=["task_009"])
+    with pytest.raises(InvalidInput):
+        board.add("x", blocked_by=["../task_001"])
+    assert board.list() == []
+
+
+def test_claim_order_priority_then_id(board: FileBoard) -> None:
+    board.add("low")
+    board.add("high", priority=5)
+    board.add("low2")
+    order = [board.claim("w").id for _ in range(3)]
+    assert order == ["task_002", "task_001", "task_003"]
+    assert board.claim("w") is None
+
+
+def test_claim_sets_lease_and_token_one_higher(board: FileBoard) -> None:
+    t = board.add("x")
+    c = board.claim("alice", lease_seconds=60)
+    assert c is not None and c.id == t.id
+    assert c.status is Status.IN_PROGRESS and c.owner == "alice"
+    assert c.lease is not None and c.lease.token == 1 == c.fence
+    board.release(c.id, 1, reason="stop")
+    c2 = board.claim("bob")
+    assert c2 is not None and c2.lease.token == 2
+    assert c2.attempts == 0  # release does not count
+
+
+def test_fencing_refuses_old_tokens_and_changes_nothing(board: FileBoard) -> None:
+    board.add("x")
+    first = board.claim("alice", lease_seconds=0.05)
+    time.sleep(0.1)
+    assert [t.id for t in board.requeue_expired()] == [first.id]
+    second = board.claim("bob")
+    assert second.lease.token == 2
+    before = board.get(first.id)
+    for call in (lambda: board.complete(first.id, 1), lambda: board.renew(first.id, 1),
+                 lambda: board.update(first.id, 1, branch="x"),
+                 lambda: board.fail(first.id, 1, "boom"),
+                 lambda: board.release(first.id, 1)):
+        with pytest.raises(LeaseLost, match="token 1"):
+            call()
+    assert board.get(first.id) == before
+    done = board.complete(first.id, 2, branch="task/001-x")
+    assert done.status is Status.REVIEW and done.lease is None and done.owner is None
+    assert done.branch == "task/001-x"
+    with pytest.raises(LeaseLost):
+        board.complete(first.id, 2)
+
+
+def test_renew_extends_the_lease(board: FileBoard) -> None:
+    board.add("x")
+    c = board.claim("alice", lease_seconds=0.2)
+    renewed = board.renew(c.id, c.lease.token, lease_seconds=60)
+    assert renewed.lease.expires_at > c.lease.expires_at + 30
+    assert board.requeue_expired(now=time.time() + 1) == []
+
+
+def test_fail_counts_attempts_then_failed(board: FileBoard) -> None:
+    board.add("x")  # max_attempts=2 from the config
+    c = board.claim("a")
+    t = board.fail(c.id, c.lease.token, "tests failed")
+    assert t.status is Status.PENDING and t.attempts == 1 and t.error == "tests failed"
+    c = board.claim("a")
+    t = board.fail(c.id, c.lease.token, "again")
+    assert t.status is Status.FAILED and t.attempts == 2
+    assert board.claim("a") is None
+
+
+def test_fail_without_retry_is_final_at_once(board: FileBoard) -> None:
+    board.add("x")
+    c = board.claim("a")
+    assert board.fail(c.id, c.lease.token, "no backend", retry=False).status is Status.FAILED
+
+
+def test_requeue_expired_keeps_worktree_and_counts(board: FileBoard) -> None:
+    board.add("x")
+    c = board.claim("a", lease_seconds=30)
+    board.update(c.id, c.lease.token, worktree="/w/task_001", branch="task/001-x")
+    assert board.requeue_expired() == []
+    [t] = board.requeue_expired(now=time.time() + 31)
+    assert t.status is Status.PENDING and t.attempts == 1 and t.lease is None
+    assert t.worktree == "/w/task_001" and t.branch == "task/001-x"
+    c = board.claim("b", lease_seconds=30)
+    [t] = board.requeue_expired(now=time.time() + 31)
+    assert t.status is Status.FAILED
+    assert "lease_expired" in events(board)
+
+
+def test_requeue_owner(board: FileBoard) -> None:
+    board.add("x")
+    board.add("y")
+    board.claim("alice")
+    board.claim("bob")
+    [t] = board.requeue_owner("alice", reason="process died")
+    assert t.id == "task_001" and t.attempts == 1 and t.status is Status.PENDING
+    assert board.get("task_002").owner == "bob"
+
+
+def test_cancel_and_transitions(board: FileBoard) -> None:
+    board.add("x")
+    c = board.claim("a")
+    t = board.cancel(c.id)
+    assert t.status is Status.CANCELLED and t.lease is None
+    with pytest.raises(LeaseLost):
+        board.complete(c.id, c.lease.token)
+    with pytest.raises(InvalidTransition):
+        board.cancel(c.id)
+    with pytest.raises(InvalidTransition):
+        board.set_status(c.id, Status.PENDING, actor="me")
+
+
+def test_set_status_and_edit(board: FileBoard) -> None:
+    board.add("x")
+    c = board.claim("a")
+    board.complete(c.id, c.lease.token)
+    t = board.set_status(c.id, Status.PENDING, actor="lead", feedback=["use a dict"])
+    assert t.status is Status.PENDING and t.feedback == ["use a dict"]
+    t = board.edit(c.id, actor="me", priority=7, metadata={"k": 1})
+    assert (t.priority, t.metadata) == (7, {"k": 1})
+    with pytest.raises(InvalidInput):
+        board.edit(c.id, actor="me", status="review")
+    with pytest.raises(InvalidInput):
+        board.edit(c.id, actor="me", priority="high")
+    with pytest.raises(InvalidInput):
+        board.edit(c.id, actor="me", nonsense=1)
+    assert board.get(c.id).priority == 7
+    assert "task_status" in events(board)
+
+
+def test_readiness_through_blockers(board: FileBoard) -> None:
+    a = board.add("a")
+    b = board.add("b", blocked_by=[a.id], priority=9)
+    assert [t.id for t in board.ready()] == [a.id]
+    c = board.claim("w")
+    assert board.claim("w") is None
+    board.complete(c.id, c.lease.token)
+    assert [t.id for t in board.ready()] == [b.id]
+
+
+def test_cycles_and_missing_blockers_are_problems(board: FileBoard) -> None:
+    a = board.add("a")
+    b = board.add("b", blocked_by=[a.id])
+    c = board.add("c", blocked_by=[b.id])
+    board.edit(a.id, actor="me", blocked_by=[b.id])
+    d = board.add("d")
+    board.edit(d.id, actor="me", blocked_by=["task_077"])
+    probs = board.problems()
+    assert "cycle" in probs[a.id] and "cycle" in probs[b.id]
+    assert "task_077" in probs[d.id] and "does not exist" in probs[d.id]
+    assert b.id in probs[c.id]
+    assert board.ready() == []
+    assert board.claim("w") is None
+    board.cancel(c.id)
+    assert c.id not in board.problems()
+
+
+def test_another_process_sees_changes(board: FileBoard) -> None:
+    with open_board(board.layout) as other:
+        assert other.list() == []
+        board.add("x")
+        assert [t.id for t in other.list()] == ["task_001"]
+        c = board.claim("a")
+        assert other.claim("b") is None
+        assert other.list(Status.IN_PROGRESS)[0].owner == "a"
+        board.complete(c.id, c.lease.token)
+        assert other.get(c.id).status is Status.REVIEW
+
+
+def test_wait_for_ready_wakes_on_a_new_task(board: FileBoard) -> None:
+    assert board.wait_for_ready(0.05) is False
+    with open_board(board.layout) as other:
+        other.add("x")
+    assert board.wait_for_ready(5) is True
+
+
+def test_wait_for_change_wakes_on_a_drop(board: FileBoard) -> None:
+    import threading
+
+    def drop() -> None:
+        (board.layout.inbox / "t.json").write_text('{"title": "x"}')
+
+    board._feed.start()
+    timer = threading.Timer(0.05, drop)
+    timer.start()
+    try:
+        assert board.wait_for_change(10) is True
+    finally:
+        timer.join()
