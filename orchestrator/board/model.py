@@ -161,6 +161,8 @@ class Task(BaseModel):
     """A backend's conversation id, so a retried task can resume it."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Anything else the user put in the dropped file, kept verbatim."""
+    source: str | None = None
+    """The dropped file this task came from (``inbox/fix-login.md``), when intake made it."""
 
     created_at: str = Field(default_factory=utcnow)
     updated_at: str = Field(default_factory=utcnow)
