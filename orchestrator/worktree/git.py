@@ -1,0 +1,102 @@
+"""A thin runner for the git command line.
+
+Plain ``subprocess.run`` per call: no long-lived ``git cat-file`` helpers to leak,
+and safe to use from many threads. Failures become `GitError` with git's stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.errors import GitError, UserError
+
+#: Variables that would point git at another repository or index than the one we name.
+_REPO_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR",
+              "GIT_OBJECT_DIRECTORY", "GIT_NAMESPACE")
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _REPO_VARS}
+    env["LC_ALL"] = "C"  # stable messages, and the `locked` reason "initializing" we look for
+    env.update(extra or {})
+    return env
+
+
+@dataclass(frozen=True)
+class Git:
+    """Runs git in ``cwd`` (a repository or one of its worktrees)."""
+
+    cwd: Path
+
+    def run(self, *args: str, check: bool = True, env: Mapping[str, str] | None = None,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
+        try:
+            out = subprocess.run(
+                ["git", *args], cwd=self.cwd, env=git_env(env), input=input,
+                capture_output=True, text=True, check=False,
+            )
+        except FileNotFoundError as exc:
+            raise UserError("git is not installed or not on PATH") from exc
+        except NotADirectoryError as exc:
+            raise GitError(f"not a folder: {self.cwd}") from exc
+        if check and out.returncode != 0:
+            msg = out.stderr.strip() or out.stdout.strip() or f"exit {out.returncode}"
+            raise GitError(f"git {' '.join(args[:2])}: {msg}")
+        return out
+
+    def out(self, *args: str, env: Mapping[str, str] | None = None) -> str:
+        return self.run(*args, env=env).stdout.strip()
+
+    def ok(self, *args: str) -> bool:
+        return self.run(*args, check=False).returncode == 0
+
+    def commit_of(self, rev: str) -> str | None:
+        """The commit ``rev`` names, or None when it names none."""
+        if rev.startswith("-"):
+            return None
+        out = self.run("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    def branch_exists(self, branch: str) -> bool:
+        return self.ok("show-ref", "--verify", "--quiet", f"refs/heads/{branch}")
+
+    def common_dir(self) -> Path:
+        p = Path(self.out("rev-parse", "--git-common-dir"))
+        return p if p.is_absolute() else (self.cwd / p).resolve()
+
+
+@dataclass
+class WorktreeEntry:
+    """One block of ``git worktree list --porcelain``."""
+
+    path: Path
+    head: str | None = None
+    branch: str | None = None
+    """Short branch name (``task/001-x``), None when detached or bare."""
+    locked: str | None = None
+    prunable: str | None = None
+
+
+def list_worktrees(git: Git) -> list[WorktreeEntry]:
+    entries: list[WorktreeEntry] = []
+    for block in git.run("worktree", "list", "--porcelain").stdout.split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in block.splitlines():
+            key, _, value = line.partition(" ")
+            fields[key] = value
+        if "worktree" not in fields:
+            continue
+        branch = fields.get("branch")
+        entries.append(WorktreeEntry(
+            path=Path(fields["worktree"]),
+            head=fields.get("HEAD"),
+            branch=branch.removeprefix("refs/heads/") if branch else None,
+            locked=fields.get("locked"),
+            prunable=fields.get("prunable"),
+        ))
+    return entries
+

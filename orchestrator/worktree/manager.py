@@ -1,0 +1,476 @@
+"""The execution plane: one git worktree per task, on its own branch.
+
+`WorktreeManager` implements `orchestrator.protocols.Isolation`. It never writes
+task state (it holds no lease): the teammate records the binding with a fenced
+``board.update(task.id, token, **binding(ws))``.
+
+- ``create`` reuses the task's worktree when it is there (a retried task resumes
+  its work), re-creates it from the task's branch when only the folder is gone,
+  and otherwise starts a new branch from the base: the configured ref, or the
+  branch of a blocker kept for review, or a merge of several such branches.
+- ``remove`` is fail-closed (`orchestrator.worktree.safety`); ``force`` saves a
+  snapshot under ``refs/orchestrator/snapshots/<task_id>`` first.
+- Creation and removal hold one lock per repository (concurrent ``git worktree
+  add`` races on ``.git/worktrees``); setup commands run outside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from orchestrator.board.model import Status, Task
+from orchestrator.config import WorktreeConfig
+from orchestrator.errors import InvalidInput, NotFound, RunError, UnsafeRemoval
+from orchestrator.events import EventLog
+from orchestrator.layout import Layout
+from orchestrator.protocols import Board, Workspace
+from orchestrator.tasklog import TaskLog
+from orchestrator.worktree import safety
+from orchestrator.worktree.git import Git, WorktreeEntry, list_worktrees
+from orchestrator.worktree.names import branch_name, check_branch, check_component, check_prefix
+from orchestrator.worktree.setup import PortBlocks, copy_included, run_setup
+
+SETUP_MARKER = "orchestrator-setup-done"
+"""Written into the worktree's git dir once its setup commands succeeded."""
+
+
+def binding(ws: Workspace) -> dict[str, Any]:
+    """The task fields that bind a task to its workspace, for ``board.update``."""
+    return {"worktree": str(ws.path), "branch": ws.branch, "base": ws.base,
+            "base_commit": ws.base_commit}
+
+
+@dataclass
+class ReconcileReport:
+    pruned: list[str]
+    """Stale worktree metadata pruned (folders deleted by hand)."""
+    cleared: list[str]
+    """Half-made worktrees of a killed ``git worktree add``, removed with their lock."""
+    recreated: list[str]
+    """Task ids whose missing worktree was re-created from their branch."""
+    orphans: list[dict[str, str]]
+    """Worktrees and folders with no task: reported, never touched."""
+    problems: dict[str, str]
+    """Task id -> why its worktree could not be restored."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class GcReport:
+    removed: list[dict[str, Any]]
+    skipped: list[dict[str, Any]]
+    dry_run: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+GC_STATUSES = frozenset({Status.MERGED, Status.DISCARDED, Status.CANCELLED})
+
+
+class WorktreeManager:
+    def __init__(self, layout: Layout, config: WorktreeConfig, board: Board | None = None,
+                 *, actor: str = "worktree") -> None:
+        self.layout = layout
+        self.config = config
+        self.board = board
+        self.prefix = check_prefix(config.branch_prefix)
+        self.repo = Git(layout.root)
+        self.events = EventLog(layout.events, actor=actor)
+        layout.locks.mkdir(parents=True, exist_ok=True)
+        self.lock = FileLock(layout.locks / "worktree.lock", thread_local=False)
+        self.ports = PortBlocks(layout.run / "ports.json", layout.locks / "ports.lock",
+                                config.port_base, config.port_block)
+        self._common_dir: Path | None = None
+
+    # --- names ------------------------------------------------------------------
+    def path_for(self, task: Task) -> Path:
+        return self.layout.worktree(check_component(task.id, "task id"))
+
+    def branch_for(self, task: Task) -> str:
+        """The task's recorded branch, or ``<prefix><id>-<slug>`` for a new one."""
+        if task.branch:
+            return check_branch(task.branch)
+        return branch_name(self.prefix, task.id, task.slug)
+
+    # --- Isolation --------------------------------------------------------------
+    def create(self, task: Task) -> Workspace:
+        path, branch = self.path_for(task), self.branch_for(task)
+        with self.lock:
+            base, base_commit, reused, note = self._checkout(task, path, branch)
+        port = self.ports.allocate(task.id)
+        ws = Workspace(task.id, path, branch, base, base_commit, env={
+            "ORCH_TASK_ID": task.id, "ORCH_WORKTREE": str(path),
+            "ORCH_PORT_BASE": str(port), "ORCH_PORT_COUNT": str(self.config.port_block),
+        })
+        self._write_task_ref(ws)
+        copy_included(self.repo, self.layout.root, path, self._skip_prefixes())
+        self._setup(ws)
+        self.events.emit("worktree_created", task.id, path=str(path), branch=branch, base=base,
+                         base_commit=base_commit, reused=reused, port_base=port,
+                         **({"note": note} if note else {}))
+        return ws
+
+    def keep(self, task: Task) -> None:
+        self.events.emit("worktree_kept", task.id, path=str(self.path_for(task)),
+                         branch=self.branch_for(task))
+
+    def remove(self, task: Task, *, force: bool = False) -> str | None:
+        path, branch = self.path_for(task), self.branch_for(task)
+        with self.lock:
+            co = safety.inspect(self.repo, path, branch)
+            if co.path is None and path.exists():
+                raise UnsafeRemoval(f"{task.id}: {path} is not a worktree of this repository; "
+                                    "not touching it (move it away by hand)")
+            if co.path is None and co.branch_tip is None:
+                self._prune()
+                self.ports.free(task.id)
+                return None
+            reasons = safety.risks(self.repo, co, branch, self._bases(task))
+            if reasons and not force:
+                raise UnsafeRemoval(f"{task.id}: not removing {path}: {'; '.join(reasons)} "
+                                    "(--force saves a snapshot first)")
+            snap = safety.snapshot(self.repo, task.id, co, branch) if reasons else None
+            if co.path is not None:
+                self.repo.run("worktree", "remove", "--force", "--force", str(path))
+            else:
+                self._prune()
+            if co.branch_tip is not None:
+                self.repo.run("branch", "-D", "--", branch)
+        self.ports.free(task.id)
+        self.events.emit("worktree_removed", task.id, path=str(path), branch=branch,
+                         snapshot=snap, forced=force and bool(reasons))
+        return snap
+
+    # --- reading ------------------------------------------------------------------
+    def status(self, task: Task) -> dict[str, Any]:
+        """What is on disk for the task: folder, branch, dirty or clean, commits ahead, disk use."""
+        path, branch = self.path_for(task), self.branch_for(task)
+        co = safety.inspect(self.repo, path, branch)
+        dirty: list[str] | None = None
+        ahead: int | None = None
+        if co.path is not None:
+            try:
+                dirty = safety.dirty_paths(co.path)
+            except RunError:
+                dirty = None
+        tips = [t for t in (co.head, co.branch_tip) if t]
+        bases = [c for c in (self.repo.commit_of(b) for b in self._bases(task)) if c]
+        if tips and bases:
+            ahead = safety.ahead(self.repo, sorted(set(tips)), bases)
+        return {
+            "task": task.id, "status": str(task.status), "branch": branch, "path": str(path),
+            "exists": co.path is not None, "branch_exists": co.branch_tip is not None,
+            "dirty": None if dirty is None else bool(dirty),
+            "changes": None if dirty is None else len(dirty),
+            "ahead": ahead, "disk_bytes": disk_use(path) if co.path is not None else 0,
+        }
+
+    def removal_risks(self, task: Task) -> list[str]:
+        co = safety.inspect(self.repo, self.path_for(task), self.branch_for(task))
+        return safety.risks(self.repo, co, self.branch_for(task), self._bases(task))
+
+    # --- housekeeping -------------------------------------------------------------
+    def gc(self, tasks: list[Task], dry_run: bool = False) -> GcReport:
+        """Remove the worktrees and branches of merged, discarded and cancelled tasks
+        when nothing would be lost; every other one is skipped with the reason."""
+        report = GcReport(removed=[], skipped=[], dry_run=dry_run)
+        for task in tasks:
+            if task.status not in GC_STATUSES:
+                continue
+            path, branch = self.path_for(task), self.branch_for(task)
+            if not path.exists() and not self.repo.branch_exists(branch):
+                continue
+            row = {"task": task.id, "status": str(task.status), "path": str(path),
+                   "branch": branch}
+            try:
+                if dry_run:
+                    reasons = self.removal_risks(task)
+                    if reasons:
+                        raise UnsafeRemoval("; ".join(reasons))
+                else:
+                    self.remove(task)
+            except (UnsafeRemoval, RunError) as exc:
+                report.skipped.append({**row, "reason": str(exc)})
+            else:
+                report.removed.append(row)
+        return report
+
+    def reconcile(self, tasks: list[Task]) -> ReconcileReport:
+        """Bring the worktrees in line with the board after a crash (see ReconcileReport)."""
+        report = ReconcileReport([], [], [], [], {})
+        with self.lock:
+            self._ensure_excluded()
+            report.cleared = self._clear_half_made()
+            entries = list_worktrees(self.repo)
+            report.pruned = [str(e.path) for e in entries if e.prunable]
+            if report.pruned:
+                self._prune()
+            managed = {e.path.resolve(): e for e in entries
+                       if not e.prunable and self._managed(e.path)}
+            known = {t.id: t for t in tasks}
+            for task in tasks:
+                if task.status.final or not (task.worktree or task.branch):
+                    continue
+                path = self.layout.worktree(task.id)
+                if path.resolve() in managed:
+                    continue
+                try:
+                    self._restore(task, path)
+                except (RunError, InvalidInput, NotFound) as exc:
+                    report.problems[task.id] = str(exc)
+                else:
+                    report.recreated.append(task.id)
+            report.orphans = self._orphans(known)
+        live = {t.id for t in tasks if self.layout.worktree(t.id).exists()}
+        for task_id in set(self.ports.live()) - live:
+            self.ports.free(task_id)
+        changes = {k: v for k, v in report.to_dict().items() if v}
+        if changes:
+            self.events.emit("worktrees_reconciled", None, **changes)
+        return report
+
+    # --- internals ----------------------------------------------------------------
+    def _checkout(self, task: Task, path: Path, branch: str) -> tuple[str, str, bool, str | None]:
+        """Make ``path`` a worktree on ``branch``; (base, base_commit, reused, note)."""
+        self._ensure_excluded()
+        entry = self._entry(path)
+        if entry is not None and entry.prunable:
+            self._prune()
+            entry = None
+        tip = self.repo.commit_of(f"refs/heads/{branch}")
+        if entry is not None:
+            if entry.branch != branch or tip is None:
+                what = f"branch {branch} is missing (deleted by hand?)" if tip is None else (
+                    f"it is on {entry.branch or 'a detached HEAD'}, not {branch}")
+                raise RunError(f"{task.id}: cannot reuse {path}: {what}; restore the branch, or "
+                               "remove the worktree with --force", task=task.id)
+            base, base_commit = self._recorded_base(task, tip)
+            return base, base_commit, True, None
+        if path.exists():
+            if path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+            else:
+                raise RunError(f"{task.id}: {path} exists but is not a worktree of this "
+                               "repository; move it away", task=task.id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if tip is not None:
+            self.repo.run("worktree", "add", "--quiet", str(path), branch)
+            base, base_commit = self._recorded_base(task, tip)
+            return base, base_commit, True, None
+        base, start = self._start_point(task)
+        self.repo.run("worktree", "add", "--quiet", "--no-track", "-b", branch, str(path), start)
+        note = f"branch {task.branch} was missing; started afresh" if task.branch else None
+        return base, start, False, note
+
+    def _start_point(self, task: Task) -> tuple[str, str]:
+        """(base name, commit) for a new branch: the blockers' result or the configured base."""
+        kept = self._kept_blockers(task)
+        if len(kept) == 1:
+            return kept[0]
+        if kept:
+            return self._base_name(), self._merge(task, kept)
+        commit = self.repo.commit_of(self.config.base)
+        if commit is not None:
+            return self._base_name(), commit
+        root = self.layout.root
+        if not self.repo.out("rev-list", "-n1", "--all"):
+            raise InvalidInput(f"{root} has no commits yet; make a first commit before running "
+                               "tasks")
+        raise InvalidInput(f"base ref {self.config.base!r} does not exist in {root}")
+
+    def _kept_blockers(self, task: Task) -> list[tuple[str, str]]:
+        """(branch, tip) of each blocker kept for review; merged blockers are in the base."""
+        if not task.blocked_by or self.board is None:
+            return []
+        kept = []
+        for blocker_id in task.blocked_by:
+            blocker = self.board.get(blocker_id)
+            if blocker.status == Status.MERGED:
+                continue
+            if blocker.status != Status.REVIEW:
+                raise RunError(f"{task.id}: blocker {blocker_id} is {blocker.status}, "
+                               "not review or merged", task=task.id)
+            b = self.branch_for(blocker)
+            tip = self.repo.commit_of(f"refs/heads/{b}")
+            if tip is None:
+                raise RunError(f"{task.id}: branch {b} of blocker {blocker_id} is missing",
+                               task=task.id)
+            kept.append((b, tip))
+        return kept
+
+    def _merge(self, task: Task, kept: list[tuple[str, str]]) -> str:
+        """A merge commit of the blockers' branches, made without touching any working tree."""
+        current = kept[0][1]
+        for i, (b, tip) in enumerate(kept[1:], 1):
+            out = self.repo.run("merge-tree", "--write-tree", "--name-only", "--no-messages",
+                                current, tip, check=False)
+            if out.returncode == 1:
+                files = sorted({f for f in out.stdout.splitlines()[1:] if f})
+                names = ", ".join(name for name, _ in kept[: i + 1])
+                raise RunError(f"{task.id}: the branches of its blockers ({names}) conflict in: "
+                               f"{', '.join(files)}", task=task.id)
+            if out.returncode != 0:
+                raise RunError(f"{task.id}: git merge-tree failed: {out.stderr.strip()}",
+                               task=task.id)
+            tree = out.stdout.splitlines()[0]
+            current = self.repo.out("commit-tree", tree, "-p", current, "-p", tip, "-m",
+                                    f"orchestrator: merge {b} for {task.id}")
+        return current
+
+    def _restore(self, task: Task, path: Path) -> None:
+        branch = self.branch_for(task)
+        if not self.repo.branch_exists(branch):
+            raise NotFound(f"{task.id}: branch {branch} is missing; the worktree cannot be "
+                           "re-created")
+        if path.exists():
+            raise RunError(f"{task.id}: {path} exists but is not a worktree", task=task.id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.repo.run("worktree", "add", "--quiet", str(path), branch)
+        self._write_task_ref(Workspace(task.id, path, branch, task.base, task.base_commit))
+
+    def _recorded_base(self, task: Task, tip: str) -> tuple[str, str]:
+        if task.base and task.base_commit:
+            return task.base, task.base_commit
+        base = task.base or self._base_name()
+        commit = self.repo.commit_of(base)
+        fork = self.repo.run("merge-base", commit, tip, check=False) if commit else None
+        return base, fork.stdout.strip() if fork and fork.returncode == 0 else tip
+
+    def _base_name(self) -> str:
+        """The configured base as a name to check against later (``HEAD`` becomes its branch)."""
+        if self.config.base != "HEAD":
+            return self.config.base
+        out = self.repo.run("symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+        return out.stdout.strip() if out.returncode == 0 else "HEAD"
+
+    def _bases(self, task: Task) -> list[str]:
+        """Refs whose history is not the task's own work: its base, the commit it started
+        from, the configured base, and the branches of its blockers."""
+        bases = [task.base, task.base_commit, self._base_name()]
+        if self.board is not None:
+            for blocker_id in task.blocked_by:
+                try:
+                    bases.append(self.branch_for(self.board.get(blocker_id)))
+                except (NotFound, InvalidInput):
+                    continue
+        return [b for b in dict.fromkeys(bases) if b]
+
+    def _setup(self, ws: Workspace) -> None:
+        if not self.config.setup:
+            return
+        marker = _git_dir(ws.path) / SETUP_MARKER
+        if marker.exists():
+            return
+        run_setup(self.config.setup, ws.path, ws.env, self.config.setup_timeout,
+                  TaskLog(self.layout, ws.task_id, actor="setup"), ws.task_id)
+        marker.write_text("ok\n")
+
+    def _write_task_ref(self, ws: Workspace) -> None:
+        ref = {"task": ws.task_id, "branch": ws.branch, "base": ws.base,
+               "base_commit": ws.base_commit, "repo": str(self.layout.root)}
+        (ws.path / safety.TASK_REF).write_text(json.dumps(ref, indent=1) + "\n")
+
+    def _ensure_excluded(self) -> None:
+        """``.task_ref`` is never committed, and the worktree root (when inside the repo)
+        never shows in ``git status``. Git reads ``info/exclude`` from the common dir only
+        (a worktree's own ``info/exclude`` is not honoured), so the entries go there."""
+        exclude = self._git_common_dir() / "info" / "exclude"
+        wanted = [f"/{safety.TASK_REF}"]
+        with contextlib.suppress(ValueError):
+            rel = self.layout.worktree_root.relative_to(self.layout.root).as_posix()
+            wanted.append(f"/{rel}/")
+        try:
+            text = exclude.read_text()
+        except FileNotFoundError:
+            text = ""
+        missing = [w for w in wanted if w not in text.splitlines()]
+        if missing:
+            exclude.parent.mkdir(parents=True, exist_ok=True)
+            with exclude.open("a") as fh:
+                sep = "" if not text or text.endswith("\n") else "\n"
+                fh.write(sep + "".join(f"{w}\n" for w in missing))
+
+    def _clear_half_made(self) -> list[str]:
+        """Worktrees a killed ``git worktree add`` left behind (still locked "initializing").
+        Called under the lock, so no creation of ours is running; their folders hold
+        nothing but a partial checkout, and the branch (with any work) stays."""
+        cleared = []
+        admin_root = self._git_common_dir() / "worktrees"
+        for admin in sorted(admin_root.iterdir()) if admin_root.is_dir() else []:
+            try:
+                reason = (admin / "locked").read_text().strip()
+                gitfile = Path((admin / "gitdir").read_text().strip())
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            if reason != "initializing" or not self._managed(gitfile.parent):
+                continue
+            shutil.rmtree(gitfile.parent, ignore_errors=True)
+            shutil.rmtree(admin, ignore_errors=True)
+            cleared.append(str(gitfile.parent))
+        return cleared
+
+    def _orphans(self, known: dict[str, Task]) -> list[dict[str, str]]:
+        """Worktrees of no task, and folders in the worktree root git does not know."""
+        managed = {e.path.resolve(): e for e in list_worktrees(self.repo)
+                   if self._managed(e.path)}
+        orphans = [{"path": str(p), "branch": e.branch or "", "reason": "no task with this id"}
+                   for p, e in sorted(managed.items()) if p.name not in known]
+        root = self.layout.worktree_root
+        for d in sorted(root.iterdir()) if root.is_dir() else []:
+            if d.is_dir() and d.resolve() not in managed:
+                orphans.append({"path": str(d), "branch": "",
+                                "reason": "not a registered worktree"})
+        return orphans
+
+    def _entry(self, path: Path) -> WorktreeEntry | None:
+        target = path.resolve()
+        return next((e for e in list_worktrees(self.repo) if e.path.resolve() == target), None)
+
+    def _managed(self, path: Path) -> bool:
+        return path.resolve().parent == self.layout.worktree_root.resolve()
+
+    def _prune(self) -> None:
+        self.repo.run("worktree", "prune")
+
+    def _git_common_dir(self) -> Path:
+        if self._common_dir is None:
+            self._common_dir = self.repo.common_dir()
+        return self._common_dir
+
+    def _skip_prefixes(self) -> list[str]:
+        skip = [self.layout.tasks.name + "/"]
+        try:
+            skip.append(self.layout.worktree_root.relative_to(self.layout.root).as_posix() + "/")
+        except ValueError:
+            pass
+        return skip
+
+
+def _git_dir(worktree: Path) -> Path:
+    """The worktree's own git dir, from its ``.git`` file (``gitdir: …``)."""
+    text = (worktree / ".git").read_text().strip()
+    p = Path(text.removeprefix("gitdir:").strip())
+    return p if p.is_absolute() else (worktree / p).resolve()
+
+
+def disk_use(path: Path) -> int:
+    """Bytes of the files under ``path`` (symlinks not followed)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                continue
+    return total

@@ -1,0 +1,131 @@
+"""Fail-closed removal: what would be lost, and the snapshot that keeps it anyway.
+
+`risks` lists every reason removing a worktree and its branch could lose work:
+uncommitted or untracked changes, commits not reachable from any base, and
+anything it cannot check (a missing base, a broken worktree, a git error).
+An empty list is the only answer that allows a removal without ``force``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.errors import GitError
+from orchestrator.worktree.git import Git
+
+TASK_REF = ".task_ref"
+SNAPSHOT_PREFIX = "refs/orchestrator/snapshots/"
+MAX_NAMED = 5
+
+
+@dataclass
+class Checkout:
+    """What is on disk for one task: its worktree folder (when it is a real one) and tips."""
+
+    path: Path | None
+    """The worktree folder, None when it is gone or is not a worktree of its own."""
+    git_dir: Path | None
+    head: str | None
+    branch_tip: str | None
+
+
+def inspect(repo: Git, path: Path, branch: str | None) -> Checkout:
+    tip = repo.commit_of(f"refs/heads/{branch}") if branch else None
+    if not (path / ".git").exists():
+        return Checkout(None, None, None, tip)
+    wt = Git(path)
+    out = wt.run("rev-parse", "--show-toplevel", "--absolute-git-dir", check=False)
+    lines = out.stdout.split("\n")
+    if out.returncode != 0 or len(lines) < 2 or Path(lines[0]).resolve() != path.resolve():
+        return Checkout(None, None, None, tip)
+    return Checkout(path, Path(lines[1]), wt.commit_of("HEAD"), tip)
+
+
+def dirty_paths(path: Path) -> list[str]:
+    """Uncommitted and untracked (not ignored) paths of a worktree; `.task_ref` never counts."""
+    out = Git(path).run("status", "--porcelain=v1", "-z", "--untracked-files=all")
+    paths, records = [], iter(out.stdout.split("\0"))
+    for rec in records:
+        if len(rec) < 4:
+            continue
+        if rec[0] in "RC":
+            next(records, None)  # the rename's source path follows
+        if rec[3:] != TASK_REF:
+            paths.append(rec[3:])
+    return paths
+
+
+def ahead(repo: Git, tips: Sequence[str], bases: Sequence[str]) -> int:
+    """Commits reachable from ``tips`` and from none of ``bases`` (commit ids)."""
+    if not tips:
+        return 0
+    return int(repo.out("rev-list", "--count", *tips, "--not", *bases, "--"))
+
+
+def risks(repo: Git, co: Checkout, branch: str | None, bases: Sequence[str],
+          dirty_known: list[str] | None = None) -> list[str]:
+    """Why removing this checkout and its branch could lose work (empty: nothing to lose)."""
+    reasons: list[str] = []
+    if co.path is not None:
+        if co.head is None:
+            reasons.append(f"cannot tell: the worktree's HEAD does not resolve "
+                           f"(branch {branch} deleted by hand?)")
+        try:
+            dirty = dirty_known if dirty_known is not None else dirty_paths(co.path)
+        except GitError as exc:
+            reasons.append(f"cannot tell: {exc}")
+        else:
+            if dirty:
+                named = ", ".join(dirty[:MAX_NAMED]) + ("…" if len(dirty) > MAX_NAMED else "")
+                reasons.append(f"{len(dirty)} uncommitted or untracked change(s): {named}")
+    tips = sorted({t for t in (co.head, co.branch_tip) if t})
+    base_commits = [c for c in (repo.commit_of(b) for b in bases) if c]
+    if tips and not base_commits:
+        reasons.append(f"cannot tell: the base ({', '.join(bases) or 'none recorded'}) "
+                       "does not exist")
+    elif tips:
+        try:
+            n = ahead(repo, tips, base_commits)
+        except (GitError, ValueError) as exc:
+            reasons.append(f"cannot tell: {exc}")
+        else:
+            if n:
+                reasons.append(f"{n} commit(s) on {branch or 'the worktree'} not reachable "
+                               f"from {', '.join(bases)}")
+    return reasons
+
+
+def snapshot(repo: Git, task_id: str, co: Checkout, branch: str | None) -> str | None:
+    """Save the worktree's full content (tracked and untracked, not ignored) as a commit
+    whose parents are the branch tip, HEAD and any earlier snapshot of the task, under
+    ``refs/orchestrator/snapshots/<task_id>``. None when there is nothing at all to save."""
+    ref = SNAPSHOT_PREFIX + task_id
+    earlier = repo.commit_of(ref)
+    parents = list(dict.fromkeys(t for t in (co.branch_tip, co.head, earlier) if t))
+    if co.path is not None and co.git_dir is not None:
+        tree = _working_tree(co.path, co.git_dir)
+    elif parents:
+        tree = repo.out("rev-parse", f"{parents[0]}^{{tree}}")
+    else:
+        return None
+    args = [a for p in parents for a in ("-p", p)]
+    msg = f"orchestrator snapshot of {task_id}" + (f" ({branch})" if branch else "")
+    commit = repo.out("commit-tree", tree, *args, "-m", msg)
+    repo.run("update-ref", "-m", msg, ref, commit)
+    return ref
+
+
+def _working_tree(path: Path, git_dir: Path) -> str:
+    """A tree of the working directory, built in a temporary index (the real one untouched)."""
+    with tempfile.TemporaryDirectory(prefix="orch-snap-") as tmp:
+        index = Path(tmp) / "index"
+        if (git_dir / "index").exists():
+            shutil.copyfile(git_dir / "index", index)  # keeps stat data: only changes are hashed
+        env = {"GIT_INDEX_FILE": str(index)}
+        wt = Git(path)
+        wt.run("add", "-A", "--", ".", env=env)  # .task_ref: excluded by info/exclude
+        return wt.out("write-tree", env=env)
