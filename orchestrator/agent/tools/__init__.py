@@ -1,0 +1,42 @@
+"""The built-in tools of the agent, in the order the model sees them.
+
+    files.py        read, write, edit, multi_edit
+    search.py       glob, grep, ls
+    shell.py        bash
+    board_tools.py  task_list, task_get, task_create, send_message
+
+Each implements `orchestrator.agent.base.Tool`; tools with a path argument
+declare it as ``path_arg`` (confinement and ``Read``/``Edit`` rules use it) and
+file-writing ones set ``edits_files``.
+"""
+
+from __future__ import annotations
+
+from orchestrator.agent.base import Tool
+from orchestrator.agent.tools.board_tools import (
+    SendMessageTool,
+    TaskCreateTool,
+    TaskGetTool,
+    TaskListTool,
+)
+from orchestrator.agent.tools.files import EditTool, MultiEditTool, ReadTool, WriteTool
+from orchestrator.agent.tools.search import GlobTool, GrepTool, LsTool
+from orchestrator.agent.tools.shell import DEFAULT_TIMEOUT, BashTool
+from orchestrator.config import AgentConfig
+
+__all__ = ["default_tools"]
+
+
+def default_tools(agent: AgentConfig | None = None, *, board: bool = True,
+                  bash_timeout: float = DEFAULT_TIMEOUT) -> list[Tool]:
+    """The built-in tools; ``board=False`` leaves out the board tools (no board in the run).
+
+    ``agent`` is accepted for settings that shape the tools themselves (none yet).
+    """
+    tools: list[Tool] = [
+        BashTool(timeout=bash_timeout), ReadTool(), WriteTool(), EditTool(), MultiEditTool(),
+        GlobTool(), GrepTool(), LsTool(),
+    ]
+    if board:
+        tools += [TaskListTool(), TaskGetTool(), TaskCreateTool(), SendMessageTool()]
+    return tools
