@@ -1,0 +1,38 @@
+"""The verification command (``team.verify``, e.g. ``pytest -q``) run in a task's worktree.
+
+Its output goes to the task log (kind ``verify_output``); the result is what
+the task records in ``checks``. A non-zero exit, or running past
+``team.verify_timeout``, fails the checks.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from orchestrator.board.model import utcnow
+from orchestrator.protocols import TaskLogger
+from orchestrator.team.proc import run_streamed
+
+TAIL_CHARS = 2000
+
+
+def run_checks(cmd: str, *, cwd: Path, env: Mapping[str, str], log: TaskLogger,
+               timeout: float, stop: threading.Event | None = None) -> dict[str, Any]:
+    """Run ``cmd``; returns ``{command, passed, exit_code, result, seconds, output_tail, at}``.
+
+    ``stopped`` is True when a stop interrupted it (then it neither passed nor failed).
+    """
+    log.write("verify_started", command=cmd)
+    res = run_streamed(cmd, cwd=cwd, env=env, log=log, kind="verify_output",
+                       timeout=timeout, stop=stop)
+    checks = {
+        "command": cmd, "passed": res.ok, "exit_code": res.returncode,
+        "result": res.describe(), "seconds": round(res.seconds, 3),
+        "output_tail": res.tail[-TAIL_CHARS:], "at": utcnow(), "stopped": res.stopped,
+    }
+    log.write("verify_finished", passed=res.ok, result=res.describe(),
+              seconds=checks["seconds"])
+    return checks

@@ -1,0 +1,302 @@
+"""The lead: the supervisor process of a team.
+
+It prepares the repository (``init_repo``), reconciles worktrees with the
+board, then starts one teammate process per name and sleeps in `Waker.wait`
+until something happens:
+
+- the board changed        → intake dropped files, reap expired leases, read its mailbox
+- a teammate exited        → kill its backend's process group, requeue its task at
+                             once, restart it after an exponential back-off
+- a lease will expire      → the wait's timeout is the earliest expiry, so reaping is
+                             on time without polling
+- SIGTERM/SIGINT           → first: warm stop (``shutdown_request`` + SIGTERM to each
+                             teammate, wait for them); second: cold (SIGTERM again,
+                             SIGKILL whoever is still there after `COLD_GRACE_SECONDS`)
+
+In ``burst`` mode the lead stops the team as soon as nothing is claimable and
+nothing is in progress, and exits 1 if a task failed during the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.board.model import Status, utcnow
+from orchestrator.config import Config
+from orchestrator.layout import Layout
+from orchestrator.logging import get_logger
+from orchestrator.protocols import Board
+from orchestrator.team import status
+from orchestrator.team.mailbox import LEAD, Mailbox
+from orchestrator.team.proc import signal_group
+from orchestrator.team.wake import COLD_SIGNAL, Waker
+
+BACKOFF_BASE_SECONDS = 1.0
+BACKOFF_MAX_SECONDS = 60.0
+HEALTHY_SECONDS = 60.0
+"""A teammate that ran this long before crashing starts its back-off from the beginning."""
+COLD_GRACE_SECONDS = 10.0
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen[bytes] | None = None
+    pidfd: int = -1
+    lead_w: int = -1
+    """Our end of the pipe whose closing tells the teammate that the lead is gone."""
+    started: float = 0.0
+    crashes: int = 0
+    restart_at: float | None = None
+    retired: bool = False
+    """Exited on purpose (asked to stop): not restarted."""
+    request_ids: list[str] = field(default_factory=list)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
+
+
+class Lead:
+    def __init__(self, layout: Layout, config: Config, *, teammates: int | None = None,
+                 overrides: dict[str, dict[str, Any]] | None = None, burst: bool = False,
+                 console: bool = False) -> None:
+        self.layout = layout
+        self.config = config
+        self.n = teammates or config.team.teammates
+        self.overrides = overrides or {}
+        self.burst = burst
+        self.console = console
+        names = config.team.names
+        self.children = [Child(names[i] if i < len(names) else f"mate{i + 1}")
+                         for i in range(self.n)]
+        self.waker = Waker()
+        self.log = get_logger(actor=LEAD)
+        self.mailbox = Mailbox(layout, LEAD)
+        self.stopping = 0  # 0 running, 1 warm stop, 2 cold stop
+        self.cold_deadline: float | None = None
+        self.board: Board
+
+    # --- life -----------------------------------------------------------------
+    def run(self) -> int:
+        from orchestrator.board import init_repo, open_board
+
+        init_repo(self.layout.root)
+        self.board = open_board(self.layout, self.config.board, actor=LEAD)
+        try:
+            self.waker.install_signals()
+            self.recover()
+            failed_before = {t.id for t in self.board.list(Status.FAILED)}
+            self.waker.follow_board(self.board, self.config.board.rescan_seconds)
+            for child in self.children:
+                self.spawn(child)
+            self.loop()
+            failed = {t.id for t in self.board.list(Status.FAILED)} - failed_before
+            if failed:
+                self.log.warning("tasks failed", tasks=sorted(failed))
+            return 1 if self.burst and failed else 0
+        finally:
+            self.shutdown_children()
+            self.waker.close()
+            self.board.close()
+
+    def recover(self) -> None:
+        """Start-up after any kind of exit: orphans, worktrees, leases, intake."""
+        from orchestrator.worktree.manager import WorktreeManager
+
+        for f in sorted(status.teammates_dir(self.layout).glob("*.json")):
+            st = status.read_json(f) or {}
+            if status.pid_alive(st.get("pid")):
+                self.log.warning("a teammate of an earlier run is still alive", name=f.stem,
+                                 pid=st.get("pid"))
+            elif st.get("backend_pgid") and signal_group(st["backend_pgid"], signal.SIGKILL):
+                self.log.warning("killed an orphaned backend", name=f.stem,
+                                 pgid=st["backend_pgid"])
+            status.write_teammate(self.layout, f.stem, "stopped")
+        manager = WorktreeManager(self.layout, self.config.worktree, self.board)
+        report = manager.reconcile(self.board.list())
+        self.log.info("worktrees reconciled", report=_plain(report))
+        self.tick()
+
+    def loop(self) -> None:
+        while True:
+            wake = self.waker.wait(self.timeout(), [c.pidfd for c in self.children if c.alive])
+            for sig in wake.signals:
+                self.stop(2 if sig == COLD_SIGNAL else self.stopping + 1)
+            for child in self.children:
+                if child.pidfd in wake.fds:
+                    self.reap(child)
+            if self.cold_deadline is not None and time.monotonic() >= self.cold_deadline:
+                self.kill_all()
+            if self.stopping:
+                if not any(c.alive for c in self.children):
+                    return
+                continue
+            self.tick()
+            now = time.monotonic()
+            for child in self.children:
+                if child.restart_at is not None and now >= child.restart_at:
+                    self.spawn(child)
+            if self.burst and self.drained():
+                self.log.info("burst finished: no claimable work left")
+                self.stop(1)
+
+    def timeout(self) -> float:
+        """Until the next thing that is due without any event: a lease expiry, a restart."""
+        due: list[float] = []
+        now_m, now_w = time.monotonic(), time.time()
+        if self.cold_deadline is not None:
+            due.append(self.cold_deadline - now_m)
+        if not self.stopping:
+            due += [c.restart_at - now_m for c in self.children if c.restart_at is not None]
+            for t in self.board.list(Status.IN_PROGRESS):
+                if t.lease is not None:
+                    due.append(t.lease.expires_at - now_w + 0.05)
+        due.append(self.config.board.rescan_seconds)  # the lead's mailbox is not watched
+        return max(0.0, min(due))
+
+    def tick(self) -> None:
+        """What every wake-up does: intake, reap expired leases, read the lead's mailbox."""
+        try:
+            for t in self.board.intake():
+                self.log.info("task added", task=t.id, subject=t.subject)
+            for t in self.board.requeue_expired(actor=LEAD):
+                self.log.warning("lease expired", task=t.id, status=str(t.status))
+        except Exception:  # one bad pass must not take the supervisor down
+            self.log.exception("board housekeeping failed")
+        self.route_mail()
+
+    def route_mail(self) -> None:
+        for msg in self.mailbox.read_new():
+            kind, sender = msg.get("kind"), msg.get("from")
+            if kind == "permission_request":
+                self.log.warning("permission requested", teammate=sender,
+                                 request_id=msg.get("request_id"), body=msg.get("body"),
+                                 hint=f"orchestrator approve|deny {msg.get('request_id')}")
+            elif kind == "shutdown_response":
+                self.log.info("teammate acknowledged shutdown", teammate=sender,
+                              request_id=msg.get("request_id"))
+            else:
+                self.log.info("message", sender=sender, kind=kind, body=msg.get("body"))
+
+    def drained(self) -> bool:
+        return not self.board.ready() and not self.board.list(Status.IN_PROGRESS)
+
+    # --- teammates ------------------------------------------------------------
+    def spawn(self, child: Child) -> None:
+        r, w = os.pipe()
+        cmd = [
+            sys.executable, "-m", "orchestrator.team.teammate",
+            "--root", str(self.layout.root), "--worktree-root", str(self.layout.worktree_root),
+            "--name", child.name, "--lead-fd", str(r), "--overrides", json.dumps(self.overrides),
+        ]
+        if self.console:
+            cmd.append("--console")
+        try:
+            child.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, pass_fds=(r,),
+                                          start_new_session=True)
+        finally:
+            os.close(r)
+        child.lead_w = w
+        child.pidfd = os.pidfd_open(child.proc.pid)
+        child.started = time.monotonic()
+        child.restart_at = None
+        status.write_teammate(self.layout, child.name, "starting", pid=child.proc.pid,
+                              since=utcnow())
+        self.board.events.emit("teammate_started", actor=LEAD, teammate=child.name,
+                               pid=child.proc.pid)
+        self.log.info("teammate started", teammate=child.name, pid=child.proc.pid)
+
+    def reap(self, child: Child) -> None:
+        assert child.proc is not None
+        rc = child.proc.wait()
+        os.close(child.pidfd)
+        os.close(child.lead_w)
+        child.pidfd = child.lead_w = -1
+        how = f"killed by signal {-rc}" if rc < 0 else f"exit code {rc}"
+        st = status.read_teammate(self.layout, child.name) or {}
+        if rc != 0 and st.get("backend_pgid"):
+            signal_group(st["backend_pgid"], signal.SIGKILL)
+        requeued = []
+        if rc != 0:
+            requeued = self.board.requeue_owner(
+                child.name, reason=f"teammate {child.name} died ({how})", actor=LEAD)
+        status.write_teammate(self.layout, child.name, "stopped", pid=child.proc.pid,
+                              exit=how, since=utcnow())
+        self.board.events.emit("teammate_stopped", actor=LEAD, teammate=child.name,
+                               pid=child.proc.pid, exit_code=rc,
+                               requeued=[t.id for t in requeued])
+        if self.stopping or rc == 0:
+            child.retired = True
+            self.log.info("teammate stopped", teammate=child.name, exit=how)
+            return
+        lived = time.monotonic() - child.started
+        child.crashes = 1 if lived >= HEALTHY_SECONDS else child.crashes + 1
+        delay = min(BACKOFF_BASE_SECONDS * 2 ** (child.crashes - 1), BACKOFF_MAX_SECONDS)
+        child.restart_at = time.monotonic() + delay
+        self.log.warning("teammate died", teammate=child.name, exit=how, restart_in=delay,
+                         requeued=[t.id for t in requeued])
+
+    def stop(self, level: int) -> None:
+        """Warm (1) or cold (2) stop of the whole team; a further signal is cold again."""
+        level = min(level, 2)
+        if level <= self.stopping:
+            return
+        self.stopping = level
+        self.log.info("stopping", mode="warm" if level == 1 else "cold")
+        for child in self.children:
+            child.restart_at = None
+            if not child.alive:
+                continue
+            assert child.proc is not None
+            if level == 1:
+                rid = uuid.uuid4().hex[:12]
+                child.request_ids.append(rid)
+                Mailbox(self.layout, child.name).send(LEAD, "stop after this step",
+                                                      kind="shutdown_request", request_id=rid)
+            _signal(child.proc, signal.SIGTERM if level == 1 else COLD_SIGNAL)
+        if level == 2:
+            self.cold_deadline = time.monotonic() + COLD_GRACE_SECONDS
+
+    def kill_all(self) -> None:
+        for child in self.children:
+            if child.alive:
+                assert child.proc is not None
+                self.log.warning("teammate did not stop, killing it", teammate=child.name)
+                _signal(child.proc, signal.SIGKILL)
+        self.cold_deadline = None
+
+    def shutdown_children(self) -> None:
+        """On the way out, whatever happened: no teammate outlives the lead."""
+        for child in self.children:
+            if child.alive:
+                assert child.proc is not None
+                _signal(child.proc, signal.SIGKILL)
+                self.reap(child)
+            elif child.pidfd >= 0:
+                self.reap(child)
+
+
+def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        proc.send_signal(sig)
+    except ProcessLookupError:
+        pass
+
+
+def _plain(obj: Any) -> Any:
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if hasattr(obj, "__dataclass_fields__"):
+        return {k: str(v) for k, v in vars(obj).items()}
+    return str(obj) if obj is not None else None

@@ -1,0 +1,171 @@
+"""Run one shell command in its own process group, streaming its output to a task log.
+
+Used by the `command` backend and by the verification checks. Output is read
+in chunks and written to the task log as it comes, so a command that prints
+megabytes never sits in memory; only a short tail is kept for error messages.
+Past its timeout, or when ``stop`` is set, the whole process group gets
+SIGTERM, then SIGKILL after a grace period, so nothing it started survives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.protocols import TaskLogger
+
+CHUNK_BYTES = 64 * 1024
+TAIL_BYTES = 4 * 1024
+MAX_LOGGED_BYTES = 8 * 1024 * 1024
+"""Output past this is counted but not written to the task log (the log must stay readable)."""
+KILL_GRACE_SECONDS = 3.0
+
+
+@dataclass
+class ProcResult:
+    returncode: int | None
+    seconds: float
+    tail: str
+    """The last few KB of output, for error messages."""
+    output_bytes: int = 0
+    timed_out: bool = False
+    stopped: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out and not self.stopped
+
+    def describe(self) -> str:
+        if self.timed_out:
+            return f"timed out after {self.seconds:.0f}s (process group killed)"
+        if self.stopped:
+            return "stopped"
+        if self.returncode is not None and self.returncode < 0:
+            return f"killed by signal {-self.returncode}"
+        return f"exit code {self.returncode}"
+
+
+def run_streamed(
+    cmd: str,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    log: TaskLogger,
+    kind: str = "output",
+    timeout: float | None = None,
+    stop: threading.Event | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> ProcResult:
+    """Run ``cmd`` through the shell in ``cwd``; every chunk of output goes to ``log``.
+
+    ``on_start`` (a callable taking the process group id) lets the caller publish
+    the group so a supervisor can kill it if the caller itself dies.
+    """
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        cmd, shell=True, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    if on_start is not None:
+        on_start(proc.pid)
+    reader = _Reader(proc, log, kind)
+    reader.start()
+    timed_out = stopped = False
+    deadline = None if timeout is None else started + timeout
+    try:
+        while True:
+            wait = 0.5 if stop is not None else None
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                wait = left if wait is None else min(wait, left)
+            try:
+                proc.wait(timeout=None if wait is None else max(wait, 0.0))
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if deadline is not None and time.monotonic() >= deadline:
+                timed_out = True
+                kill_group(proc)
+                break
+            if stop is not None and stop.is_set():
+                stopped = True
+                kill_group(proc)
+                break
+    finally:
+        if proc.poll() is None:  # interrupted (KeyboardInterrupt …): never leave it behind
+            kill_group(proc, grace=0)
+        reader.join()
+    return ProcResult(
+        returncode=proc.returncode, seconds=time.monotonic() - started, tail=reader.tail(),
+        output_bytes=reader.total, timed_out=timed_out, stopped=stopped,
+    )
+
+
+def kill_group(proc: subprocess.Popen[bytes], grace: float = KILL_GRACE_SECONDS) -> None:
+    """SIGTERM the process group, SIGKILL it after ``grace`` seconds, reap the leader."""
+    signal_group(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    signal_group(proc.pid, signal.SIGKILL)  # the leader may be gone while its children live on
+    proc.wait()
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to a process group; False when the group no longer exists."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+class _Reader(threading.Thread):
+    """Drains the pipe in chunks into the task log, keeping only a short tail."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], log: TaskLogger, kind: str) -> None:
+        super().__init__(name=f"output-{proc.pid}", daemon=True)
+        self.proc = proc
+        self.log = log
+        self.kind = kind
+        self.total = 0
+        self._tail = b""
+
+    def run(self) -> None:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        pending = b""
+        with self.proc.stdout:
+            while chunk := os.read(fd, CHUNK_BYTES):
+                self.total += len(chunk)
+                self._tail = (self._tail + chunk)[-TAIL_BYTES:]
+                if self.total - len(chunk) >= MAX_LOGGED_BYTES:
+                    continue
+                pending += chunk
+                cut = pending.rfind(b"\n") + 1
+                if cut:  # write whole lines; a partial line waits for its end
+                    self._write(pending[:cut])
+                    pending = pending[cut:]
+                elif len(pending) >= CHUNK_BYTES:
+                    self._write(pending)
+                    pending = b""
+            if pending:
+                self._write(pending)
+            if self.total > MAX_LOGGED_BYTES:
+                self.log.write(self.kind, text=f"[{self.total - MAX_LOGGED_BYTES} more bytes "
+                               "of output not logged]")
+
+    def _write(self, data: bytes) -> None:
+        with contextlib.suppress(OSError):
+            self.log.write(self.kind, text=data.decode("utf-8", errors="replace"))
+
+    def tail(self) -> str:
+        return self._tail.decode("utf-8", errors="replace")

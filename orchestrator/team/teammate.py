@@ -1,0 +1,324 @@
+"""A teammate: one worker process, started by the lead as
+
+    python -m orchestrator.team.teammate --root REPO --name alice [--lead-fd N] [--overrides JSON]
+
+It loops: read its mailbox → wait for a ready task (asleep in `Waker.wait`, no
+polling) → claim → create or reuse the task's worktree → run the backend with
+a heartbeat thread renewing the lease → commit what the agent left → run the
+verification command → ``review`` (worktree kept) or retry/fail → wait again.
+
+Every board write carries the claim's lease token. When a renewal is refused
+(`LeaseLost`: the lease expired and someone else owns the task now) the run is
+stopped and abandoned without touching the worktree or the board again.
+
+Stopping: the first SIGTERM/SIGINT (or a ``shutdown_request`` in the mailbox)
+is a warm stop — the backend is asked to stop, a finished run is still
+completed, an unfinished one released — and the second is cold: the backend
+is killed at once and the task released. When the lead dies (the pipe it
+passed in closes) the teammate stops cold too, so a restarted lead never meets
+an orphaned namesake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from orchestrator.backends import load_backend
+from orchestrator.board.model import Task, Usage, utcnow
+from orchestrator.config import Config
+from orchestrator.errors import LeaseLost, OrchestratorError
+from orchestrator.layout import Layout
+from orchestrator.logging import configure, get_logger
+from orchestrator.protocols import Backend, Board, RunContext
+from orchestrator.tasklog import TaskLog
+from orchestrator.team import status
+from orchestrator.team.checks import run_checks
+from orchestrator.team.command import task_env
+from orchestrator.team.commit import commit_leftovers
+from orchestrator.team.mailbox import Mailbox
+from orchestrator.team.wake import COLD_SIGNAL, Wake, Waker
+
+
+class Teammate:
+    def __init__(self, layout: Layout, config: Config, name: str, *,
+                 lead_fd: int | None = None) -> None:
+        self.layout = layout
+        self.config = config
+        self.name = name
+        self.lead_fd = lead_fd
+        self.mailbox = Mailbox(layout, name)
+        self.waker = Waker()
+        self.log = get_logger(teammate=name)
+        self.signals = 0
+        self.warm = threading.Event()
+        """Set on the first stop request: finish the current step, then exit."""
+        self.cold = threading.Event()
+        self.shutdown_requests: list[dict[str, Any]] = []
+        self._backends: dict[str, Backend] = {}
+        self._mail_seen = -1
+        self.board: Board
+        self.isolation: Any = None
+        self.started_at = utcnow()
+
+    # --- the loop -------------------------------------------------------------
+    def run(self) -> int:
+        from orchestrator.board import open_board
+        from orchestrator.worktree.manager import WorktreeManager
+
+        self.waker.install_signals()
+        self.board = open_board(self.layout, self.config.board, actor=self.name)
+        self.isolation = WorktreeManager(self.layout, self.config.worktree, self.board)
+        self.waker.follow_board(self.board, self.config.board.rescan_seconds)
+        self.log.info("teammate ready", pid=os.getpid())
+        try:
+            while True:
+                self.read_mail()
+                if self.warm.is_set():
+                    break
+                task = self.board.claim(self.name, lease_seconds=self.config.board.lease_seconds)
+                if task is None:
+                    self.publish("idle")
+                    # board changes wake us; mailboxes are not watched, so look at ours
+                    # on the board's rescan period as well
+                    self.absorb(self.waker.wait(self.config.board.rescan_seconds, self._fds()))
+                    continue
+                self.work(task)
+        finally:
+            self.publish("stopped")
+            self.answer_shutdown()
+            self.waker.close()
+            self.board.close()
+            self.log.info("teammate stopped")
+        return 0
+
+    def _fds(self) -> list[int]:
+        return [self.lead_fd] if self.lead_fd is not None else []
+
+    def absorb(self, wake: Wake) -> None:
+        """Turn what woke us into stop requests."""
+        for sig in wake.signals:
+            self.signals += 2 if sig == COLD_SIGNAL else 1
+            self.warm.set()
+            if self.signals >= 2:
+                self.cold.set()
+        if self.lead_fd is not None and self.lead_fd in wake.fds:
+            try:
+                data = os.read(self.lead_fd, 64)
+            except OSError:
+                data = b""
+            if not data:  # the lead is gone: nobody will supervise us any more
+                self.log.warning("lead is gone, stopping")
+                self.lead_fd = None
+                self.warm.set()
+                self.cold.set()
+
+    def read_mail(self) -> None:
+        try:
+            size = self.mailbox.path.stat().st_size
+        except FileNotFoundError:
+            return
+        if size == self._mail_seen:
+            return
+        self._mail_seen = size
+        for msg in self.mailbox.read_new():
+            kind = msg.get("kind")
+            if kind == "shutdown_request":
+                self.log.info("shutdown requested", by=msg.get("from"),
+                              request_id=msg.get("request_id"))
+                self.shutdown_requests.append(msg)
+                self.warm.set()
+            elif kind == "message":
+                self.log.info("message", sender=msg.get("from"), body=msg.get("body"))
+
+    def answer_shutdown(self) -> None:
+        for req in self.shutdown_requests:
+            sender = req.get("from") or "lead"
+            try:
+                Mailbox(self.layout, sender).send(
+                    self.name, "stopped", kind="shutdown_response",
+                    request_id=req.get("request_id"), approve=True)
+            except OrchestratorError:
+                self.log.warning("cannot answer shutdown request", sender=sender)
+        self.shutdown_requests = []
+
+    def publish(self, state: str, **fields: Any) -> None:
+        status.write_teammate(self.layout, self.name, state, pid=os.getpid(),
+                              started_at=self.started_at, since=utcnow(), **fields)
+
+    # --- one task -------------------------------------------------------------
+    def work(self, task: Task) -> None:
+        assert task.lease is not None
+        token = task.lease.token
+        tlog = TaskLog(self.layout, task.id, actor=self.name)
+        self.publish("working", task=task.id)
+        self.log.info("claimed", task=task.id, token=token)
+        stop = threading.Event()
+        if self.warm.is_set():
+            stop.set()
+        beat = Heartbeat(self, task.id, token, stop)
+        beat.start()
+        try:
+            self._work(task, token, tlog, stop, beat)
+        except LeaseLost:
+            beat.lost = True
+        except Exception as exc:  # a run error: record it on the task, keep serving
+            self.log.exception("task error", task=task.id)
+            tlog.write("error", error=f"{type(exc).__name__}: {exc}")
+            if not beat.lost:
+                try:
+                    self.board.fail(task.id, token, f"{type(exc).__name__}: {exc}")
+                except LeaseLost:
+                    beat.lost = True
+        finally:
+            beat.finish()
+        if beat.lost:
+            self.log.warning("lease lost, task abandoned", task=task.id)
+            tlog.write("abandoned", reason="lease lost (another teammate owns the task now)")
+            self.board.events.emit("task_abandoned", task.id, actor=self.name, token=token,
+                                   reason="lease lost")
+
+    def _work(self, task: Task, token: int, tlog: TaskLog, stop: threading.Event,
+              beat: Heartbeat) -> None:
+        from orchestrator.worktree.manager import binding
+
+        ws = self.isolation.create(task)
+        task = self.board.update(task.id, token, **binding(ws))
+        backend = self.backend_for(task)
+        ctx = RunContext(
+            task=task, token=token, teammate=self.name, workspace=ws, board=self.board,
+            layout=self.layout, log=tlog, stop=stop, timeout=self.config.team.task_timeout,
+            settings={"command": self.config.team.command,
+                      "on_process_start": lambda pgid: self.publish(
+                          "working", task=task.id, backend_pgid=pgid)},
+        )
+        result = backend.run(ctx)
+        if beat.lost:
+            return
+        if result.usage != Usage():
+            self.board.update(task.id, token, usage=task.usage.add(result.usage))
+        if result.stopped or self.cold.is_set() or (not result.ok and stop.is_set()):
+            self.board.release(task.id, token, reason="teammate stopping")
+            return
+        if not result.ok:
+            self.board.fail(task.id, token, result.error or "backend failed", retry=result.retry)
+            return
+        self.board.renew(task.id, token)  # still ours? never commit over a new owner's work
+        sha = commit_leftovers(ws.path, task, self.name)
+        if sha:
+            self.board.events.emit("commit", task.id, actor=self.name, sha=sha,
+                                   branch=ws.branch)
+            tlog.write("commit", sha=sha)
+        fields: dict[str, Any] = {}
+        if self.config.team.verify:
+            checks = run_checks(self.config.team.verify, cwd=ws.path, env=task_env(ctx),
+                                log=tlog, timeout=self.config.team.verify_timeout,
+                                stop=self.cold)  # a warm stop lets the checks finish
+            if beat.lost:
+                return
+            if checks["stopped"]:
+                self.board.release(task.id, token, reason="teammate stopping")
+                return
+            self.board.events.emit("checks_passed" if checks["passed"] else "checks_failed",
+                                   task.id, actor=self.name, command=checks["command"],
+                                   result=checks["result"])
+            if not checks["passed"]:
+                self.board.update(task.id, token, checks=checks)
+                self.board.fail(task.id, token, f"verification failed ({checks['result']}): "
+                                f"{checks['command']}\n{_tail(checks['output_tail'])}")
+                return
+            fields["checks"] = checks
+        if result.session_id:
+            fields["session_id"] = result.session_id
+        done = self.board.complete(task.id, token, **fields)
+        self.isolation.keep(done)
+        self.log.info("completed", task=task.id, sha=sha)
+
+    def backend_for(self, task: Task) -> Backend:
+        name = task.backend or self.config.team.backend
+        if name not in self._backends:
+            self._backends[name] = load_backend(name, self.config, self.layout)
+        return self._backends[name]
+
+
+class Heartbeat(threading.Thread):
+    """Renews the lease every ``lease_seconds / 3`` while the task runs.
+
+    It also listens for stop signals and the lead's death while the main thread
+    is busy in the backend, and sets the run's ``stop`` event for either.
+    """
+
+    def __init__(self, mate: Teammate, task_id: str, token: int, stop: threading.Event) -> None:
+        super().__init__(name=f"heartbeat-{task_id}", daemon=True)
+        self.mate = mate
+        self.task_id = task_id
+        self.token = token
+        self.stop = stop
+        self.lost = False
+        self._done = threading.Event()
+        self._r, self._w = os.pipe()
+        self.interval = mate.config.board.lease_seconds / 3
+
+    def run(self) -> None:
+        next_renew = time.monotonic() + self.interval
+        while not self._done.is_set():
+            wake = self.mate.waker.wait(next_renew - time.monotonic(),
+                                        [*self.mate._fds(), self._r], notes=False)
+            self.mate.absorb(wake)
+            if time.monotonic() >= next_renew and not self._done.is_set():
+                next_renew = time.monotonic() + self.interval
+                self.beat()
+            if self.mate.warm.is_set() or self.lost:
+                self.stop.set()
+
+    def beat(self) -> None:
+        try:
+            self.mate.board.renew(self.task_id, self.token,
+                                  lease_seconds=self.mate.config.board.lease_seconds)
+        except LeaseLost:
+            self.lost = True
+            self._done.set()
+            return
+        except Exception:  # a transient error (disk, lock): try again next beat
+            self.mate.log.exception("heartbeat failed", task=self.task_id)
+        self.mate.read_mail()
+
+    def finish(self) -> None:
+        self._done.set()
+        os.write(self._w, b"\0")
+        self.join()
+        os.close(self._r)
+        os.close(self._w)
+
+
+def _tail(text: str, n: int = 20) -> str:
+    return "\n".join(text.rstrip().splitlines()[-n:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="orchestrator.team.teammate")
+    p.add_argument("--root", required=True)
+    p.add_argument("--worktree-root")
+    p.add_argument("--name", required=True)
+    p.add_argument("--lead-fd", type=int)
+    p.add_argument("--overrides", default="{}")
+    p.add_argument("--console", action="store_true")
+    args = p.parse_args(argv)
+    layout = Layout.at(Path(args.root), args.worktree_root)
+    try:
+        config = Config.load(layout.root, overrides=json.loads(args.overrides))
+        configure(status.log_file(layout), console=args.console, actor=args.name)
+        return Teammate(layout, config, args.name, lead_fd=args.lead_fd).run()
+    except OrchestratorError as exc:
+        sys.stderr.write(f"{args.name}: error: {exc}\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
