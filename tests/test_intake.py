@@ -1,0 +1,224 @@
+"""Intake: dropped files become tasks; bad ones are rejected with their reason, never lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.board import FileBoard, init_repo, open_board
+from orchestrator.board.intake import parse_drop
+from orchestrator.board.model import Status
+from orchestrator.errors import InvalidInput
+from orchestrator.events import EventLog
+
+
+@pytest.fixture
+def board(repo: Path):
+    with open_board(init_repo(repo)) as b:
+        yield b
+
+
+def drop(board: FileBoard, name: str, content: str | bytes, *, inbox: bool = True) -> Path:
+    path = (board.layout.inbox if inbox else board.layout.tasks) / name
+    data = content.encode() if isinstance(content, str) else content
+    path.write_bytes(data)
+    old = path.stat().st_mtime - 10  # settled: not being written any more
+    os.utime(path, (old, old))
+    return path
+
+
+def rejected(board: FileBoard, name: str) -> str:
+    """The reason written beside a rejected file (and the file is kept)."""
+    assert (board.layout.rejected / name).exists() or (board.layout.rejected / name).is_symlink()
+    return (board.layout.rejected / f"{name}.error.txt").read_text()
+
+
+def test_json_as_people_write_it(board: FileBoard) -> None:
+    board.add("existing")
+    drop(board, "a.json", json.dumps({"title": "Fix login", "desc": "it 500s",
+                                      "blockedBy": ["1"], "priority": 2, "team": "web"}))
+    [t] = board.intake()
+    assert (t.id, t.subject, t.description, t.blocked_by) == (
+        "task_002", "Fix login", "it 500s", ["task_001"])
+    assert t.priority == 2 and t.metadata == {"team": "web"} and t.source == "inbox/a.json"
+    assert not (board.layout.inbox / "a.json").exists()
+    assert board.get("task_002").subject == "Fix login"
+
+
+def test_claude_code_task_file(board: FileBoard) -> None:
+    board.add("a")
+    board.add("b")
+    drop(board, "1.json", json.dumps({
+        "id": "7", "subject": "Write docs", "description": "all of it",
+        "activeForm": "Writing docs", "status": "pending", "blocks": ["2"],
+        "blockedBy": [], "owner": "someone", "metadata": {"k": "v"}}))
+    [t] = board.intake()
+    assert t.id == "task_007" and t.owner is None and t.lease is None
+    assert t.metadata == {"activeForm": "Writing docs", "owner": "someone", "k": "v",
+                          "blocks": ["task_002"]}
+    assert board.get("task_002").blocked_by == ["task_007"]
+    assert board.add("next").id == "task_008"  # the honoured id raised the high-water mark
+
+
+def test_markdown_with_front_matter(board: FileBoard) -> None:
+    board.add("a")
+    drop(board, "fix.md", "---\npriority: 5\nblocked-by: [task_001]\nlabels: [ui, auth]\n"
+                          "agent: reviewer\n---\n\n# Fix the login page\n\nIt returns 500.\n\n"
+                          "- step one\n")
+    [t] = board.intake()
+    assert t.subject == "Fix the login page" and t.priority == 5 and t.agent == "reviewer"
+    assert t.description == "It returns 500.\n\n- step one"
+    assert t.blocked_by == ["task_001"] and t.metadata == {"labels": ["ui", "auth"]}
+
+
+def test_plain_markdown_and_files_straight_in_tasks(board: FileBoard) -> None:
+    drop(board, "note.md", "Just a line\nmore", inbox=False)
+    [t] = board.intake()
+    assert (t.subject, t.description, t.source) == ("Just a line", "more", "note.md")
+    assert not (board.layout.tasks / "note.md").exists()
+
+
+def test_hand_written_task_file_is_normalised_in_place(board: FileBoard) -> None:
+    drop(board, "task_005.json", '{"title": "by hand"}', inbox=False)
+    assert "task_005" in board.problems()
+    [t] = board.intake()
+    assert t.id == "task_005" and board.get("task_005").subject == "by hand"
+    assert board.problems() == {}
+    assert board.add("next").id == "task_006"
+
+
+@pytest.mark.parametrize(("name", "content", "reason"), [
+    ("bad.json", '{"title": "x",', "malformed JSON"),
+    ("types.json", '{"title": "x", "priority": "high"}', "priority"),
+    ("types2.json", '{"title": ["x"]}', "subject"),
+    ("status.json", '{"title": "x", "status": "finished"}', "unknown status 'finished'"),
+    ("binary.json", b"\x00\x01\x02{}", "binary"),
+    ("latin.md", b"# caf\xe9", "not UTF-8"),
+    ("empty.md", "  \n\n", "empty Markdown"),
+    ("list.json", "[1, 2]", "JSON object"),
+    ("notitle.json", '{"description": "x"}', "no 'title' or 'subject'"),
+    ("escape.json", '{"title": "x", "id": "../../etc/passwd"}', "not a task id"),
+    ("abs.json", '{"title": "x", "blockedBy": ["/etc/task_001"]}', "not a task id"),
+    ("dotdot.json", '{"title": "x", "blocks": ["../task_001"]}', "not a task id"),
+    ("prog.exe", "MZ", "unsupported file type"),
+])
+def test_bad_input_is_rejected_with_its_reason(board: FileBoard, name: str,
+                                               content: str | bytes, reason: str) -> None:
+    original = drop(board, name, content).read_bytes()
+    good = drop(board, "good.json", '{"title": "still works"}')
+    created = board.intake()
+    assert [t.subject for t in created] == ["still works"]
+    assert reason in rejected(board, name)
+    assert (board.layout.rejected / name).read_bytes() == original
+    [ev] = [e for e in EventLog(board.layout.events).read() if e["event"] == "task_rejected"]
+    assert ev["file"] == f"inbox/{name}" and reason in ev["reason"]
+    assert not good.exists()
+    assert board.claim("w").subject == "still works"
+
+
+def test_file_over_one_mib(board: FileBoard) -> None:
+    drop(board, "big.json", json.dumps({"title": "x", "description": "a" * (1 << 20)}))
+    assert board.intake() == []
+    assert "over the 1 MiB limit" in rejected(board, "big.json")
+    assert (board.layout.rejected / "big.json").stat().st_size > 1 << 20
+
+
+def test_symlink_pointing_outside_the_repo(board: FileBoard, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"title": "not yours"}')
+    (board.layout.tasks / "evil.json").symlink_to(secret)
+    (board.layout.tasks / "task_009.json").symlink_to(secret)
+    (board.layout.inbox / "link.json").symlink_to(secret)
+    assert board.intake() == []
+    assert "outside the repository" in rejected(board, "evil.json")
+    assert "outside the repository" in rejected(board, "link.json")
+    assert "symlink" in rejected(board, "task_009.json")
+    assert (board.layout.rejected / "evil.json").is_symlink()
+    assert secret.read_text() == '{"title": "not yours"}'
+    assert board.list() == [] and board.problems() == {}
+
+
+def test_duplicate_id_is_rejected(board: FileBoard) -> None:
+    board.add("first")
+    drop(board, "dup.json", '{"id": "task_001", "title": "again"}')
+    assert board.intake() == []
+    assert "duplicate id task_001" in rejected(board, "dup.json")
+    assert board.get("task_001").subject == "first"
+
+
+def test_same_name_rejected_twice_keeps_both(board: FileBoard) -> None:
+    drop(board, "x.json", "{")
+    board.intake()
+    drop(board, "x.json", "{{")
+    board.intake()
+    assert (board.layout.rejected / "x.json").read_text() == "{"
+    assert (board.layout.rejected / "x.json.1").read_text() == "{{"
+    assert (board.layout.rejected / "x.json.1.error.txt").exists()
+
+
+def test_dependency_cycle_from_dropped_files_is_flagged(board: FileBoard) -> None:
+    drop(board, "a.json", '{"id": 1, "title": "a", "blockedBy": [2]}')
+    drop(board, "b.json", '{"id": 2, "title": "b", "blockedBy": [1]}')
+    drop(board, "c.json", '{"title": "c", "blockedBy": [99]}')
+    assert len(board.intake()) == 3
+    probs = board.problems()
+    assert "cycle" in probs["task_001"] and "cycle" in probs["task_002"]
+    assert "task_099" in probs["task_003"]
+    assert board.ready() == []
+
+
+def test_a_file_still_being_written_waits(board: FileBoard) -> None:
+    (board.layout.inbox / "slow.json").write_text('{"title": "hal')  # fresh mtime
+    assert board.intake() == []
+    assert (board.layout.inbox / "slow.json").exists()
+    assert not (board.layout.rejected / "slow.json").exists()
+
+
+def test_temp_and_hidden_files_are_ignored(board: FileBoard) -> None:
+    drop(board, ".hidden.json", '{"title": "x"}')
+    drop(board, "part.json.tmp", '{"title": "x"}')
+    assert board.intake() == []
+    assert (board.layout.inbox / ".hidden.json").exists()
+
+
+def test_stale_processing_file_is_recovered(board: FileBoard) -> None:
+    proc = board.layout.inbox / ".processing"
+    proc.mkdir()
+    (proc / "lost.json.999999999.abcd1234").write_text('{"title": "lost"}')
+    [t] = board.intake()
+    assert t.subject == "lost"
+
+
+def test_parse_drop_errors_are_user_errors() -> None:
+    with pytest.raises(InvalidInput, match="conflicts"):
+        parse_drop("x.json", b'{"title": "a", "subject": "b"}')
+    with pytest.raises(InvalidInput, match="never closed"):
+        parse_drop("x.md", b"---\na: 1\n# t")
+
+
+INTAKE_SCRIPT = """
+import json, sys
+from orchestrator.board import open_board
+from orchestrator.layout import Layout
+with open_board(Layout.at(sys.argv[1])) as b:
+    print(json.dumps([t.source for t in b.intake()]))
+"""
+
+
+def test_concurrent_intake_takes_each_file_once(board: FileBoard) -> None:
+    for i in range(40):
+        drop(board, f"t{i:02d}.json", json.dumps({"title": f"t{i}"}))
+    procs = [subprocess.Popen([sys.executable, "-c", INTAKE_SCRIPT, str(board.layout.root)],
+                              stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    sources = [s for p in procs for s in json.loads(p.communicate(timeout=60)[0])]
+    assert all(p.returncode == 0 for p in procs)
+    assert sorted(sources) == sorted(f"inbox/t{i:02d}.json" for i in range(40))
+    tasks = board.list()
+    assert len(tasks) == 40 and len({t.id for t in tasks}) == 40
+    assert all(t.status is Status.PENDING for t in tasks)
+    assert list(board.layout.inbox.glob("*.json")) == []
