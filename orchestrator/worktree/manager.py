@@ -18,25 +18,25 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shutil
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
 
-from orchestrator.board.model import Status, Task
+from orchestrator.board.model import Task
 from orchestrator.config import WorktreeConfig
 from orchestrator.errors import InvalidInput, NotFound, RunError, UnsafeRemoval
 from orchestrator.events import EventLog
 from orchestrator.layout import Layout
 from orchestrator.protocols import Board, Workspace
 from orchestrator.tasklog import TaskLog
+from orchestrator.worktree import reconcile as housekeeping
 from orchestrator.worktree import safety
 from orchestrator.worktree.git import Git, WorktreeEntry, list_worktrees
 from orchestrator.worktree.names import branch_name, check_branch, check_component, check_prefix
+from orchestrator.worktree.reconcile import GcReport, ReconcileReport
 from orchestrator.worktree.setup import PortBlocks, copy_included, run_setup
+from orchestrator.worktree.stacked import kept_blockers, merge_branches
 
 SETUP_MARKER = "orchestrator-setup-done"
 """Written into the worktree's git dir once its setup commands succeeded."""
@@ -48,37 +48,9 @@ def binding(ws: Workspace) -> dict[str, Any]:
             "base_commit": ws.base_commit}
 
 
-@dataclass
-class ReconcileReport:
-    pruned: list[str]
-    """Stale worktree metadata pruned (folders deleted by hand)."""
-    cleared: list[str]
-    """Half-made worktrees of a killed ``git worktree add``, removed with their lock."""
-    recreated: list[str]
-    """Task ids whose missing worktree was re-created from their branch."""
-    orphans: list[dict[str, str]]
-    """Worktrees and folders with no task: reported, never touched."""
-    problems: dict[str, str]
-    """Task id -> why its worktree could not be restored."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class GcReport:
-    removed: list[dict[str, Any]]
-    skipped: list[dict[str, Any]]
-    dry_run: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-GC_STATUSES = frozenset({Status.MERGED, Status.DISCARDED, Status.CANCELLED})
-
-
 class WorktreeManager:
+    """Git worktrees under `Layout.worktree_root`, one per task (implements `Isolation`)."""
+
     def __init__(self, layout: Layout, config: WorktreeConfig, board: Board | None = None,
                  *, actor: str = "worktree") -> None:
         self.layout = layout
@@ -133,7 +105,7 @@ class WorktreeManager:
                 raise UnsafeRemoval(f"{task.id}: {path} is not a worktree of this repository; "
                                     "not touching it (move it away by hand)")
             if co.path is None and co.branch_tip is None:
-                self._prune()
+                self.prune()
                 self.ports.free(task.id)
                 return None
             reasons = safety.risks(self.repo, co, branch, self._bases(task))
@@ -144,7 +116,7 @@ class WorktreeManager:
             if co.path is not None:
                 self.repo.run("worktree", "remove", "--force", "--force", str(path))
             else:
-                self._prune()
+                self.prune()
             if co.branch_tip is not None:
                 self.repo.run("branch", "-D", "--", branch)
         self.ports.free(task.id)
@@ -173,7 +145,7 @@ class WorktreeManager:
             "exists": co.path is not None, "branch_exists": co.branch_tip is not None,
             "dirty": None if dirty is None else bool(dirty),
             "changes": None if dirty is None else len(dirty),
-            "ahead": ahead, "disk_bytes": disk_use(path) if co.path is not None else 0,
+            "ahead": ahead, "disk_bytes": housekeeping.disk_use(path) if co.path is not None else 0,
         }
 
     def removal_risks(self, task: Task) -> list[str]:
@@ -182,71 +154,21 @@ class WorktreeManager:
 
     # --- housekeeping -------------------------------------------------------------
     def gc(self, tasks: list[Task], dry_run: bool = False) -> GcReport:
-        """Remove the worktrees and branches of merged, discarded and cancelled tasks
-        when nothing would be lost; every other one is skipped with the reason."""
-        report = GcReport(removed=[], skipped=[], dry_run=dry_run)
-        for task in tasks:
-            if task.status not in GC_STATUSES:
-                continue
-            path, branch = self.path_for(task), self.branch_for(task)
-            if not path.exists() and not self.repo.branch_exists(branch):
-                continue
-            row = {"task": task.id, "status": str(task.status), "path": str(path),
-                   "branch": branch}
-            try:
-                if dry_run:
-                    reasons = self.removal_risks(task)
-                    if reasons:
-                        raise UnsafeRemoval("; ".join(reasons))
-                else:
-                    self.remove(task)
-            except (UnsafeRemoval, RunError) as exc:
-                report.skipped.append({**row, "reason": str(exc)})
-            else:
-                report.removed.append(row)
-        return report
+        return housekeeping.gc(self, tasks, dry_run)
 
     def reconcile(self, tasks: list[Task]) -> ReconcileReport:
-        """Bring the worktrees in line with the board after a crash (see ReconcileReport)."""
-        report = ReconcileReport([], [], [], [], {})
-        with self.lock:
-            self._ensure_excluded()
-            report.cleared = self._clear_half_made()
-            entries = list_worktrees(self.repo)
-            report.pruned = [str(e.path) for e in entries if e.prunable]
-            if report.pruned:
-                self._prune()
-            managed = {e.path.resolve(): e for e in entries
-                       if not e.prunable and self._managed(e.path)}
-            known = {t.id: t for t in tasks}
-            for task in tasks:
-                if task.status.final or not (task.worktree or task.branch):
-                    continue
-                path = self.layout.worktree(task.id)
-                if path.resolve() in managed:
-                    continue
-                try:
-                    self._restore(task, path)
-                except (RunError, InvalidInput, NotFound) as exc:
-                    report.problems[task.id] = str(exc)
-                else:
-                    report.recreated.append(task.id)
-            report.orphans = self._orphans(known)
-        live = {t.id for t in tasks if self.layout.worktree(t.id).exists()}
-        for task_id in set(self.ports.live()) - live:
-            self.ports.free(task_id)
-        changes = {k: v for k, v in report.to_dict().items() if v}
-        if changes:
-            self.events.emit("worktrees_reconciled", None, **changes)
-        return report
+        return housekeeping.reconcile(self, tasks)
+
+    def overview(self, tasks: list[Task]) -> list[dict[str, Any]]:
+        return housekeeping.overview(self, tasks)
 
     # --- internals ----------------------------------------------------------------
     def _checkout(self, task: Task, path: Path, branch: str) -> tuple[str, str, bool, str | None]:
         """Make ``path`` a worktree on ``branch``; (base, base_commit, reused, note)."""
-        self._ensure_excluded()
+        self.ensure_excluded()
         entry = self._entry(path)
         if entry is not None and entry.prunable:
-            self._prune()
+            self.prune()
             entry = None
         tip = self.repo.commit_of(f"refs/heads/{branch}")
         if entry is not None:
@@ -275,11 +197,11 @@ class WorktreeManager:
 
     def _start_point(self, task: Task) -> tuple[str, str]:
         """(base name, commit) for a new branch: the blockers' result or the configured base."""
-        kept = self._kept_blockers(task)
+        kept = kept_blockers(self.board, self.repo, task, self.branch_for)
         if len(kept) == 1:
             return kept[0]
         if kept:
-            return self._base_name(), self._merge(task, kept)
+            return self._base_name(), merge_branches(self.repo, task.id, kept)
         commit = self.repo.commit_of(self.config.base)
         if commit is not None:
             return self._base_name(), commit
@@ -289,47 +211,9 @@ class WorktreeManager:
                                "tasks")
         raise InvalidInput(f"base ref {self.config.base!r} does not exist in {root}")
 
-    def _kept_blockers(self, task: Task) -> list[tuple[str, str]]:
-        """(branch, tip) of each blocker kept for review; merged blockers are in the base."""
-        if not task.blocked_by or self.board is None:
-            return []
-        kept = []
-        for blocker_id in task.blocked_by:
-            blocker = self.board.get(blocker_id)
-            if blocker.status == Status.MERGED:
-                continue
-            if blocker.status != Status.REVIEW:
-                raise RunError(f"{task.id}: blocker {blocker_id} is {blocker.status}, "
-                               "not review or merged", task=task.id)
-            b = self.branch_for(blocker)
-            tip = self.repo.commit_of(f"refs/heads/{b}")
-            if tip is None:
-                raise RunError(f"{task.id}: branch {b} of blocker {blocker_id} is missing",
-                               task=task.id)
-            kept.append((b, tip))
-        return kept
-
-    def _merge(self, task: Task, kept: list[tuple[str, str]]) -> str:
-        """A merge commit of the blockers' branches, made without touching any working tree."""
-        current = kept[0][1]
-        for i, (b, tip) in enumerate(kept[1:], 1):
-            out = self.repo.run("merge-tree", "--write-tree", "--name-only", "--no-messages",
-                                current, tip, check=False)
-            if out.returncode == 1:
-                files = sorted({f for f in out.stdout.splitlines()[1:] if f})
-                names = ", ".join(name for name, _ in kept[: i + 1])
-                raise RunError(f"{task.id}: the branches of its blockers ({names}) conflict in: "
-                               f"{', '.join(files)}", task=task.id)
-            if out.returncode != 0:
-                raise RunError(f"{task.id}: git merge-tree failed: {out.stderr.strip()}",
-                               task=task.id)
-            tree = out.stdout.splitlines()[0]
-            current = self.repo.out("commit-tree", tree, "-p", current, "-p", tip, "-m",
-                                    f"orchestrator: merge {b} for {task.id}")
-        return current
-
-    def _restore(self, task: Task, path: Path) -> None:
-        branch = self.branch_for(task)
+    def restore(self, task: Task) -> None:
+        """Re-create a live task's missing worktree from its branch (caller holds the lock)."""
+        path, branch = self.path_for(task), self.branch_for(task)
         if not self.repo.branch_exists(branch):
             raise NotFound(f"{task.id}: branch {branch} is missing; the worktree cannot be "
                            "re-created")
@@ -381,11 +265,11 @@ class WorktreeManager:
                "base_commit": ws.base_commit, "repo": str(self.layout.root)}
         (ws.path / safety.TASK_REF).write_text(json.dumps(ref, indent=1) + "\n")
 
-    def _ensure_excluded(self) -> None:
+    def ensure_excluded(self) -> None:
         """``.task_ref`` is never committed, and the worktree root (when inside the repo)
         never shows in ``git status``. Git reads ``info/exclude`` from the common dir only
         (a worktree's own ``info/exclude`` is not honoured), so the entries go there."""
-        exclude = self._git_common_dir() / "info" / "exclude"
+        exclude = self.common_dir() / "info" / "exclude"
         wanted = [f"/{safety.TASK_REF}"]
         with contextlib.suppress(ValueError):
             rel = self.layout.worktree_root.relative_to(self.layout.root).as_posix()
@@ -401,49 +285,18 @@ class WorktreeManager:
                 sep = "" if not text or text.endswith("\n") else "\n"
                 fh.write(sep + "".join(f"{w}\n" for w in missing))
 
-    def _clear_half_made(self) -> list[str]:
-        """Worktrees a killed ``git worktree add`` left behind (still locked "initializing").
-        Called under the lock, so no creation of ours is running; their folders hold
-        nothing but a partial checkout, and the branch (with any work) stays."""
-        cleared = []
-        admin_root = self._git_common_dir() / "worktrees"
-        for admin in sorted(admin_root.iterdir()) if admin_root.is_dir() else []:
-            try:
-                reason = (admin / "locked").read_text().strip()
-                gitfile = Path((admin / "gitdir").read_text().strip())
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            if reason != "initializing" or not self._managed(gitfile.parent):
-                continue
-            shutil.rmtree(gitfile.parent, ignore_errors=True)
-            shutil.rmtree(admin, ignore_errors=True)
-            cleared.append(str(gitfile.parent))
-        return cleared
-
-    def _orphans(self, known: dict[str, Task]) -> list[dict[str, str]]:
-        """Worktrees of no task, and folders in the worktree root git does not know."""
-        managed = {e.path.resolve(): e for e in list_worktrees(self.repo)
-                   if self._managed(e.path)}
-        orphans = [{"path": str(p), "branch": e.branch or "", "reason": "no task with this id"}
-                   for p, e in sorted(managed.items()) if p.name not in known]
-        root = self.layout.worktree_root
-        for d in sorted(root.iterdir()) if root.is_dir() else []:
-            if d.is_dir() and d.resolve() not in managed:
-                orphans.append({"path": str(d), "branch": "",
-                                "reason": "not a registered worktree"})
-        return orphans
-
     def _entry(self, path: Path) -> WorktreeEntry | None:
         target = path.resolve()
         return next((e for e in list_worktrees(self.repo) if e.path.resolve() == target), None)
 
-    def _managed(self, path: Path) -> bool:
+    def manages(self, path: Path) -> bool:
+        """Whether ``path`` is a worktree folder of ours (directly in the worktree root)."""
         return path.resolve().parent == self.layout.worktree_root.resolve()
 
-    def _prune(self) -> None:
+    def prune(self) -> None:
         self.repo.run("worktree", "prune")
 
-    def _git_common_dir(self) -> Path:
+    def common_dir(self) -> Path:
         if self._common_dir is None:
             self._common_dir = self.repo.common_dir()
         return self._common_dir
@@ -463,14 +316,3 @@ def _git_dir(worktree: Path) -> Path:
     p = Path(text.removeprefix("gitdir:").strip())
     return p if p.is_absolute() else (worktree / p).resolve()
 
-
-def disk_use(path: Path) -> int:
-    """Bytes of the files under ``path`` (symlinks not followed)."""
-    total = 0
-    for dirpath, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:
-                continue
-    return total

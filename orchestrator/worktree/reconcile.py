@@ -1,0 +1,172 @@
+"""Housekeeping of the execution plane: reconcile after a crash, gc, the overview.
+
+Functions over a `WorktreeManager`, which keeps their methods one line each.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.board.model import Status, Task
+from orchestrator.errors import InvalidInput, NotFound, RunError, UnsafeRemoval
+from orchestrator.worktree.git import list_worktrees
+
+if TYPE_CHECKING:
+    from orchestrator.worktree.manager import WorktreeManager
+
+GC_STATUSES = frozenset({Status.MERGED, Status.DISCARDED, Status.CANCELLED})
+
+
+@dataclass
+class ReconcileReport:
+    pruned: list[str]
+    """Stale worktree metadata pruned (folders deleted by hand)."""
+    cleared: list[str]
+    """Half-made worktrees of a killed ``git worktree add``, removed with their lock."""
+    recreated: list[str]
+    """Task ids whose missing worktree was re-created from their branch."""
+    orphans: list[dict[str, str]]
+    """Worktrees and folders with no task: reported, never touched."""
+    problems: dict[str, str]
+    """Task id -> why its worktree could not be restored."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class GcReport:
+    removed: list[dict[str, Any]]
+    """Removed (or, with ``dry_run``, would be removed)."""
+    skipped: list[dict[str, Any]]
+    """Left in place, each with the ``reason``."""
+    dry_run: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def reconcile(m: WorktreeManager, tasks: list[Task]) -> ReconcileReport:
+    """Compare ``git worktree list`` with the board: clear what a killed ``git worktree add``
+    left, prune stale metadata, re-create the missing worktrees of live tasks from their
+    branches, report orphans without touching them, free the ports of gone worktrees."""
+    report = ReconcileReport([], [], [], [], {})
+    with m.lock:
+        m.ensure_excluded()
+        report.cleared = _clear_half_made(m)
+        entries = list_worktrees(m.repo)
+        report.pruned = [str(e.path) for e in entries if e.prunable]
+        if report.pruned:
+            m.prune()
+        registered = {e.path.resolve() for e in entries if not e.prunable}
+        for task in tasks:
+            if task.status.final or not (task.worktree or task.branch):
+                continue
+            if m.layout.worktree(task.id).resolve() in registered:
+                continue
+            try:
+                m.restore(task)
+            except (RunError, InvalidInput, NotFound) as exc:
+                report.problems[task.id] = str(exc)
+            else:
+                report.recreated.append(task.id)
+        report.orphans = _orphans(m, {t.id for t in tasks})
+    live = {t.id for t in tasks if m.layout.worktree(t.id).exists()}
+    for task_id in set(m.ports.live()) - live:
+        m.ports.free(task_id)
+    changes = {k: v for k, v in report.to_dict().items() if v}
+    if changes:
+        m.events.emit("worktrees_reconciled", None, **changes)
+    return report
+
+
+def gc(m: WorktreeManager, tasks: list[Task], dry_run: bool = False) -> GcReport:
+    """Remove the worktrees and branches of merged, discarded and cancelled tasks when
+    nothing would be lost; every other one is skipped with the reason."""
+    report = GcReport(removed=[], skipped=[], dry_run=dry_run)
+    for task in tasks:
+        if task.status not in GC_STATUSES:
+            continue
+        path, branch = m.path_for(task), m.branch_for(task)
+        if not path.exists() and not m.repo.branch_exists(branch):
+            continue
+        row = {"task": task.id, "status": str(task.status), "path": str(path),
+               "branch": branch}
+        try:
+            if dry_run:
+                reasons = m.removal_risks(task)
+                if reasons:
+                    raise UnsafeRemoval("; ".join(reasons))
+            else:
+                m.remove(task)
+        except (UnsafeRemoval, RunError) as exc:
+            report.skipped.append({**row, "reason": str(exc)})
+        else:
+            report.removed.append(row)
+    return report
+
+
+def overview(m: WorktreeManager, tasks: list[Task]) -> list[dict[str, Any]]:
+    """One row per task that has a worktree or a branch, then one per orphan folder."""
+    rows = []
+    for task in tasks:
+        if task.worktree or task.branch or m.path_for(task).exists():
+            row = m.status(task)
+            if row["exists"] or row["branch_exists"]:
+                rows.append(row)
+    for orphan in _orphans(m, {t.id for t in tasks}):
+        path = Path(orphan["path"])
+        rows.append({"task": None, "status": "orphan", "branch": orphan["branch"] or None,
+                     "path": str(path), "exists": True, "branch_exists": bool(orphan["branch"]),
+                     "dirty": None, "changes": None, "ahead": None,
+                     "disk_bytes": disk_use(path), "reason": orphan["reason"]})
+    return rows
+
+
+def _clear_half_made(m: WorktreeManager) -> list[str]:
+    """Worktrees a killed ``git worktree add`` left behind (still locked "initializing").
+    Called under the lock, so no creation of ours is running; their folders hold
+    nothing but a partial checkout, and the branch (with any work) stays."""
+    cleared = []
+    admin_root = m.common_dir() / "worktrees"
+    for admin in sorted(admin_root.iterdir()) if admin_root.is_dir() else []:
+        try:
+            reason = (admin / "locked").read_text().strip()
+            gitfile = Path((admin / "gitdir").read_text().strip())
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if reason != "initializing" or not m.manages(gitfile.parent):
+            continue
+        shutil.rmtree(gitfile.parent, ignore_errors=True)
+        shutil.rmtree(admin, ignore_errors=True)
+        cleared.append(str(gitfile.parent))
+    return cleared
+
+
+def _orphans(m: WorktreeManager, known: set[str]) -> list[dict[str, str]]:
+    """Worktrees of no task, and folders in the worktree root git does not know."""
+    managed = {e.path.resolve(): e for e in list_worktrees(m.repo)
+               if not e.prunable and m.manages(e.path)}
+    orphans = [{"path": str(p), "branch": e.branch or "", "reason": "no task with this id"}
+               for p, e in sorted(managed.items()) if p.name not in known]
+    root = m.layout.worktree_root
+    for d in sorted(root.iterdir()) if root.is_dir() else []:
+        if d.is_dir() and d.resolve() not in managed:
+            orphans.append({"path": str(d), "branch": "", "reason": "not a registered worktree"})
+    return orphans
+
+
+def disk_use(path: Path) -> int:
+    """Bytes of the files under ``path`` (symlinks not followed)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                continue
+    return total
