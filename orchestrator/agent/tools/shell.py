@@ -107,6 +107,11 @@ def _collect(proc: subprocess.Popen[bytes], timeout: float) -> tuple[str, bool]:
             head += chunk[:room]
             tail += chunk[max(room, 0):]
             del tail[:-OUTPUT_TAIL_BYTES]
+    while not timed_out and not _exited(proc.pid):  # EOF can come just before the exit
+        if time.monotonic() >= deadline:
+            timed_out = True
+            break
+        time.sleep(0.005)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.stdout.close()
