@@ -129,7 +129,7 @@ def _blocks(body: dict[str, Any]) -> list[tuple[dict[str, Any], bool]]:
 class LoopbackAPI:
     """The fake server. Queue replies with `reply`/`fail`/`drop`, or set `responder`."""
 
-    def __init__(self, model: str = "claude-sonnet-4-5") -> None:
+    def __init__(self, model: str = "claude-sonnet-4-6") -> None:
         self.model = model
         self.queue: deque[Item] = deque()
         self.requests: list[dict[str, Any]] = []
@@ -230,7 +230,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, _error("not_found_error", f"no route {self.path}"))
             return
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-        self.api.headers.append(dict(self.headers.items()))
+        self.api.headers.append({k.lower(): v for k, v in self.headers.items()})
         item = self.api.next_item(body)
         if item is None:
             self.api.errors.append("unexpected request: nothing scripted")
@@ -314,3 +314,23 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _error(kind: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def check_pairing(messages: list[dict[str, Any]]) -> None:
+    """Every tool_use is answered by a tool_result in the next message, and every
+    tool_result answers a tool_use of the message before (AssertionError if not)."""
+    for i, msg in enumerate(messages):
+        blocks = msg["content"] if isinstance(msg["content"], list) else []
+        calls = [b["id"] for b in blocks if b.get("type") == "tool_use"]
+        results = [b["tool_use_id"] for b in blocks if b.get("type") == "tool_result"]
+        if results:
+            before = messages[i - 1]["content"] if i else []
+            asked = [b["id"] for b in before if isinstance(b, dict) and b.get("type") == "tool_use"]
+            assert sorted(results) == sorted(asked), f"message {i}: results {results} != {asked}"
+        if calls:
+            assert i + 1 < len(messages) or msg is messages[-1], f"message {i}: unanswered"
+            if i + 1 < len(messages):
+                after = messages[i + 1]["content"]
+                answered = [b["tool_use_id"] for b in after
+                            if isinstance(b, dict) and b.get("type") == "tool_result"]
+                assert sorted(answered) == sorted(calls), f"message {i}: {calls} != {answered}"

@@ -1,0 +1,155 @@
+"""The ``anthropic`` and ``scripted`` backends: the master loop in a task's worktree.
+
+Both build the same run: the tools behind the one permission gate, confined to
+the worktree (bash in the sandbox, secrets stripped from its environment), the
+prompt for this task, the permission flow to the lead, live usage on the task;
+only the model differs. Signals map to the `RunResult` the teammate acts on:
+
+    Finished        ok, the model's summary
+    LimitExceeded   failed, not retried (the same budget would run out again)
+    Stopped         stopped (the teammate releases the task)
+    BackendError    failed, retried (a script that does not match: not retried)
+
+Extensions (MCP servers) plug in through `EXTENSIONS`: ``module:function``
+names, each ``function(config, ctx, toolset)`` returning a context manager that
+adds its tools to the toolset and yields the text for the prompt's "MCP
+capabilities" section; a module that is not installed is skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+from orchestrator.agent.base import LimitExceeded, Model, Stopped, ToolContext
+from orchestrator.agent.loop import AgentLoop, Limits
+from orchestrator.agent.permission_flow import PermissionFlow
+from orchestrator.agent.prompt import PromptSources, build_prompt
+from orchestrator.agent.scripted import ScriptedModel, ScriptError, load_script
+from orchestrator.agent.toolset import Toolset
+from orchestrator.board.model import Usage
+from orchestrator.config import Config
+from orchestrator.errors import BackendError, InvalidInput
+from orchestrator.layout import Layout
+from orchestrator.protocols import RunContext, RunResult
+
+EXTENSIONS: list[str] = ["orchestrator.mcp.attach:attach"]
+
+
+class AgentBackend:
+    """The shared run; subclasses say which model to use."""
+
+    name = "agent"
+
+    def __init__(self, config: Config, layout: Layout) -> None:
+        self.config = config
+        self.layout = layout
+
+    def model_for(self, ctx: RunContext) -> Model:
+        raise NotImplementedError
+
+    def run(self, ctx: RunContext) -> RunResult:
+        try:
+            model = self.model_for(ctx)
+        except (BackendError, InvalidInput) as exc:
+            ctx.log.write("error", error=str(exc))
+            return RunResult(ok=False, error=str(exc), retry=False)
+        usage = Usage()
+
+        def live(total: Usage) -> None:
+            nonlocal usage
+            usage = total
+            ctx.board.update(ctx.task.id, ctx.token, usage=ctx.task.usage.add(total))
+
+        try:
+            with contextlib.ExitStack() as stack:
+                toolset = build_toolset(self.config, ctx)
+                capabilities = [stack.enter_context(ext(self.config, ctx, toolset))
+                                for ext in extensions()]
+                sources = PromptSources(ctx.workspace.path,
+                                        mcp_capabilities="\n\n".join(c for c in capabilities if c))
+                prompt = build_prompt(ctx.task, toolset.schemas(), sources)
+                flow = PermissionFlow(self.layout, ctx.board, ctx.task.id, ctx.token,
+                                      ctx.teammate, ctx.stop)
+                loop = AgentLoop(model, toolset, prompt, ctx.log,
+                                 limits=Limits.of(self.config.agent, ctx.timeout),
+                                 max_tokens=self.config.agent.max_tokens, stop=ctx.stop,
+                                 ask=flow.ask, on_usage=live)
+                summary = loop.run()
+                if isinstance(model, ScriptedModel):
+                    model.assert_done()
+                return RunResult(ok=True, summary=summary, usage=usage)
+        except LimitExceeded as exc:
+            return self._failed(ctx, f"budget: {exc}", usage, retry=False)
+        except Stopped:
+            return RunResult(ok=False, stopped=True, error="stopped", usage=usage)
+        except ScriptError as exc:
+            return self._failed(ctx, f"script: {exc}", usage, retry=False)
+        except BackendError as exc:
+            return self._failed(ctx, str(exc), usage, retry=True)
+        finally:
+            close = getattr(model, "close", None)
+            if close is not None:
+                close()
+
+    def _failed(self, ctx: RunContext, error: str, usage: Usage, *, retry: bool) -> RunResult:
+        ctx.log.write("error", error=error)
+        return RunResult(ok=False, error=error, usage=usage, retry=retry)
+
+
+class AnthropicBackend(AgentBackend):
+    """The built-in master loop on the Messages API (``ANTHROPIC_API_KEY``,
+    ``ANTHROPIC_BASE_URL`` for proxies and gateways)."""
+
+    name = "anthropic"
+
+    def model_for(self, ctx: RunContext) -> Model:
+        from orchestrator.agent.anthropic_model import AnthropicModel
+
+        return AnthropicModel(self.config.agent.model)
+
+
+class ScriptedBackend(AgentBackend):
+    """Replays the task's script (``metadata.script`` or ``ORCH_SCRIPT``) as the model."""
+
+    name = "scripted"
+
+    def model_for(self, ctx: RunContext) -> Model:
+        return ScriptedModel(load_script(ctx.task, self.layout.root))
+
+
+def build_toolset(config: Config, ctx: RunContext) -> Toolset:
+    from orchestrator.agent.permissions import PermissionGate
+    from orchestrator.agent.sandbox import Sandbox, safe_env
+    from orchestrator.agent.tools import default_tools
+
+    root = ctx.workspace.path
+    sandbox = Sandbox.detect(config.agent.sandbox, config.agent.network)
+    if sandbox.notice:
+        ctx.log.write("sandbox", notice=sandbox.notice)
+    env = safe_env({**os.environ, **ctx.workspace.env}, config.agent.pass_env)
+    tctx = ToolContext(
+        cwd=root, env=env, task_id=ctx.task.id,
+        spill_dir=ctx.layout.logs / f"{ctx.task.id}.spill",
+        services={"board": ctx.board, "token": ctx.token, "teammate": ctx.teammate,
+                  "sandbox": sandbox, "events": ctx.board.events, "layout": ctx.layout},
+    )
+    gate = PermissionGate.from_sources(config.agent, root)
+    return Toolset(default_tools(config.agent), gate, tctx)
+
+
+def extensions() -> list[Callable[..., Any]]:
+    found = []
+    for target in EXTENSIONS:
+        module_name, _, attr = target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not module_name.startswith(exc.name):
+                raise
+            continue
+        found.append(getattr(module, attr))
+    return found

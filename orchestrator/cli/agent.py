@@ -1,0 +1,44 @@
+"""Agent commands: ``approve`` and ``deny`` answer permission requests; ``demo``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from orchestrator.agent import permission_flow
+from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
+
+
+def _answer(ident: str, approved: bool, message: str, repo: RepoOpt, as_json: bool) -> None:
+    r = open_repo(repo)
+    req = permission_flow.answer(r.layout, ident, approved=approved, message=message)
+    if as_json:
+        print_json({"request_id": req["request_id"], "task": req.get("task"),
+                    "approved": approved, "message": message})
+        return
+    verb = "approved" if approved else "denied"
+    typer.echo(f"{verb} {req.get('tool')}({req.get('subject') or ''}) for {req.get('task')} "
+               f"[{req['request_id']}]")
+
+
+@app.command()
+def approve(
+    ident: Annotated[str, typer.Argument(metavar="ID", help="A task id or a request id.")],
+    message: Annotated[str, typer.Option("--message", "-m", help="A note for the agent.")] = "",
+    repo: RepoOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Allow the tool call a waiting agent asked about; the agent continues."""
+    _answer(ident, True, message, repo, as_json)
+
+
+@app.command()
+def deny(
+    ident: Annotated[str, typer.Argument(metavar="ID", help="A task id or a request id.")],
+    message: Annotated[str, typer.Option("--message", "-m", help="Why (the agent sees it).")] = "",
+    repo: RepoOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Refuse the tool call a waiting agent asked about; it gets the reason and goes on."""
+    _answer(ident, False, message, repo, as_json)
