@@ -7,6 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
+# orchestrator.board first: `import orchestrator.events` on its own hits an import cycle
+from orchestrator.board.model import normalize_task_id
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError, InvalidInput, NotFound
@@ -134,8 +136,6 @@ def logs(
     repo: RepoOpt = None,
 ) -> None:
     """Print a task's log (backend output, checks, commits)."""
-    from orchestrator.board.model import normalize_task_id
-
     r = open_repo(repo)
     tid = normalize_task_id(task_id)
     path = r.layout.logs / f"{tid}.jsonl"
