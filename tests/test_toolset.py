@@ -199,3 +199,4 @@ def test_api_key_is_absent_from_the_bash_environment_and_events(
     assert API_KEY not in log and "***" in log
     kept = safe_env({"ANTHROPIC_API_KEY": API_KEY, "PATH": "/bin"}, ["ANTHROPIC_API_KEY"])
     assert kept == {"ANTHROPIC_API_KEY": API_KEY, "PATH": "/bin"}
+    assert safe_env({"GIT_AUTHOR_NAME": "Ann", "MY_AUTH": "x"}) == {"GIT_AUTHOR_NAME": "Ann"}

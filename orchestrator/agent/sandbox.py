@@ -3,7 +3,8 @@
 Under the sandbox a command sees the whole file system read-only, except:
 
 - the worktree, writable;
-- a private ``/tmp`` (a fresh tmpfs per command; ``TMPDIR`` points there);
+- a private ``/tmp`` (a fresh tmpfs per command; ``TMPDIR`` points there; a home
+  folder under ``/tmp`` is bound back read-only so git still finds its config);
 - the repository's git folder (the worktree's ``.git`` file points into the main
   repository's ``.git/worktrees/<name>``, and a commit writes objects, refs and
   logs there), writable so ``git commit`` works in the worktree — except its
@@ -43,9 +44,10 @@ _READ_ONLY_IN_GIT_DIR = ("config", "hooks", "info")
 
 def safe_env(environ: Mapping[str, str], pass_env: Iterable[str] = ()) -> dict[str, str]:
     """``environ`` without the variables whose names look secret (API keys, tokens,
-    passwords …), except those named in ``pass_env``."""
+    passwords …), except those named in ``pass_env``. ``GIT_AUTHOR_*`` is not a secret."""
     keep = set(pass_env)
-    return {k: v for k, v in environ.items() if k in keep or not SECRET_NAME_RE.search(k)}
+    return {k: v for k, v in environ.items()
+            if k in keep or not SECRET_NAME_RE.search(k.upper().replace("AUTHOR", ""))}
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,9 @@ class Sandbox:
                 "--unshare-all", "--die-with-parent", "--new-session"]
         if self.network:
             args.append("--share-net")
+        home = Path.home().resolve()
+        if home.is_relative_to("/tmp"):  # the private /tmp would hide it (git needs its config)
+            args += ["--ro-bind", str(home), str(home)]
         args += ["--bind", str(cwd), str(cwd)]
         git_dir = git_common_dir(cwd)
         if git_dir is not None:
