@@ -1,0 +1,173 @@
+"""Board commands: init, add, list (alias board), show, cancel, events.
+
+Each runs intake first, so files dropped into ``.tasks/inbox/`` show up at once.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.board import FileBoard, init_repo, open_board
+from orchestrator.board.model import Status, Task, normalize_task_id
+from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json, to_jsonable
+from orchestrator.events import EventLog
+
+STATUS_STYLE = {
+    Status.PENDING: "yellow", Status.IN_PROGRESS: "cyan", Status.REVIEW: "magenta",
+    Status.MERGED: "green", Status.FAILED: "red", Status.CANCELLED: "dim",
+    Status.DISCARDED: "dim",
+}
+
+
+def _board(repo: Path | None) -> FileBoard:
+    r = open_repo(repo)
+    board = open_board(r.layout, r.config.board, actor="cli")
+    board.intake()
+    return board
+
+
+def _with_problem(task: Task, problems: dict[str, str]) -> dict[str, Any]:
+    return {**to_jsonable(task), "problem": problems.get(task.id)}
+
+
+@app.command("init")
+def init(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
+    """Create .tasks/ and .worktrees/ and keep them out of git status."""
+    r = open_repo(repo, ensure=False)
+    layout = init_repo(r.layout.root, r.layout.worktree_root)
+    if json_:
+        print_json({"root": layout.root, "tasks": layout.tasks,
+                    "worktrees": layout.worktree_root})
+    else:
+        typer.echo(f"initialised {layout.tasks} (drop tasks into {layout.inbox})")
+
+
+@app.command("add")
+def add(
+    subject: Annotated[str, typer.Argument(help="What the task is about (one line).")],
+    description: Annotated[str, typer.Option("--description", "-d", help="Details.")] = "",
+    blocked_by: Annotated[list[str] | None, typer.Option(
+        "--blocked-by", "-b", help="A task that must be in review or merged first.")] = None,
+    priority: Annotated[int, typer.Option("--priority", "-p", help="Higher runs first.")] = 0,
+    backend: Annotated[str | None, typer.Option(help="Agent backend for this task.")] = None,
+    agent: Annotated[str | None, typer.Option(help="Agent profile name.")] = None,
+    repo: RepoOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Add a task to the board."""
+    with _board(repo) as board:
+        extra = {k: v for k, v in (("backend", backend), ("agent", agent)) if v is not None}
+        task = board.add(subject, description=description, blocked_by=blocked_by or [],
+                         priority=priority, actor="cli", **extra)
+    if json_:
+        print_json(task)
+    else:
+        typer.echo(f"added {task.id}: {task.subject}")
+
+
+def list_tasks(
+    status: Annotated[list[Status] | None, typer.Option(
+        "--status", "-s", help="Only tasks in this status (repeatable).")] = None,
+    repo: RepoOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """List the tasks on the board, with any problem that keeps one from starting."""
+    with _board(repo) as board:
+        everything = board.list()
+        problems = board.problems()
+    tasks = [t for t in everything if not status or t.status in status]
+    if json_:
+        print_json([_with_problem(t, problems) for t in tasks])
+        return
+    if not tasks:
+        typer.echo("no tasks" + (f" in {', '.join(status)}" if status else ""))
+        return
+    table = Table(box=None, pad_edge=False)
+    for col in ("id", "status", "pri", "subject", "owner", "blocked by"):
+        table.add_column(col)
+    for t in tasks:
+        mark = " [red]![/red]" if t.id in problems else ""
+        table.add_row(t.id, f"[{STATUS_STYLE[t.status]}]{t.status}[/]{mark}", str(t.priority),
+                      t.subject, t.owner or "", ", ".join(t.blocked_by))
+    Console(soft_wrap=False).print(table)
+    # Problems of the tasks shown, and of task files too broken to list at all.
+    shown = {t.id for t in tasks} | (set(problems) - {t.id for t in everything})
+    for tid in sorted(set(problems) & shown):
+        typer.echo(f"! {tid}: {problems[tid]}")
+
+
+app.command("list")(list_tasks)
+app.command("board", help="Alias of list.")(list_tasks)
+
+
+@app.command("show")
+def show(
+    task_id: Annotated[str, typer.Argument(metavar="ID", help="task_007, or just 7.")],
+    repo: RepoOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Show one task in full."""
+    with _board(repo) as board:
+        task = board.get(task_id)
+        problem = board.problems().get(task.id)
+    if json_:
+        print_json(_with_problem(task, {task.id: problem} if problem else {}))
+        return
+    typer.echo(f"{task.id}  {task.status}  {task.subject}")
+    if problem:
+        typer.echo(f"problem: {problem}")
+    shown = task.model_dump(mode="json", exclude={"id", "status", "subject"}, exclude_defaults=True)
+    for key, value in shown.items():
+        if value not in (None, "", [], {}) and key != "description":
+            typer.echo(f"{key}: {json.dumps(value) if isinstance(value, dict | list) else value}")
+    if task.description:
+        typer.echo("\n" + task.description)
+
+
+@app.command("cancel")
+def cancel(
+    task_id: Annotated[str, typer.Argument(metavar="ID")],
+    repo: RepoOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Cancel a task (a running one loses its lease; its worktree is kept)."""
+    with _board(repo) as board:
+        task = board.cancel(task_id, actor="cli")
+    if json_:
+        print_json(task)
+    else:
+        typer.echo(f"cancelled {task.id}: {task.subject}")
+
+
+@app.command("events")
+def events(
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new events.")
+                      ] = False,
+    task: Annotated[str | None, typer.Option("--task", "-t", help="Only this task's events.")
+                    ] = None,
+    repo: RepoOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Print the events log (.worktrees/events.jsonl)."""
+    r = open_repo(repo)
+    log = EventLog(r.layout.events)
+    task_id = normalize_task_id(task) if task else None
+    for rec in log.follow(task_id) if follow else log.read(task_id):
+        if json_:
+            print_json(rec)
+        else:
+            typer.echo(_event_line(rec))
+
+
+def _event_line(rec: dict[str, Any]) -> str:
+    fixed = ("ts", "event", "task", "actor")
+    rest = " ".join(f"{k}={json.dumps(v) if not isinstance(v, str) else v}"
+                    for k, v in rec.items() if k not in fixed)
+    return f"{rec.get('ts', '')}  {rec.get('event', ''):<16} {rec.get('task') or '-':<9} " \
+           f"{rec.get('actor') or '-':<8} {rest}".rstrip()

@@ -1,0 +1,123 @@
+"""The board CLI: in-process through `orchestrator.cli.main`, and a few real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], repo: Path, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--repo", str(repo)])
+    out, err = capsys.readouterr()
+    return int(exc.value.code or 0), out, err
+
+
+def orch(repo: Path, *args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=repo,
+                          capture_output=True, text=True, timeout=60, **kw)  # type: ignore[call-overload]
+
+
+def test_subprocess_init_add_list_show(repo: Path) -> None:
+    assert orch(repo, "init").returncode == 0
+    p = orch(repo, "add", "Fix login", "-d", "it 500s", "--priority", "2", "--json")
+    assert p.returncode == 0, p.stderr
+    task = json.loads(p.stdout)
+    assert (task["id"], task["subject"], task["priority"]) == ("task_001", "Fix login", 2)
+    p = orch(repo, "board", "--json")
+    [listed] = json.loads(p.stdout)
+    assert listed["id"] == "task_001" and listed["problem"] is None
+    p = orch(repo, "show", "1")
+    assert "task_001" in p.stdout and "it 500s" in p.stdout
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True,
+                            text=True, check=True).stdout
+    assert status == ""
+
+
+def test_subprocess_errors_are_one_line(repo: Path) -> None:
+    p = orch(repo, "show", "task_404")
+    assert p.returncode == 1 and p.stderr == "error: no task task_404\n"
+    p = orch(repo, "add", "x", "--blocked-by", "../../etc")
+    assert p.returncode == 1 and p.stderr.startswith("error: not a task id")
+    assert "Traceback" not in p.stderr
+    p = orch(repo, "list", "--status", "bogus")
+    assert p.returncode == 2
+    p = orch(repo, "add")
+    assert p.returncode == 2
+
+
+def test_subprocess_events_follow(repo: Path) -> None:
+    orch(repo, "add", "first")
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "events", "-f", "--json"],
+                            cwd=repo, stdout=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(proc.stdout.readline())["event"] == "task_created"
+        orch(repo, "cancel", "1")
+        rec = json.loads(proc.stdout.readline())
+        assert (rec["event"], rec["task"]) == ("task_cancelled", "task_001")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        proc.stdout.close()
+
+
+def test_add_list_cancel_in_process(capsys: pytest.CaptureFixture[str], repo: Path) -> None:
+    code, out, _ = run(capsys, repo, "add", "one")
+    assert code == 0 and out == "added task_001: one\n"
+    code, out, _ = run(capsys, repo, "add", "two", "-b", "1", "-b", "task_001",
+                       "--backend", "command", "--agent", "reviewer", "--json")
+    two = json.loads(out)
+    assert two["blocked_by"] == ["task_001", "task_001"] and two["agent"] == "reviewer"
+    code, out, _ = run(capsys, repo, "list")
+    assert "task_001" in out and "task_002" in out and "pending" in out
+    code, out, _ = run(capsys, repo, "cancel", "2", "--json")
+    assert json.loads(out)["status"] == "cancelled"
+    code, out, _ = run(capsys, repo, "list", "--status", "cancelled", "--json")
+    assert [t["id"] for t in json.loads(out)] == ["task_002"]
+    code, out, _ = run(capsys, repo, "list", "-s", "pending", "-s", "review", "--json")
+    assert [t["id"] for t in json.loads(out)] == ["task_001"]
+    code, _, err = run(capsys, repo, "cancel", "2")
+    assert code == 1 and err.startswith("error: task_002: cannot go from cancelled")
+
+
+def test_list_shows_problems_and_runs_intake(capsys: pytest.CaptureFixture[str],
+                                             repo: Path) -> None:
+    run(capsys, repo, "init")
+    inbox = repo / ".tasks" / "inbox"
+    (inbox / "a.json").write_text('{"title": "dropped", "blockedBy": [42]}')
+    (inbox / "b.json").write_text("{broken")
+    old = time.time() - 60
+    for f in inbox.iterdir():
+        os.utime(f, (old, old))
+    code, out, _ = run(capsys, repo, "list")
+    assert "dropped" in out and "task_042, which does not exist" in out
+    code, out, _ = run(capsys, repo, "list", "--json")
+    [t] = json.loads(out)
+    assert "task_042" in t["problem"]
+    code, out, _ = run(capsys, repo, "show", "1", "--json")
+    assert "task_042" in json.loads(out)["problem"]
+    assert (repo / ".tasks" / "rejected" / "b.json.error.txt").exists()
+    code, out, _ = run(capsys, repo, "events", "--json")
+    kinds = [json.loads(line)["event"] for line in out.splitlines()]
+    assert kinds == ["task_created", "task_rejected"]
+    _code, out, _ = run(capsys, repo, "events", "--task", "1")
+    assert "task_created" in out and "task_rejected" not in out
+
+
+def test_empty_board(capsys: pytest.CaptureFixture[str], repo: Path) -> None:
+    assert run(capsys, repo, "list")[1] == "no tasks\n"
+    assert run(capsys, repo, "list", "--json")[1] == "[]\n"
+    assert run(capsys, repo, "events")[1] == ""
+
+
+def test_not_a_repository(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, tmp_path, "list")
+    assert code == 1 and err.startswith("error: not inside a git repository")
