@@ -21,6 +21,12 @@ def run(capsys: pytest.CaptureFixture[str], repo: Path, *args: str) -> tuple[int
     return int(exc.value.code or 0), out, err
 
 
+def ok(capsys: pytest.CaptureFixture[str], repo: Path, *args: str) -> str:
+    code, out, err = run(capsys, repo, *args)
+    assert code == 0, err
+    return out
+
+
 def orch(repo: Path, *args: str, **kw: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=repo,
                           capture_output=True, text=True, timeout=60, **kw)  # type: ignore[call-overload]
@@ -70,19 +76,18 @@ def test_subprocess_events_follow(repo: Path) -> None:
 
 
 def test_add_list_cancel_in_process(capsys: pytest.CaptureFixture[str], repo: Path) -> None:
-    code, out, _ = run(capsys, repo, "add", "one")
-    assert code == 0 and out == "added task_001: one\n"
-    code, out, _ = run(capsys, repo, "add", "two", "-b", "1", "-b", "task_001",
+    assert ok(capsys, repo, "add", "one") == "added task_001: one\n"
+    out = ok(capsys, repo, "add", "two", "-b", "1", "-b", "task_001",
                        "--backend", "command", "--agent", "reviewer", "--json")
     two = json.loads(out)
     assert two["blocked_by"] == ["task_001", "task_001"] and two["agent"] == "reviewer"
-    code, out, _ = run(capsys, repo, "list")
+    out = ok(capsys, repo, "list")
     assert "task_001" in out and "task_002" in out and "pending" in out
-    code, out, _ = run(capsys, repo, "cancel", "2", "--json")
+    out = ok(capsys, repo, "cancel", "2", "--json")
     assert json.loads(out)["status"] == "cancelled"
-    code, out, _ = run(capsys, repo, "list", "--status", "cancelled", "--json")
+    out = ok(capsys, repo, "list", "--status", "cancelled", "--json")
     assert [t["id"] for t in json.loads(out)] == ["task_002"]
-    code, out, _ = run(capsys, repo, "list", "-s", "pending", "-s", "review", "--json")
+    out = ok(capsys, repo, "list", "-s", "pending", "-s", "review", "--json")
     assert [t["id"] for t in json.loads(out)] == ["task_001"]
     code, _, err = run(capsys, repo, "cancel", "2")
     assert code == 1 and err.startswith("error: task_002: cannot go from cancelled")
@@ -97,18 +102,18 @@ def test_list_shows_problems_and_runs_intake(capsys: pytest.CaptureFixture[str],
     old = time.time() - 60
     for f in inbox.iterdir():
         os.utime(f, (old, old))
-    code, out, _ = run(capsys, repo, "list")
+    out = ok(capsys, repo, "list")
     assert "dropped" in out and "task_042, which does not exist" in out
-    code, out, _ = run(capsys, repo, "list", "--json")
+    out = ok(capsys, repo, "list", "--json")
     [t] = json.loads(out)
     assert "task_042" in t["problem"]
-    code, out, _ = run(capsys, repo, "show", "1", "--json")
+    out = ok(capsys, repo, "show", "1", "--json")
     assert "task_042" in json.loads(out)["problem"]
     assert (repo / ".tasks" / "rejected" / "b.json.error.txt").exists()
-    code, out, _ = run(capsys, repo, "events", "--json")
+    out = ok(capsys, repo, "events", "--json")
     kinds = [json.loads(line)["event"] for line in out.splitlines()]
     assert kinds == ["task_created", "task_rejected"]
-    _code, out, _ = run(capsys, repo, "events", "--task", "1")
+    out = ok(capsys, repo, "events", "--task", "1")
     assert "task_created" in out and "task_rejected" not in out
 
 
