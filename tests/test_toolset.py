@@ -12,7 +12,7 @@ from orchestrator.agent.base import PermissionAsked, ToolContext, ToolResult
 from orchestrator.agent.permissions import PermissionGate
 from orchestrator.agent.sandbox import safe_env
 from orchestrator.agent.tools import default_tools
-from orchestrator.agent.toolset import Toolset, check_args
+from orchestrator.agent.toolset import EVENT_SUBJECT_CHARS, Toolset, check_args
 from orchestrator.errors import ConfigError
 from orchestrator.events import EventLog
 from tests.helpers import git
@@ -183,6 +183,8 @@ def test_events_record_calls_and_file_changes(worktree: Path) -> None:
                    ("tool_called", "read", None, False),
                    ("tool_called", "edit", None, True)]
     assert {(e["task"], e["actor"]) for e in events(ts)} == {("task_001", "alice")}
+    ts.call("bash", {"command": "echo " + "y" * 5000}, approved=True)
+    assert len(events(ts)[-1]["subject"]) == EVENT_SUBJECT_CHARS + 1
 
 
 def test_api_key_is_absent_from_the_bash_environment_and_events(

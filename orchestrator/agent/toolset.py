@@ -21,6 +21,8 @@ from orchestrator.agent.spill import RESULT_CAP_CHARS, spill
 from orchestrator.errors import ConfigError
 from orchestrator.events import EventLog
 
+EVENT_SUBJECT_CHARS = 500
+"""A longer subject (a heredoc command) is cut in the event; the transcript has it all."""
 _JSON_TYPES: dict[str, type | tuple[type, ...]] = {
     "string": str, "integer": int, "number": (int, float), "boolean": bool,
     "array": list, "object": dict,
@@ -108,6 +110,8 @@ class Toolset:
 
     def _event(self, tool: Tool, subject: str | None, decision: str, is_error: bool,
                why: Decision | None = None) -> None:
+        if subject is not None and len(subject) > EVENT_SUBJECT_CHARS:
+            subject = subject[:EVENT_SUBJECT_CHARS] + "…"
         fields: dict[str, Any] = {"tool": tool.name, "subject": subject, "decision": decision,
                                   "is_error": is_error}
         if why is not None and why.rule:
