@@ -1,0 +1,127 @@
+"""An ``ask`` in a headless run: request to the lead, the task waits, approve/deny answer."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.agent import permission_flow
+from orchestrator.cli import main
+from orchestrator.errors import NotFound
+from orchestrator.protocols import RunResult
+from orchestrator.team.mailbox import Mailbox
+from tests.test_backend_agent import Claimed, ClaimFn, claim  # noqa: F401 (fixture)
+
+SCRIPT = [[{"tool": "bash", "args": {"command": "touch approved.txt"}}], "done"]
+ASK_TOUCH = {"allow": ["Bash"], "ask": ["Bash(touch:*)"]}
+
+
+def cli(*args: str) -> int:
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+class Background:
+    """The teammate side: the backend runs in a thread until the request is answered."""
+
+    def __init__(self, c: Claimed) -> None:
+        self.c = c
+        self.result: RunResult | None = None
+        self.thread = threading.Thread(target=self._run, name="agent-run")
+        self.thread.start()
+
+    def _run(self) -> None:
+        self.result = self.c.run()
+
+    def wait_for_request(self, timeout: float = 30.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pending = permission_flow.pending(self.c.layout)
+            if pending and self.c.board.get(self.c.task.id).waiting_for:
+                return pending[0]
+            assert self.thread.is_alive(), f"the run ended without asking: {self.result}"
+            time.sleep(0.02)
+        self.c.stop.set()
+        self.finish()
+        raise AssertionError("no permission request arrived")
+
+    def finish(self) -> RunResult:
+        self.thread.join(timeout=60)
+        assert self.result is not None
+        return self.result
+
+
+def test_approve_by_task_id_lets_the_agent_continue(claim: ClaimFn, repo: Path,  # noqa: F811
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    c = claim(SCRIPT, agent=ASK_TOUCH)
+    run = Background(c)
+    try:
+        request = run.wait_for_request()
+        assert request["tool"] == "bash" and request["subject"] == "touch approved.txt"
+        assert request["task"] == c.task.id and request["from"] == "alice"
+        assert c.board.get(c.task.id).waiting_for == request["request_id"]
+        assert c.events("permission_requested")[0]["request_id"] == request["request_id"]
+        assert cli("approve", c.task.id, "-C", str(repo)) == 0
+    except BaseException:
+        c.stop.set()  # do not leave the run waiting for an answer
+        raise
+    finally:
+        result = run.finish()
+    assert "approved bash(touch approved.txt)" in capsys.readouterr().out
+    assert result.ok, result.error
+    assert (c.workspace.path / "approved.txt").exists()
+    assert c.board.get(c.task.id).waiting_for is None
+    assert c.events("permission_answered")[0]["approved"] is True
+    assert permission_flow.pending(c.layout) == []
+
+
+def test_deny_by_request_id_gives_the_agent_the_reason(claim: ClaimFn, repo: Path  # noqa: F811
+                                                       ) -> None:
+    c = claim(SCRIPT, agent=ASK_TOUCH)
+    run = Background(c)
+    request = run.wait_for_request()
+    assert cli("deny", request["request_id"], "-m", "not in this repo", "-C", str(repo)) == 0
+    result = run.finish()
+    assert result.ok
+    assert not (c.workspace.path / "approved.txt").exists()
+    [tool_result] = c.log("tool_result")
+    assert tool_result["is_error"] and "denied by a person: not in this repo" in (
+        tool_result["content"])
+    assert c.board.get(c.task.id).waiting_for is None
+    answer = Mailbox(c.layout, "alice").find(kind="permission_response")[0]
+    assert answer["approved"] is False and answer["message"] == "not in this repo"
+
+
+def test_a_warm_stop_ends_the_wait(claim: ClaimFn) -> None:  # noqa: F811
+    c = claim(SCRIPT, agent=ASK_TOUCH)
+    run = Background(c)
+    run.wait_for_request()
+    c.stop.set()
+    result = run.finish()
+    assert result.stopped and c.board.get(c.task.id).waiting_for is None
+
+
+def test_approve_with_nothing_pending_is_one_clear_line(repo: Path,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    assert cli("approve", "task_007", "-C", str(repo)) == 1
+    err = capsys.readouterr().err
+    assert err == "error: no pending permission request for task task_007\n"
+    assert cli("deny", "abc123", "-C", str(repo)) == 1
+    assert "no pending permission request for request 'abc123'" in capsys.readouterr().err
+
+
+def test_answering_the_same_request_twice_is_refused(claim: ClaimFn) -> None:  # noqa: F811
+    c = claim(SCRIPT, agent=ASK_TOUCH)
+    Mailbox(c.layout, "lead").send("alice", kind="permission_request", request_id="r1",
+                                   task=c.task.id, tool="bash", subject="touch x")
+    permission_flow.answer(c.layout, "r1", approved=True)
+    with pytest.raises(NotFound):
+        permission_flow.answer(c.layout, c.task.id, approved=False)
