@@ -56,17 +56,23 @@ class Git:
 
     def commit_of(self, rev: str) -> str | None:
         """The commit ``rev`` names, or None when it names none."""
-        if rev.startswith("-"):
-            return None
-        out = self.run("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
-        return out.stdout.strip() if out.returncode == 0 else None
+        return self.commits(rev)[0]
+
+    def commits(self, *revs: str) -> list[str | None]:
+        """The commit each rev names (None where it names none), in one git call."""
+        if not revs:
+            return []
+        wanted = [r if r and "\n" not in r else "\0" for r in revs]
+        out = self.run("cat-file", "--batch-check=%(objectname) %(objecttype)",
+                       input="".join(f"{r}^{{commit}}\n" for r in wanted))
+        found: list[str | None] = []
+        for line in out.stdout.splitlines():
+            oid, _, kind = line.partition(" ")
+            found.append(oid if kind == "commit" else None)
+        return found
 
     def branch_exists(self, branch: str) -> bool:
         return self.ok("show-ref", "--verify", "--quiet", f"refs/heads/{branch}")
-
-    def common_dir(self) -> Path:
-        p = Path(self.out("rev-parse", "--git-common-dir"))
-        return p if p.is_absolute() else (self.cwd / p).resolve()
 
 
 @dataclass

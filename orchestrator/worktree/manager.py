@@ -63,7 +63,7 @@ class WorktreeManager:
         self.lock = FileLock(layout.locks / "worktree.lock", thread_local=False)
         self.ports = PortBlocks(layout.run / "ports.json", layout.locks / "ports.lock",
                                 config.port_base, config.port_block)
-        self._common_dir: Path | None = None
+        self._git_dirs: tuple[Path, Path] | None = None
 
     # --- names ------------------------------------------------------------------
     def path_for(self, task: Task) -> Path:
@@ -100,7 +100,8 @@ class WorktreeManager:
     def remove(self, task: Task, *, force: bool = False) -> str | None:
         path, branch = self.path_for(task), self.branch_for(task)
         with self.lock:
-            co = safety.inspect(self.repo, path, branch)
+            bases = self._bases(task)
+            co = safety.inspect(self.repo, path, branch, bases)
             if co.path is None and path.exists():
                 raise UnsafeRemoval(f"{task.id}: {path} is not a worktree of this repository; "
                                     "not touching it (move it away by hand)")
@@ -108,7 +109,7 @@ class WorktreeManager:
                 self.prune()
                 self.ports.free(task.id)
                 return None
-            reasons = safety.risks(self.repo, co, branch, self._bases(task))
+            reasons = safety.risks(self.repo, co, branch, bases)
             if reasons and not force:
                 raise UnsafeRemoval(f"{task.id}: not removing {path}: {'; '.join(reasons)} "
                                     "(--force saves a snapshot first)")
@@ -118,7 +119,7 @@ class WorktreeManager:
             else:
                 self.prune()
             if co.branch_tip is not None:
-                self.repo.run("branch", "-D", "--", branch)
+                self.repo.run("update-ref", "-d", f"refs/heads/{branch}", co.branch_tip)
         self.ports.free(task.id)
         self.events.emit("worktree_removed", task.id, path=str(path), branch=branch,
                          snapshot=snap, forced=force and bool(reasons))
@@ -128,18 +129,12 @@ class WorktreeManager:
     def status(self, task: Task) -> dict[str, Any]:
         """What is on disk for the task: folder, branch, dirty or clean, commits ahead, disk use."""
         path, branch = self.path_for(task), self.branch_for(task)
-        co = safety.inspect(self.repo, path, branch)
+        co = safety.inspect(self.repo, path, branch, self._bases(task))
         dirty: list[str] | None = None
-        ahead: int | None = None
         if co.path is not None:
-            try:
+            with contextlib.suppress(RunError):
                 dirty = safety.dirty_paths(co.path)
-            except RunError:
-                dirty = None
-        tips = [t for t in (co.head, co.branch_tip) if t]
-        bases = [c for c in (self.repo.commit_of(b) for b in self._bases(task)) if c]
-        if tips and bases:
-            ahead = safety.ahead(self.repo, sorted(set(tips)), bases)
+        ahead = safety.ahead(self.repo, co.tips, co.base_commits) if co.base_commits else None
         return {
             "task": task.id, "status": str(task.status), "branch": branch, "path": str(path),
             "exists": co.path is not None, "branch_exists": co.branch_tip is not None,
@@ -149,8 +144,9 @@ class WorktreeManager:
         }
 
     def removal_risks(self, task: Task) -> list[str]:
-        co = safety.inspect(self.repo, self.path_for(task), self.branch_for(task))
-        return safety.risks(self.repo, co, self.branch_for(task), self._bases(task))
+        branch, bases = self.branch_for(task), self._bases(task)
+        co = safety.inspect(self.repo, self.path_for(task), branch, bases)
+        return safety.risks(self.repo, co, branch, bases)
 
     # --- housekeeping -------------------------------------------------------------
     def gc(self, tasks: list[Task], dry_run: bool = False) -> GcReport:
@@ -166,11 +162,11 @@ class WorktreeManager:
     def _checkout(self, task: Task, path: Path, branch: str) -> tuple[str, str, bool, str | None]:
         """Make ``path`` a worktree on ``branch``; (base, base_commit, reused, note)."""
         self.ensure_excluded()
-        entry = self._entry(path)
+        tip, base_commit = self.repo.commits(f"refs/heads/{branch}", self.config.base)
+        entry = self._entry(path) if path.exists() or self._registered(path) else None
         if entry is not None and entry.prunable:
             self.prune()
             entry = None
-        tip = self.repo.commit_of(f"refs/heads/{branch}")
         if entry is not None:
             if entry.branch != branch or tip is None:
                 what = f"branch {branch} is missing (deleted by hand?)" if tip is None else (
@@ -190,19 +186,19 @@ class WorktreeManager:
             self.repo.run("worktree", "add", "--quiet", str(path), branch)
             base, base_commit = self._recorded_base(task, tip)
             return base, base_commit, True, None
-        base, start = self._start_point(task)
+        base, start = self._start_point(task, base_commit)
         self.repo.run("worktree", "add", "--quiet", "--no-track", "-b", branch, str(path), start)
         note = f"branch {task.branch} was missing; started afresh" if task.branch else None
         return base, start, False, note
 
-    def _start_point(self, task: Task) -> tuple[str, str]:
-        """(base name, commit) for a new branch: the blockers' result or the configured base."""
+    def _start_point(self, task: Task, commit: str | None) -> tuple[str, str]:
+        """(base name, commit) for a new branch: the blockers' result or the configured base
+        (``commit``, what it resolved to)."""
         kept = kept_blockers(self.board, self.repo, task, self.branch_for)
         if len(kept) == 1:
             return kept[0]
         if kept:
             return self._base_name(), merge_branches(self.repo, task.id, kept)
-        commit = self.repo.commit_of(self.config.base)
         if commit is not None:
             return self._base_name(), commit
         root = self.layout.root
@@ -235,8 +231,9 @@ class WorktreeManager:
         """The configured base as a name to check against later (``HEAD`` becomes its branch)."""
         if self.config.base != "HEAD":
             return self.config.base
-        out = self.repo.run("symbolic-ref", "--quiet", "--short", "HEAD", check=False)
-        return out.stdout.strip() if out.returncode == 0 else "HEAD"
+        head = (self._dirs()[0] / "HEAD").read_text().strip()  # read, not a git call: hot path
+        return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") \
+            else "HEAD"
 
     def _bases(self, task: Task) -> list[str]:
         """Refs whose history is not the task's own work: its base, the commit it started
@@ -285,6 +282,16 @@ class WorktreeManager:
                 sep = "" if not text or text.endswith("\n") else "\n"
                 fh.write(sep + "".join(f"{w}\n" for w in missing))
 
+    def _registered(self, path: Path) -> bool:
+        """Whether git has metadata for a worktree at ``path`` (read from the admin dirs)."""
+        admin_root = self.common_dir() / "worktrees"
+        target = (path / ".git").resolve()
+        for gitdir in admin_root.glob("*/gitdir"):
+            with contextlib.suppress(OSError):
+                if Path(gitdir.read_text().strip()).resolve() == target:
+                    return True
+        return False
+
     def _entry(self, path: Path) -> WorktreeEntry | None:
         target = path.resolve()
         return next((e for e in list_worktrees(self.repo) if e.path.resolve() == target), None)
@@ -297,9 +304,17 @@ class WorktreeManager:
         self.repo.run("worktree", "prune")
 
     def common_dir(self) -> Path:
-        if self._common_dir is None:
-            self._common_dir = self.repo.common_dir()
-        return self._common_dir
+        return self._dirs()[1]
+
+    def _dirs(self) -> tuple[Path, Path]:
+        """The main repository's git dir and common dir (one git call, then cached)."""
+        if self._git_dirs is None:
+            own, common = self.repo.out("rev-parse", "--absolute-git-dir",
+                                        "--git-common-dir").splitlines()
+            common_path = Path(common)
+            self._git_dirs = (Path(own), common_path if common_path.is_absolute()
+                              else (self.layout.root / common_path).resolve())
+        return self._git_dirs
 
     def _skip_prefixes(self) -> list[str]:
         skip = [self.layout.tasks.name + "/"]

@@ -24,25 +24,35 @@ MAX_NAMED = 5
 
 @dataclass
 class Checkout:
-    """What is on disk for one task: its worktree folder (when it is a real one) and tips."""
+    """What is on disk for one task: its worktree folder (when it is a real one), the tips
+    of its work, and the commits its bases name."""
 
     path: Path | None
     """The worktree folder, None when it is gone or is not a worktree of its own."""
     git_dir: Path | None
     head: str | None
     branch_tip: str | None
+    base_commits: list[str]
+
+    @property
+    def tips(self) -> list[str]:
+        return sorted({t for t in (self.head, self.branch_tip) if t})
 
 
-def inspect(repo: Git, path: Path, branch: str | None) -> Checkout:
-    tip = repo.commit_of(f"refs/heads/{branch}") if branch else None
+def inspect(repo: Git, path: Path, branch: str | None, bases: Sequence[str] = ()) -> Checkout:
+    tip, *base_commits = repo.commits(f"refs/heads/{branch}" if branch else "", *bases)
+    known = [c for c in base_commits if c]
     if not (path / ".git").exists():
-        return Checkout(None, None, None, tip)
+        return Checkout(None, None, None, tip, known)
     wt = Git(path)
-    out = wt.run("rev-parse", "--show-toplevel", "--absolute-git-dir", check=False)
+    out = wt.run("rev-parse", "--show-toplevel", "--absolute-git-dir", "HEAD", check=False)
+    if out.returncode != 0:  # HEAD does not resolve (its branch deleted by hand?)
+        out = wt.run("rev-parse", "--show-toplevel", "--absolute-git-dir", check=False)
     lines = out.stdout.split("\n")
     if out.returncode != 0 or len(lines) < 2 or Path(lines[0]).resolve() != path.resolve():
-        return Checkout(None, None, None, tip)
-    return Checkout(path, Path(lines[1]), wt.commit_of("HEAD"), tip)
+        return Checkout(None, None, None, tip, known)
+    head = lines[2] if len(lines) > 2 and lines[2] else None
+    return Checkout(path, Path(lines[1]), head, tip, known)
 
 
 def dirty_paths(path: Path) -> list[str]:
@@ -61,13 +71,12 @@ def dirty_paths(path: Path) -> list[str]:
 
 def ahead(repo: Git, tips: Sequence[str], bases: Sequence[str]) -> int:
     """Commits reachable from ``tips`` and from none of ``bases`` (commit ids)."""
-    if not tips:
+    if not tips or set(tips) <= set(bases):
         return 0
     return int(repo.out("rev-list", "--count", *tips, "--not", *bases, "--"))
 
 
-def risks(repo: Git, co: Checkout, branch: str | None, bases: Sequence[str],
-          dirty_known: list[str] | None = None) -> list[str]:
+def risks(repo: Git, co: Checkout, branch: str | None, bases: Sequence[str]) -> list[str]:
     """Why removing this checkout and its branch could lose work (empty: nothing to lose)."""
     reasons: list[str] = []
     if co.path is not None:
@@ -75,21 +84,19 @@ def risks(repo: Git, co: Checkout, branch: str | None, bases: Sequence[str],
             reasons.append(f"cannot tell: the worktree's HEAD does not resolve "
                            f"(branch {branch} deleted by hand?)")
         try:
-            dirty = dirty_known if dirty_known is not None else dirty_paths(co.path)
+            dirty = dirty_paths(co.path)
         except GitError as exc:
             reasons.append(f"cannot tell: {exc}")
         else:
             if dirty:
                 named = ", ".join(dirty[:MAX_NAMED]) + ("…" if len(dirty) > MAX_NAMED else "")
                 reasons.append(f"{len(dirty)} uncommitted or untracked change(s): {named}")
-    tips = sorted({t for t in (co.head, co.branch_tip) if t})
-    base_commits = [c for c in (repo.commit_of(b) for b in bases) if c]
-    if tips and not base_commits:
+    if co.tips and not co.base_commits:
         reasons.append(f"cannot tell: the base ({', '.join(bases) or 'none recorded'}) "
                        "does not exist")
-    elif tips:
+    elif co.tips:
         try:
-            n = ahead(repo, tips, base_commits)
+            n = ahead(repo, co.tips, co.base_commits)
         except (GitError, ValueError) as exc:
             reasons.append(f"cannot tell: {exc}")
         else:
