@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Iterator
@@ -82,6 +83,7 @@ def test_tool_calls_run_and_their_results_go_back_paired(repo: Path, api: Loopba
     assert not any(r.get("is_error") for r in results(third))
     for body in api.requests:
         check_pairing(body["messages"])
+        assert json.dumps(body).count('"cache_control"') == min(4, len(body["messages"]) + 2)
     kinds = [r["kind"] for r in run.log.read()]
     assert kinds[0] == "agent_start" and kinds[-1] == "agent_end"
     assert [r["name"] for r in run.records("tool_call")] == ["write", "read", "bash"]
