@@ -134,6 +134,8 @@ class LoopbackAPI:
         self.queue: deque[Item] = deque()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.sizes: list[int] = []
+        """Bytes of each request body as sent."""
         self.usages: list[CacheUsage] = []
         self.responder: Responder | None = None
         self.cache = PromptCache()
@@ -229,7 +231,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.split("?")[0] != "/v1/messages":
             self._json(404, _error("not_found_error", f"no route {self.path}"))
             return
-        body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+        raw = self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.api.sizes.append(len(raw))
+        body = json.loads(raw)
         self.api.headers.append({k.lower(): v for k, v in self.headers.items()})
         item = self.api.next_item(body)
         if item is None:
