@@ -5,6 +5,7 @@ Functions over a `WorktreeManager`, which keeps their methods one line each.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from dataclasses import asdict, dataclass
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.board.model import Status, Task
 from orchestrator.errors import InvalidInput, NotFound, RunError, UnsafeRemoval
 from orchestrator.worktree.git import list_worktrees
+from orchestrator.worktree.safety import dirty_paths
 
 if TYPE_CHECKING:
     from orchestrator.worktree.manager import WorktreeManager
@@ -97,12 +99,11 @@ def gc(m: WorktreeManager, tasks: list[Task], dry_run: bool = False) -> GcReport
         row = {"task": task.id, "status": str(task.status), "path": str(path),
                "branch": branch}
         try:
-            if dry_run:
-                reasons = m.removal_risks(task)
-                if reasons:
-                    raise UnsafeRemoval("; ".join(reasons))
-            else:
-                m.remove(task)
+            reasons = m.removal_risks(task)
+            if reasons:
+                raise UnsafeRemoval("; ".join(reasons))
+            if not dry_run:
+                m.remove(task)  # checks again, under the lock
         except (UnsafeRemoval, RunError) as exc:
             report.skipped.append({**row, "reason": str(exc)})
         else:
@@ -120,9 +121,14 @@ def overview(m: WorktreeManager, tasks: list[Task]) -> list[dict[str, Any]]:
                 rows.append(row)
     for orphan in _orphans(m, {t.id for t in tasks}):
         path = Path(orphan["path"])
+        dirty = None
+        if orphan["branch"]:
+            with contextlib.suppress(RunError):
+                dirty = dirty_paths(path)
         rows.append({"task": None, "status": "orphan", "branch": orphan["branch"] or None,
                      "path": str(path), "exists": True, "branch_exists": bool(orphan["branch"]),
-                     "dirty": None, "changes": None, "ahead": None,
+                     "dirty": None if dirty is None else bool(dirty),
+                     "changes": None if dirty is None else len(dirty), "ahead": None,
                      "disk_bytes": disk_use(path), "reason": orphan["reason"]})
     return rows
 
