@@ -93,12 +93,29 @@ class McpConfig(_Section):
     default `$XDG_CONFIG_HOME/orchestrator/plugins` (`~/.config/orchestrator/plugins`)."""
 
 
+class HooksConfig(_Section):
+    """Notification hooks: shell commands the lead runs on task events, the event as JSON
+    on stdin. A hook that fails or runs past `timeout` is logged; it never blocks the team."""
+
+    review: list[str] = Field(default_factory=list)
+    """Run when a task is ready for review (event `task_completed`)."""
+    failed: list[str] = Field(default_factory=list)
+    """Run when a task has failed for good (no attempts left)."""
+    waiting: list[str] = Field(default_factory=list)
+    """Run when a task waits for input (event `permission_requested`)."""
+    events: dict[str, list[str]] = Field(default_factory=dict)
+    """Any other event type (e.g. `merged`) -> commands."""
+    timeout: float = Field(default=30.0, gt=0)
+    """Seconds one hook may run before its process group is killed."""
+
+
 class Config(_Section):
     board: BoardConfig = Field(default_factory=BoardConfig)
     worktree: WorktreeConfig = Field(default_factory=WorktreeConfig)
     team: TeamConfig = Field(default_factory=TeamConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    hooks: HooksConfig = Field(default_factory=HooksConfig)
 
     @classmethod
     def load(cls, root: Path, environ: dict[str, str] | None = None,
