@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -42,3 +43,30 @@ def deny(
 ) -> None:
     """Refuse the tool call a waiting agent asked about; it gets the reason and goes on."""
     _answer(ident, False, message, repo, as_json)
+
+
+@app.command()
+def demo(
+    directory: Annotated[Path | None, typer.Option(
+        "--dir", help="Build the sample project here (a new or empty folder); "
+                      "default: a temporary folder.")] = None,
+    teammates: Annotated[int, typer.Option("-n", "--teammates", min=1, max=8,
+                                           help="How many teammates.")] = 2,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build a sample repo with four tasks, run a scripted team on it, show the review table."""
+    from orchestrator.agent import demo as d
+
+    layout = d.create_project(directory)
+    if not as_json:
+        typer.echo(f"sample project with 4 tasks in {layout.root}\n"
+                   f"running: orchestrator up --burst -n {teammates} (scripted teammates)")
+    code = d.run_team(layout, teammates)
+    rows = d.review_rows(layout)
+    if as_json:
+        print_json(d.as_json(layout, code, rows))
+    else:
+        typer.echo(f"\n{d.table(rows)}\n\nlook around: cd {layout.root} && "
+                   f"orchestrator list && git diff main...{rows[0].branch}")
+    if code != 0 or not d.all_in_review(rows):
+        raise typer.Exit(1)
