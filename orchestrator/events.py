@@ -38,9 +38,11 @@ def redact(text: str, secrets: list[str] | None = None) -> str:
 
 
 class EventLog:
-    def __init__(self, path: Path, actor: str = "cli") -> None:
+    def __init__(self, path: Path, actor: str = "cli", secrets: list[str] | None = None) -> None:
         self.path = path
         self.actor = actor
+        self.secrets = secrets
+        """Values to mask, fixed at start-up (hot writers); None re-reads the environment."""
 
     def emit(self, event: str, task: str | None = None, actor: str | None = None,
              **fields: Any) -> dict[str, Any]:
@@ -48,7 +50,7 @@ class EventLog:
             "ts": utcnow(), "event": event, "task": task, "actor": actor or self.actor,
         }
         record.update(fields)
-        line = redact(json.dumps(record, default=str, ensure_ascii=False)) + "\n"
+        line = redact(json.dumps(record, default=str, ensure_ascii=False), self.secrets) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
