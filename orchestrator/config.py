@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -109,12 +109,64 @@ class HooksConfig(_Section):
     """Seconds one hook may run before its process group is killed."""
 
 
+class ClaudeCodeConfig(_Section):
+    """The ``claude-code`` backend: the Claude Code CLI run headless in each worktree."""
+
+    binary: str = "claude"
+    """The CLI: a name looked up on PATH, or a path."""
+    args: list[str] = Field(default_factory=list)
+    """Extra arguments added to every run (e.g. `["--effort", "high"]`)."""
+    model: str | None = None
+    """`--model`; default: `agent.model` when set in the config, else Claude Code's own choice."""
+    config_root: str | None = None
+    """Where each teammate's `CLAUDE_CONFIG_DIR` lives (`<root>/<teammate>`);
+    default `.tasks/.run/claude`."""
+    user_config_dir: str | None = None
+    """The user's Claude Code folder whose login and settings teammates use;
+    default `$CLAUDE_CONFIG_DIR`, else `~/.claude`."""
+    permission_rounds: int = Field(default=3, ge=0)
+    """How many times a run that ended with denied tools asks the lead and resumes
+    with the approved ones; 0 reports denials without waiting."""
+
+
+PromptVia = Literal["arg", "stdin", "env"]
+
+
+class CommandPreset(_Section):
+    """A command-line agent: its words, and how it gets the task's prompt."""
+
+    argv: list[str] = Field(min_length=1)
+    """The command, one word per item; `{prompt}` in a word is replaced by the prompt
+    when `prompt = "arg"`."""
+    prompt: PromptVia = "arg"
+    """`arg` (in `argv`), `stdin`, or `env` (in `prompt_env`)."""
+    prompt_env: str = "ORCH_PROMPT"
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment variables for the command."""
+
+
+class CommandsConfig(_Section):
+    """Presets for command-line agents: `--backend aider|codex|gemini`, or `cli` for your own."""
+
+    cli: CommandPreset | None = None
+    """The generic template the `cli` backend runs."""
+    aider: CommandPreset | None = None
+    """Replaces the built-in aider preset."""
+    codex: CommandPreset | None = None
+    gemini: CommandPreset | None = None
+    startup_seconds: float = Field(default=5.0, ge=0)
+    """A command that fails within this many seconds without changing the worktree is
+    taken as not installed or not logged in: the task fails without retries. 0 turns it off."""
+
+
 class Config(_Section):
     board: BoardConfig = Field(default_factory=BoardConfig)
     worktree: WorktreeConfig = Field(default_factory=WorktreeConfig)
     team: TeamConfig = Field(default_factory=TeamConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    claude_code: ClaudeCodeConfig = Field(default_factory=ClaudeCodeConfig)
+    commands: CommandsConfig = Field(default_factory=CommandsConfig)
     hooks: HooksConfig = Field(default_factory=HooksConfig)
 
     @classmethod
