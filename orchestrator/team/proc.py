@@ -62,11 +62,13 @@ def run_streamed(
     timeout: float | None = None,
     stop: threading.Event | None = None,
     on_start: Callable[[int], None] | None = None,
+    log_limit: int | None = MAX_LOGGED_BYTES,
 ) -> ProcResult:
     """Run ``cmd`` through the shell in ``cwd``; every chunk of output goes to ``log``.
 
     ``on_start`` (a callable taking the process group id) lets the caller publish
-    the group so a supervisor can kill it if the caller itself dies.
+    the group so a supervisor can kill it if the caller itself dies. ``log_limit``
+    None hands every byte to ``log`` (for a logger that parses the output as it comes).
     """
     started = time.monotonic()
     proc = subprocess.Popen(
@@ -75,7 +77,7 @@ def run_streamed(
     )
     if on_start is not None:
         on_start(proc.pid)
-    reader = _Reader(proc, log, kind)
+    reader = _Reader(proc, log, kind, log_limit)
     reader.start()
     timed_out = stopped = False
     deadline = None if timeout is None else started + timeout
@@ -131,11 +133,13 @@ def signal_group(pgid: int, sig: int) -> bool:
 class _Reader(threading.Thread):
     """Drains the pipe in chunks into the task log, keeping only a short tail."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], log: TaskLogger, kind: str) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], log: TaskLogger, kind: str,
+                 limit: int | None = MAX_LOGGED_BYTES) -> None:
         super().__init__(name=f"output-{proc.pid}", daemon=True)
         self.proc = proc
         self.log = log
         self.kind = kind
+        self.limit = limit
         self.total = 0
         self._tail = b""
 
@@ -147,7 +151,7 @@ class _Reader(threading.Thread):
             while chunk := os.read(fd, CHUNK_BYTES):
                 self.total += len(chunk)
                 self._tail = (self._tail + chunk)[-TAIL_BYTES:]
-                if self.total - len(chunk) >= MAX_LOGGED_BYTES:
+                if self.limit is not None and self.total - len(chunk) >= self.limit:
                     continue
                 pending += chunk
                 cut = pending.rfind(b"\n") + 1
@@ -159,8 +163,8 @@ class _Reader(threading.Thread):
                     pending = b""
             if pending:
                 self._write(pending)
-            if self.total > MAX_LOGGED_BYTES:
-                self.log.write(self.kind, text=f"[{self.total - MAX_LOGGED_BYTES} more bytes "
+            if self.limit is not None and self.total > self.limit:
+                self.log.write(self.kind, text=f"[{self.total - self.limit} more bytes "
                                "of output not logged]")
 
     def _write(self, data: bytes) -> None:
