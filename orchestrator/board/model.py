@@ -120,6 +120,21 @@ class Usage(BaseModel):
         )
 
 
+class TodoStatus(StrEnum):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    DONE = "done"
+
+
+class Todo(BaseModel):
+    """One item of the agent's todo list (the ``todo_write`` tool)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = Field(min_length=1, max_length=500)
+    status: TodoStatus = TodoStatus.PENDING
+
+
 class Task(BaseModel):
     """One unit of work on the board. The file on disk is the truth."""
 
@@ -163,6 +178,12 @@ class Task(BaseModel):
     """Anything else the user put in the dropped file, kept verbatim."""
     source: str | None = None
     """The dropped file this task came from (``inbox/fix-login.md``), when intake made it."""
+    plan_first: bool = False
+    """Run in ``plan`` mode (read-only tools) until the lead approves the agent's plan."""
+    plan: str | None = None
+    """The plan the lead approved (plan-first tasks); later runs keep normal permissions."""
+    todos: list[Todo] = Field(default_factory=list)
+    """The agent's todo list (``todo_write``), shown by ``show`` and ``board``."""
 
     created_at: str = Field(default_factory=utcnow)
     updated_at: str = Field(default_factory=utcnow)
