@@ -16,11 +16,15 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes | str, *, durable: bool = True) -> None:
+def atomic_write(path: Path, data: bytes | str, *, durable: bool = True,
+                 sync_dir: bool = True) -> None:
     """Write ``data`` to ``path`` via temp file + fsync + rename (+ fsync of the folder).
 
     ``durable=False`` skips both fsyncs; the rename alone still keeps readers from
     ever seeing a torn file, which is enough for caches that can be rebuilt.
+    ``sync_dir=False`` fsyncs the data but not the rename: after a power cut the
+    old or the new complete file is there (for writes that may be forgotten,
+    such as a lease that would have expired anyway).
     """
     if isinstance(data, str):
         data = data.encode()
@@ -36,5 +40,5 @@ def atomic_write(path: Path, data: bytes | str, *, durable: bool = True) -> None
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    if durable:
+    if durable and sync_dir:
         fsync_dir(path.parent)
