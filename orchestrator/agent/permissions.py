@@ -21,9 +21,11 @@ Evaluation: deny → ask → allow, then the mode. ``bypassPermissions`` allows
 what no rule decided (deny and ask rules still apply); ``plan`` denies every
 tool that is not read-only, whatever the allow rules say; ``acceptEdits``
 allows file edits and read-only tools; ``default`` allows read-only tools and
-asks for the rest. A compound shell command (``a && b``, ``a; b``, ``a | b``) is
-allowed by rules only when every part is; any part hitting a deny or ask rule
-decides for the whole. Parts holding command substitution (``$(…)``, backticks)
+asks for the rest. A tool marked ``needs_allow_rule`` (``web_fetch``) is denied
+in every mode but ``bypassPermissions`` unless an allow or ask rule matches it.
+A compound shell command (``a && b``, ``a; b``, ``a | b``) is allowed by rules
+only when every part is; any part hitting a deny or ask rule decides for the
+whole. Parts holding command substitution (``$(…)``, backticks)
 are never allowed by a rule with a specifier. Prefix rules on shell commands
 are a convenience, not a wall (``bash -c``, quoting and aliases can dodge
 them): the sandbox is what keeps writes inside the worktree.
@@ -164,6 +166,8 @@ class PermissionGate:
             return Decision("allow", texts, f"allow rule {texts}")
         if self.mode == "bypassPermissions":
             return Decision("allow", None, "bypassPermissions mode")
+        if getattr(tool, "needs_allow_rule", False):
+            return Decision("deny", None, f"{tool.name} is off unless an allow rule matches it")
         if tool.read_only:
             return Decision("allow", None, "read-only tool")
         if self.mode == "acceptEdits" and edits_files(tool):
