@@ -35,6 +35,9 @@ class BoardConfig(_Section):
     """Default for new tasks: failed or expired runs before a task is `failed`."""
     rescan_seconds: float = Field(default=5.0, gt=0)
     """Periodic rescan of `.tasks/`, since file-system events can be lost."""
+    fsync: bool = True
+    """Durable task writes (fsync of file and folder). Off only for throwaway boards
+    (tests, benchmarks on tmpfs): a power cut may then lose the last writes."""
 
 
 class WorktreeConfig(_Section):
