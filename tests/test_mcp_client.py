@@ -104,7 +104,7 @@ BROKEN = {
 def manager_for(tmp_path: Path) -> Iterator[Callable[..., McpClientManager]]:
     made: list[McpClientManager] = []
 
-    def make(servers: dict[str, Any], *, start_timeout: float = 20.0, call_timeout: float = 30.0,
+    def make(servers: dict[str, Any], *, start_timeout: float = 60.0, call_timeout: float = 60.0,
              env: dict[str, str] | None = None, cwd: Path | None = None) -> McpClientManager:
         root = tmp_path / f"proj{len(made)}"
         root.mkdir()
@@ -155,7 +155,8 @@ def test_real_servers_work_beside_broken_ones(manager_for: Callable[..., McpClie
     _need_everything()
     _need_time()
     m = manager_for({"everything": {"command": str(EVERYTHING)}, "time": {"command": str(TIME)},
-                     **BROKEN}, start_timeout=8)
+                     **BROKEN})
+    conn(m, "hangs").start_timeout = 3  # the healthy ones keep a generous time on a busy machine
     tools = by_name(m.tools())
     states = {s["server"]: s for s in m.status()}
     assert states["everything"]["state"] == "connected"
@@ -163,7 +164,7 @@ def test_real_servers_work_beside_broken_ones(manager_for: Callable[..., McpClie
     assert states["exits"]["state"] == "failed"
     assert "cannot start: no config" in states["exits"]["error"]  # stderr tail is reported
     assert states["hangs"]["state"] == "failed"
-    assert "did not start within 8s" in states["hangs"]["error"]
+    assert "did not start within 3s" in states["hangs"]["error"]
     assert not [p for p in child_pids() if "sleep 300" in cmdline(p)]  # the hung one was killed
 
     assert "mcp__time__get_current_time" in tools
@@ -408,7 +409,7 @@ def test_streamable_http_server_with_expanded_headers(
     m = manager_for({"remote": {"type": "http", "url": http_server,
                                 "headers": {"Authorization": "Bearer ${TEST_MCP_TOKEN}"}},
                      "down": {"type": "http", "url": "http://127.0.0.1:9/mcp"}},
-                    start_timeout=10)
+                    )
     tools = by_name(m.tools())
     res = tools["mcp__remote__whoami"].run({}, ctx(tmp_path))
     assert res.content == "Bearer s3cret-token"

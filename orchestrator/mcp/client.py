@@ -284,6 +284,8 @@ def _leaf(exc: BaseException) -> BaseException:
 
 def describe(exc: BaseException) -> str:
     exc = _leaf(exc)
+    if isinstance(exc, MCPError):
+        return exc.message
     text = str(exc).strip()
     if isinstance(exc, FileNotFoundError) and exc.filename:
         return f"command not found: {exc.filename}"

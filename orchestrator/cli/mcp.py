@@ -1,0 +1,38 @@
+"""MCP commands: ``mcp`` serves the board over stdio, ``mcp-status`` checks the servers
+the teammates will get."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
+
+
+@app.command("mcp")
+def mcp_serve(repo: RepoOpt = None) -> None:
+    """Serve the board over MCP on stdio (claude mcp add orchestrator -- orchestrator mcp)."""
+    from orchestrator.mcp.server import serve
+
+    serve(open_repo(repo))
+
+
+@app.command("mcp-status")
+def mcp_status(
+    repo: RepoOpt = None,
+    json_: JsonOpt = False,
+    timeout: Annotated[float | None, typer.Option(
+        "--timeout", min=0.1, help="Seconds each server may take to start (default 10).")
+    ] = None,
+) -> None:
+    """Connect to each MCP server (.mcp.json, plugins) and show plugin → server → tool,
+    with each server's state, tools, resources and last error."""
+    from orchestrator.mcp.status import collect, render
+
+    r = open_repo(repo)
+    report = collect(r.layout.root, r.config.mcp, timeout=timeout)
+    if json_:
+        print_json(report)
+    else:
+        typer.echo(render(report))
