@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from orchestrator.board import init_repo, open_board
@@ -77,6 +78,18 @@ def test_four_processes_create_sixteen_worktrees_at_once(repo: Path, tmp_path: P
         assert f"worktree {m['path']}\n" in listed + "\n"
         assert git(Path(m["path"]), "status", "--porcelain") == ""
     assert "locked" not in listed and "prunable" not in listed
+
+
+def test_threads_of_one_process_share_a_manager_safely(repo: Path) -> None:
+    m = WorktreeManager(Layout.at(repo).ensure(), WorktreeConfig())
+    tasks = [Task(id=f"task_{n:03d}", subject=f"thread {n}") for n in range(1, 9)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        spaces = list(pool.map(m.create, tasks))
+    assert len({ws.env["ORCH_PORT_BASE"] for ws in spaces}) == 8
+    assert all(git(ws.path, "status", "--porcelain") == "" for ws in spaces)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert list(pool.map(m.remove, tasks)) == [None] * 8
+    assert git(repo, "worktree", "list").count("\n") == 0
 
 
 def test_kill_9_during_git_worktree_add_then_reconcile(repo: Path, tmp_path: Path) -> None:

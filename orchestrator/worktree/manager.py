@@ -21,8 +21,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from orchestrator.board.model import Task
 from orchestrator.config import WorktreeConfig
 from orchestrator.errors import InvalidInput, NotFound, RunError, UnsafeRemoval
@@ -33,6 +31,7 @@ from orchestrator.tasklog import TaskLog
 from orchestrator.worktree import reconcile as housekeeping
 from orchestrator.worktree import safety
 from orchestrator.worktree.git import Git, WorktreeEntry, list_worktrees
+from orchestrator.worktree.lock import RepoLock
 from orchestrator.worktree.names import branch_name, check_branch, check_component, check_prefix
 from orchestrator.worktree.reconcile import GcReport, ReconcileReport
 from orchestrator.worktree.setup import PortBlocks, copy_included, run_setup
@@ -60,7 +59,7 @@ class WorktreeManager:
         self.repo = Git(layout.root)
         self.events = EventLog(layout.events, actor=actor)
         layout.locks.mkdir(parents=True, exist_ok=True)
-        self.lock = FileLock(layout.locks / "worktree.lock", thread_local=False)
+        self.lock = RepoLock(layout.locks / "worktree.lock")
         self.ports = PortBlocks(layout.run / "ports.json", layout.locks / "ports.lock",
                                 config.port_base, config.port_block)
         self._git_dirs: tuple[Path, Path] | None = None

@@ -77,9 +77,9 @@ def reconcile(m: WorktreeManager, tasks: list[Task]) -> ReconcileReport:
             else:
                 report.recreated.append(task.id)
         report.orphans = _orphans(m, {t.id for t in tasks})
-    live = {t.id for t in tasks if m.layout.worktree(t.id).exists()}
-    for task_id in set(m.ports.live()) - live:
-        m.ports.free(task_id)
+    for task_id in m.ports.live():
+        if not m.layout.worktree(task_id).exists():
+            m.ports.free(task_id)
     changes = {k: v for k, v in report.to_dict().items() if v}
     if changes:
         m.events.emit("worktrees_reconciled", None, **changes)

@@ -18,12 +18,11 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from filelock import FileLock
-
 from orchestrator.errors import InvalidInput, RunError
 from orchestrator.fsutil import atomic_write
 from orchestrator.protocols import TaskLogger
 from orchestrator.worktree.git import Git
+from orchestrator.worktree.lock import RepoLock
 
 INCLUDE_FILE = ".worktreeinclude"
 MAX_PORT = 65535
@@ -117,7 +116,7 @@ class PortBlocks:
 
     def __init__(self, path: Path, lock: Path, base: int, size: int) -> None:
         self.path = path
-        self.lock = FileLock(lock, thread_local=False)
+        self.lock = RepoLock(lock)
         self.base = base
         self.size = size
 
