@@ -1,0 +1,153 @@
+"""Review commands: review, diff, merge, discard, retry (over `orchestrator.review`)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
+from orchestrator.errors import InvalidInput
+from orchestrator.review import diff_text, discard_task, merge_task, retry_task, review_rows
+
+TaskArg = Annotated[str, typer.Argument(metavar="ID", help="task_007, or just 7.")]
+
+
+@app.command("review")
+def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
+    """Tasks awaiting review: branch, commits, diffstat, checks, cost, age, overlaps."""
+    r = open_repo(repo)
+    rows = review_rows(r.layout, r.config)
+    if json_:
+        print_json(rows)
+        return
+    if not rows:
+        typer.echo("nothing to review")
+        return
+    table = Table(box=None, pad_edge=False)
+    for col in ("id", "subject", "branch", "commits", "changes", "checks", "cost", "age"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(row["id"], row["subject"], row["branch"] or "", _str(row["commits"]),
+                      _changes(row["diffstat"]), _checks(row["checks"]),
+                      f"${row['cost_usd']:.2f}", _age(row["age_seconds"]))
+    Console(soft_wrap=False).print(table)
+    for row in rows:
+        for o in row["overlaps"]:
+            typer.echo(f"! {row['id']} and {o['task']} ({o['status']}) both change: "
+                       f"{', '.join(o['files'])}")
+        merge = row["merge"]
+        if merge and merge["conflicts"]:
+            typer.echo(f"! {row['id']} would conflict with {merge['into']} in: "
+                       f"{', '.join(merge['conflicts'])}")
+        if row.get("error"):
+            typer.echo(f"! {row['id']}: {row['error']}")
+
+
+@app.command("diff")
+def diff(task_id: TaskArg,
+         stat: Annotated[bool, typer.Option("--stat", help="Only the per-file summary.")] = False,
+         repo: RepoOpt = None) -> None:
+    """The task's changes against its base: paged and coloured on a terminal, plain when piped."""
+    r = open_repo(repo)
+    tty = sys.stdout.isatty()
+    text = diff_text(r.layout, r.config, task_id, stat=stat, color=tty)
+    if tty:
+        typer.echo_via_pager(text, color=True)
+    else:
+        typer.echo(text, nl=False)
+
+
+@app.command("merge")
+def merge(
+    task_id: TaskArg,
+    squash: Annotated[bool, typer.Option("--squash", help="One commit on the target.")] = False,
+    rebase: Annotated[bool, typer.Option(
+        "--rebase", help="Rebase the branch onto the target, then fast-forward.")] = False,
+    into: Annotated[str | None, typer.Option(
+        "--into", metavar="BRANCH",
+        help="Target branch (default: the one checked out in the main working tree).")] = None,
+    repo: RepoOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Merge a reviewed task (checked with git merge-tree first; refused on conflicts)."""
+    if squash and rebase:
+        raise InvalidInput("--squash and --rebase exclude each other")
+    r = open_repo(repo)
+    strategy = "squash" if squash else "rebase" if rebase else "merge"
+    result = merge_task(r.layout, r.config, task_id, strategy, into, actor="cli")
+    if json_:
+        print_json(result)
+        return
+    typer.echo(f"merged {result.task.id} ({result.branch}) into {result.into} by {strategy}: "
+               f"{result.commit[:12]}")
+    if result.snapshot:
+        typer.echo(f"the original commits are kept under {result.snapshot}")
+    if result.note:
+        typer.echo(result.note)
+
+
+@app.command("discard")
+def discard(
+    task_id: TaskArg,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Discard unmerged work too (saved under a snapshot ref first).")] = False,
+    repo: RepoOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Discard a task's work: remove its worktree and branch (fail-closed)."""
+    r = open_repo(repo)
+    result = discard_task(r.layout, r.config, task_id, force, actor="cli")
+    if json_:
+        print_json(result)
+        return
+    typer.echo(f"discarded {result.task.id}: {result.task.subject}")
+    if result.snapshot:
+        typer.echo(f"its work is kept under {result.snapshot}")
+
+
+@app.command("retry")
+def retry(
+    task_id: TaskArg,
+    message: Annotated[str | None, typer.Option(
+        "--message", "-m", metavar="FEEDBACK", help="Feedback the next attempt sees.")] = None,
+    repo: RepoOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Send a task back to pending in the same worktree and branch, with feedback."""
+    r = open_repo(repo)
+    task = retry_task(r.layout, r.config, task_id, message, actor="cli")
+    if json_:
+        print_json(task)
+    else:
+        typer.echo(f"{task.id} is pending again" + (" with your feedback" if message else ""))
+
+
+def _str(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _changes(stat: dict[str, Any] | None) -> str:
+    if not stat:
+        return "?"
+    n = len(stat["files"])
+    return f"+{stat['added']} -{stat['removed']} in {n} file{'s' if n != 1 else ''}"
+
+
+def _checks(checks: dict[str, Any] | None) -> str:
+    if not checks:
+        return "-"
+    return "[green]passed[/]" if checks.get("passed") else f"[red]{checks.get('result')}[/]"
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    s = int(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit}"
+    return f"{s}s"

@@ -1,0 +1,181 @@
+"""Notification hooks: commands run on task events, configured in ``[hooks]``.
+
+    [hooks]
+    review  = ["notify-send 'ready for review'"]     # task_completed
+    failed  = ["./scripts/page-me"]                  # a task failed for good
+    waiting = ["./scripts/ask-me"]                   # permission_requested
+    events  = { merged = ["./scripts/deploy"] }      # any other event type
+    timeout = 30
+
+The lead owns a `Hooks`: on every wake-up it calls `poll`, which reads the events
+appended to ``events.jsonl`` since the last call and hands each matching one to a
+small thread pool. A hook runs through the shell in the repository root, in its
+own process group, with the event as one JSON object on stdin (plus ``hook``, and
+the task's ``subject``/``status``/``branch`` when known) and ``ORCH_HOOK``,
+``ORCH_EVENT``, ``ORCH_TASK_ID`` in its environment. Its output goes to the
+daemon log; a non-zero exit or a run past ``timeout`` (the group is killed) is
+logged and written as a ``hook_failed`` event. Nothing a hook does can block the
+team: the lead only reads and enqueues.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from orchestrator.config import HooksConfig
+from orchestrator.errors import OrchestratorError
+from orchestrator.events import EventLog
+from orchestrator.layout import Layout
+from orchestrator.logging import get_logger
+from orchestrator.protocols import Board
+
+MAX_WORKERS = 4
+OUTPUT_TAIL = 2000
+FINAL_FAILURES = ("task_failed", "lease_expired", "task_requeued")
+
+
+def hook_kind(event: dict[str, Any]) -> str | None:
+    """Which named hook an event fires: ``review``, ``failed``, ``waiting`` or None."""
+    name = event.get("event")
+    if name == "task_completed":
+        return "review"
+    if name == "permission_requested":
+        return "waiting"
+    if name in FINAL_FAILURES and event.get("status") == "failed":
+        return "failed"
+    return None
+
+
+class Hooks:
+    """Runs the configured hooks for events appended after it was made."""
+
+    def __init__(self, layout: Layout, config: HooksConfig, board: Board | None = None) -> None:
+        self.layout = layout
+        self.config = config
+        self.board = board
+        self.events = EventLog(layout.events, actor="hooks")
+        self.log = get_logger(actor="hooks")
+        try:
+            self.pos = layout.events.stat().st_size  # only what happens from now on
+        except FileNotFoundError:
+            self.pos = 0
+        self._pool: ThreadPoolExecutor | None = None
+
+    @property
+    def configured(self) -> bool:
+        c = self.config
+        return bool(c.review or c.failed or c.waiting or any(c.events.values()))
+
+    def poll(self) -> int:
+        """Start the hooks of the events that arrived since the last call; how many started."""
+        if not self.configured:
+            return 0
+        started = 0
+        for event in self._new_events():
+            for kind, cmd in self.commands(event):
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(MAX_WORKERS, thread_name_prefix="hook")
+                self._pool.submit(self.run, kind, cmd, self._payload(kind, event))
+                started += 1
+        return started
+
+    def commands(self, event: dict[str, Any]) -> list[tuple[str, str]]:
+        name = str(event.get("event", ""))
+        if name.startswith("hook_"):
+            return []  # a hook's own failure never fires hooks
+        kind = hook_kind(event)
+        named = getattr(self.config, kind) if kind else []
+        return [(kind or name, c) for c in named] + \
+            [(name, c) for c in self.config.events.get(name, [])]
+
+    def run(self, kind: str, cmd: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """Run one hook to completion or its timeout; what happened (also logged)."""
+        env = dict(os.environ, ORCH_HOOK=kind, ORCH_EVENT=str(payload.get("event", "")),
+                   ORCH_TASK_ID=str(payload.get("task") or ""))
+        outcome: dict[str, Any] = {"hook": kind, "command": cmd, "task": payload.get("task")}
+        try:
+            proc = subprocess.Popen(cmd, shell=True, cwd=self.layout.root, env=env,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            return self._failed(outcome, f"could not start: {exc}", "")
+        data = (json.dumps(payload, default=str) + "\n").encode()
+        try:
+            out, _ = proc.communicate(data, timeout=self.config.timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid)
+            out, _ = proc.communicate()
+            return self._failed(outcome, f"timed out after {self.config.timeout:g}s",
+                                _text(out))
+        if proc.returncode != 0:
+            return self._failed(outcome, f"exit code {proc.returncode}", _text(out))
+        self.log.info("hook ran", **outcome, output=_text(out))
+        return {**outcome, "ok": True, "output": _text(out)}
+
+    def close(self) -> None:
+        """Run the hooks of the last events, then wait for running hooks (each is bounded by
+        its timeout)."""
+        try:
+            self.poll()
+        except OSError:
+            self.log.exception("reading events for hooks failed")
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    # --- internals ------------------------------------------------------------------
+    def _new_events(self) -> list[dict[str, Any]]:
+        """Complete lines appended since ``pos`` (a torn last line waits for its end)."""
+        try:
+            with self.layout.events.open("rb") as fh:
+                if os.fstat(fh.fileno()).st_size < self.pos:
+                    self.pos = 0  # the log was replaced
+                fh.seek(self.pos)
+                chunk = fh.read()
+        except FileNotFoundError:
+            return []
+        end = chunk.rfind(b"\n") + 1
+        self.pos += end
+        found = []
+        for raw in chunk[:end].splitlines():
+            try:
+                rec = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if isinstance(rec, dict):
+                found.append(rec)
+        return found
+
+    def _payload(self, kind: str, event: dict[str, Any]) -> dict[str, Any]:
+        payload = {**event, "hook": kind}
+        if self.board is not None and event.get("task"):
+            try:
+                task = self.board.get(str(event["task"]))
+            except OrchestratorError:
+                return payload
+            for key, value in (("subject", task.subject), ("status", str(task.status)),
+                               ("branch", task.branch)):
+                payload.setdefault(key, value)
+        return payload
+
+    def _failed(self, outcome: dict[str, Any], why: str, output: str) -> dict[str, Any]:
+        self.log.warning("hook failed", **outcome, error=why, output=output)
+        self.events.emit("hook_failed", outcome.get("task"), hook=outcome["hook"],
+                         command=outcome["command"], error=why, output=output)
+        return {**outcome, "ok": False, "error": why, "output": output}
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _text(out: bytes | None) -> str:
+    return (out or b"").decode(errors="replace")[-OUTPUT_TAIL:]

@@ -1,0 +1,224 @@
+"""Merging a kept task: checked first, landed all at once, then the worktree cleaned up.
+
+1. Refuse early: the task is not in ``review``; its worktree has uncommitted work (it
+   would not be merged); the target is checked out in the main working tree and that
+   tree has uncommitted changes to tracked files; the target is checked out in some
+   other worktree.
+2. ``git merge-tree --write-tree`` of the branch into the target: conflicts refuse,
+   naming the files. Nothing has been touched at this point.
+3. Build the result without touching any working tree: ``merge`` a two-parent commit
+   (what ``git merge --no-ff`` makes), ``squash`` a one-parent commit of the merged tree,
+   ``rebase`` the branch rebased onto the target in the task's worktree (``git rebase``,
+   aborted on a conflict) whose tip is then a fast-forward.
+4. Land it in one step: ``git merge --ff-only`` in the main working tree when the target
+   is checked out there (updates files and index, refuses rather than overwrite), else
+   ``git update-ref`` with the old value, so a target that moved meanwhile refuses.
+5. The task becomes ``merged`` (dependants waiting on it follow the board's readiness
+   rule), a ``merged`` event is written, the worktree and branch are removed: safe after
+   ``merge``/``rebase`` (the commits are in the target); after ``squash`` the original
+   commits are kept under ``refs/orchestrator/snapshots/<task>``.
+
+Merges hold one lock per repository, so two merges into one branch never race.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+from filelock import FileLock
+from pydantic import BaseModel
+
+from orchestrator.board.model import Status, Task
+from orchestrator.config import Config
+from orchestrator.errors import Conflict, GitError, InvalidInput, NotFound, RunError
+from orchestrator.layout import Layout
+from orchestrator.protocols import Board
+from orchestrator.review.common import using_board
+from orchestrator.review.diff import Changes, changes, current_branch, merge_conflicts
+from orchestrator.worktree.git import Git, list_worktrees
+from orchestrator.worktree.names import check_branch
+from orchestrator.worktree.safety import MAX_NAMED, dirty_paths
+
+Strategy = Literal["merge", "squash", "rebase"]
+STRATEGIES: tuple[str, ...] = ("merge", "squash", "rebase")
+
+
+class MergeResult(BaseModel):
+    task: Task
+    strategy: str
+    into: str
+    commit: str
+    """The target's new tip."""
+    branch: str
+    removed: bool
+    """Whether the worktree and branch were removed (see ``note`` when not)."""
+    snapshot: str | None = None
+    note: str | None = None
+
+
+def merge_task(layout: Layout, config: Config, task_id: str, strategy: str = "merge",
+               into: str | None = None, *, actor: str = "cli",
+               board: Board | None = None) -> MergeResult:
+    """Merge a task in ``review`` into ``into`` (default: the branch checked out in the main
+    working tree, else the task's base). Refusals raise `Conflict` and change nothing."""
+    if strategy not in STRATEGIES:
+        raise InvalidInput(f"unknown merge strategy {strategy!r} (choose from: "
+                           f"{', '.join(STRATEGIES)})")
+    repo = Git(layout.root)
+    layout.locks.mkdir(parents=True, exist_ok=True)
+    with using_board(layout, config, board, actor) as b, \
+            FileLock(layout.locks / "merge.lock", thread_local=False):
+        task = b.get(task_id)
+        if task.status is not Status.REVIEW:
+            raise Conflict(f"{task.id} is {task.status}: only a task in review can be merged")
+        ch = changes(repo, task)
+        main = current_branch(repo)
+        target = _target(repo, task, into, main)
+        worktree = _clean_worktree(layout, task)
+        if target == main:
+            _clean_main_tree(repo)
+        target_tip = repo.commit_of(f"refs/heads/{target}")
+        assert target_tip is not None  # checked by _target
+        tree, conflicts = merge_conflicts(repo, target_tip, ch.tip)
+        if conflicts:
+            raise Conflict(f"{task.id}: merging {ch.branch} into {target} would conflict in: "
+                           f"{', '.join(conflicts)}; nothing was merged (retry the task with "
+                           f"feedback: orchestrator retry {task.id} -m '…')")
+        assert tree is not None
+        if repo.ok("merge-base", "--is-ancestor", ch.tip, target_tip):
+            commit = target_tip  # already in the target: nothing to add
+        elif strategy == "rebase":
+            commit = _rebase(repo, task, ch, target_tip, worktree)
+        else:
+            commit = _commit(repo, task, ch, tree, target_tip, target, strategy)
+        _land(repo, target, target_tip, commit, main, f"orchestrator: {strategy} {task.id}")
+        task = b.set_status(task.id, Status.MERGED, actor=actor)
+        b.events.emit("merged", task.id, actor=actor, strategy=strategy, into=target,
+                      commit=commit, branch=ch.branch)
+        result = MergeResult(task=task, strategy=strategy, into=target, commit=commit,
+                             branch=ch.branch, removed=False)
+        _cleanup(layout, config, b, task, target, strategy, result)
+    return result
+
+
+def _target(repo: Git, task: Task, into: str | None, main: str | None) -> str:
+    if into is not None:
+        check_branch(into, "--into branch")
+        target = into
+    elif main is not None:
+        target = main
+    elif task.base and repo.branch_exists(task.base):
+        target = task.base
+    else:
+        raise InvalidInput("the main working tree is on a detached HEAD: name the branch to "
+                           "merge into with --into BRANCH")
+    if not repo.branch_exists(target):
+        raise NotFound(f"no branch {target} to merge into")
+    if target == task.branch:
+        raise InvalidInput(f"{task.id}: cannot merge {target} into itself")
+    if target != main:
+        for entry in list_worktrees(repo):
+            if entry.branch == target:
+                raise Conflict(f"{target} is checked out in {entry.path}; merge there, or check "
+                               "it out in the main working tree")
+    return target
+
+
+def _clean_worktree(layout: Layout, task: Task) -> Path | None:
+    """The task's worktree when it is there; refuses when it holds uncommitted work."""
+    path = layout.worktree(task.id)
+    if not (path / ".git").exists():
+        return None
+    try:
+        dirty = dirty_paths(path)
+    except GitError:
+        return None
+    if dirty:
+        raise Conflict(f"{task.id}: its worktree {path} has uncommitted changes that would "
+                       f"not be merged: {_named(dirty)} (commit them there, or retry the task)")
+    return path
+
+
+def _clean_main_tree(repo: Git) -> None:
+    out = repo.run("status", "--porcelain=v1", "-z", "--untracked-files=no").stdout
+    files = [rec[3:] for rec in out.split("\0") if len(rec) > 3]
+    if files:
+        raise Conflict(f"the main working tree {repo.cwd} has uncommitted changes "
+                       f"({_named(files)}); commit or stash them before merging")
+
+
+def _commit(repo: Git, task: Task, ch: Changes, tree: str, target_tip: str, target: str,
+            strategy: str) -> str:
+    if strategy == "squash":
+        n = int(repo.out("rev-list", "--count", f"{target_tip}..{ch.tip}"))
+        msg = (f"{task.subject}\n\nSquashed {n} commit(s) of {ch.branch} into {target}.\n"
+               f"Task: {task.id}\n")
+        return repo.out("commit-tree", tree, "-p", target_tip, "-m", msg)
+    msg = f"Merge {ch.branch} into {target}\n\n{task.id}: {task.subject}\nTask: {task.id}\n"
+    return repo.out("commit-tree", tree, "-p", target_tip, "-p", ch.tip, "-m", msg)
+
+
+def _rebase(repo: Git, task: Task, ch: Changes, target_tip: str, worktree: Path | None) -> str:
+    """Rebase the branch onto ``target_tip`` (in the task's worktree when it is on the branch,
+    else in a temporary one); its new tip. A conflict aborts the rebase and refuses."""
+    on_branch = worktree is not None and current_branch(Git(worktree)) == ch.branch
+    with contextlib.ExitStack() as stack:
+        if on_branch:
+            assert worktree is not None
+            wt = Git(worktree)
+        else:
+            tmp = Path(tempfile.mkdtemp(prefix=f"orch-rebase-{task.id}-"))
+            stack.callback(shutil.rmtree, tmp, ignore_errors=True)
+            repo.run("worktree", "add", "--quiet", "--detach", str(tmp / "wt"), ch.tip)
+            stack.callback(repo.run, "worktree", "remove", "--force", str(tmp / "wt"),
+                           check=False)
+            wt = Git(tmp / "wt")
+        out = wt.run("rebase", "--no-autosquash", "--no-verify", target_tip, check=False)
+        if out.returncode != 0:
+            files = wt.out("diff", "--name-only", "--diff-filter=U").split()
+            wt.run("rebase", "--abort", check=False)
+            what = f"conflicts in: {', '.join(files)}" if files else out.stderr.strip()
+            raise Conflict(f"{task.id}: rebasing {ch.branch} onto the target stopped "
+                           f"({what}); nothing was merged — try a merge or squash instead")
+        new_tip = wt.out("rev-parse", "HEAD")
+        if not on_branch:
+            repo.run("update-ref", f"refs/heads/{ch.branch}", new_tip, ch.tip)
+    return new_tip
+
+
+def _land(repo: Git, target: str, old: str, new: str, main: str | None, msg: str) -> None:
+    if new == old:
+        return
+    if target == main:
+        out = repo.run("merge", "--ff-only", "--quiet", new, check=False)
+        if out.returncode != 0:
+            raise Conflict(f"could not update {target} in the main working tree: "
+                           f"{out.stderr.strip() or out.stdout.strip()}; nothing was merged")
+        return
+    out = repo.run("update-ref", "-m", msg, f"refs/heads/{target}", new, old, check=False)
+    if out.returncode != 0:
+        raise Conflict(f"{target} moved while merging ({out.stderr.strip()}); try again")
+
+
+def _cleanup(layout: Layout, config: Config, board: Board, task: Task, target: str,
+             strategy: str, result: MergeResult) -> None:
+    """Remove the merged task's worktree and branch; the task stays merged when that fails."""
+    from orchestrator.worktree.manager import WorktreeManager
+
+    manager = WorktreeManager(layout, config.worktree, board, actor="review")
+    merged_into = task.model_copy(update={"base": target})  # its commits are reachable there
+    try:
+        result.snapshot = manager.remove(merged_into, force=strategy == "squash")
+    except (RunError, Conflict) as exc:
+        result.note = f"merged, but the worktree was kept: {exc} (orchestrator gc removes it " \
+                      "later)"
+    else:
+        result.removed = True
+
+
+def _named(paths: list[str]) -> str:
+    return ", ".join(paths[:MAX_NAMED]) + ("…" if len(paths) > MAX_NAMED else "")
