@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from orchestrator.board.model import utcnow
+from orchestrator.clock import utcnow
 from orchestrator.events import redact, secret_values
 from orchestrator.layout import Layout
 

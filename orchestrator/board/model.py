@@ -7,21 +7,16 @@ that is not the task's own data (locks, the id high-water mark) lives elsewhere.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from orchestrator.clock import utcnow
 from orchestrator.errors import InvalidInput, InvalidTransition
 
 TASK_ID_RE = re.compile(r"^task_\d{3,}$")
 DEFAULT_MAX_ATTEMPTS = 3
-
-
-def utcnow() -> str:
-    """UTC ISO-8601 with milliseconds, the format of every timestamp we write."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def format_task_id(n: int) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from orchestrator.board.model import utcnow
+from orchestrator.clock import utcnow
 from orchestrator.errors import InvalidInput
 from orchestrator.events import redact
 from orchestrator.fsutil import atomic_write
@@ -72,13 +72,10 @@ class Mailbox:
             start = int(pos_file.read_text() or 0)
         except (FileNotFoundError, ValueError):
             start = 0
-        out: list[dict[str, Any]] = []
-        end = start
-        for end, msg in self._scan(start):
-            out.append(msg)
-        if end != start:
-            atomic_write(pos_file, str(end), durable=False)
-        return out
+        scanned = self._scan(start)
+        if scanned:
+            atomic_write(pos_file, str(scanned[-1][0]), durable=False)
+        return [msg for _, msg in scanned]
 
     def find(self, **match: Any) -> list[dict[str, Any]]:
         """Every message whose fields equal ``match`` (e.g. ``request_id=…``)."""
