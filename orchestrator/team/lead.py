@@ -34,6 +34,7 @@ from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
 from orchestrator.protocols import Board
+from orchestrator.review.hooks import Hooks
 from orchestrator.team import status
 from orchestrator.team.mailbox import LEAD, Mailbox
 from orchestrator.team.proc import signal_group
@@ -84,6 +85,7 @@ class Lead:
         self.stopping = 0  # 0 running, 1 warm stop, 2 cold stop
         self.cold_deadline: float | None = None
         self.board: Board
+        self.hooks: Hooks
 
     # --- life -----------------------------------------------------------------
     def run(self) -> int:
@@ -91,6 +93,7 @@ class Lead:
 
         init_repo(self.layout.root)
         self.board = open_board(self.layout, self.config.board, actor=LEAD)
+        self.hooks = Hooks(self.layout, self.config.hooks, self.board)
         try:
             self.waker.install_signals()
             self.recover()
@@ -105,6 +108,7 @@ class Lead:
             return 1 if self.burst and failed else 0
         finally:
             self.shutdown_children()
+            self.hooks.close()  # the last events' hooks, then wait for running ones
             self.waker.close()
             self.board.close()
 
@@ -173,6 +177,10 @@ class Lead:
         except Exception:  # one bad pass must not take the supervisor down
             self.log.exception("board housekeeping failed")
         self.route_mail()
+        try:
+            self.hooks.poll()  # notification hooks run in their own threads
+        except Exception:
+            self.log.exception("starting notification hooks failed")
 
     def route_mail(self) -> None:
         for msg in self.mailbox.read_new():
