@@ -1,0 +1,110 @@
+"""Notification hooks (issue 8): real shell commands on real events, from the lead too."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from orchestrator.board import init_repo, open_board
+from orchestrator.config import HooksConfig
+from orchestrator.events import EventLog
+from orchestrator.layout import Layout
+from orchestrator.review.hooks import Hooks, hook_kind
+from tests.test_team_support import cli, team_cleanup, team_env
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_hook_kinds() -> None:
+    assert hook_kind({"event": "task_completed"}) == "review"
+    assert hook_kind({"event": "permission_requested"}) == "waiting"
+    assert hook_kind({"event": "task_failed", "status": "failed"}) == "failed"
+    assert hook_kind({"event": "lease_expired", "status": "failed"}) == "failed"
+    assert hook_kind({"event": "task_failed", "status": "pending"}) is None  # will be retried
+    assert hook_kind({"event": "task_claimed"}) is None
+
+
+def test_a_hook_gets_the_event_on_stdin_only_for_new_events(repo: Path, tmp_path: Path) -> None:
+    layout = init_repo(repo)
+    out = tmp_path / "hook.jsonl"
+    with open_board(layout) as board:
+        old = board.add("before the lead started")
+        board.events.emit("task_completed", old.id)
+        hooks = Hooks(layout, HooksConfig(
+            review=[f'cat >> {out}; echo "$ORCH_HOOK $ORCH_TASK_ID" >> {out}.env'],
+            events={"merged": [f"cat >> {out}"]}), board)
+        task = board.add("Fix the login page")
+        board.events.emit("task_completed", task.id, token=1)
+        board.events.emit("task_claimed", task.id)
+        board.events.emit("merged", task.id, into="main")
+        assert hooks.poll() == 2
+        assert hooks.poll() == 0  # each event once
+        hooks.close()
+    got = lines(out)
+    assert {(g["event"], g["hook"]) for g in got} == {("task_completed", "review"),
+                                                       ("merged", "merged")}
+    review = next(g for g in got if g["hook"] == "review")
+    assert review["task"] == task.id and review["subject"] == "Fix the login page"
+    assert review["status"] == "pending" and review["token"] == 1
+    assert Path(f"{out}.env").read_text() == f"review {task.id}\n"
+
+
+def test_failing_and_hanging_hooks_are_logged_and_killed(repo: Path) -> None:
+    layout = init_repo(repo)
+    hooks = Hooks(layout, HooksConfig(failed=["echo oops; exit 3", "sleep 60"], timeout=0.5))
+    log = EventLog(layout.events)
+    log.emit("task_failed", "task_001", status="failed", error="boom")
+    log.emit("task_failed", "task_002", status="pending", error="will retry")
+    assert hooks.poll() == 2
+    hooks.close()  # waits for both: the sleeping one is killed at its timeout
+    failures = [e for e in log.read() if e["event"] == "hook_failed"]
+    by_cmd = {e["command"]: e for e in failures}
+    assert set(by_cmd) == {"echo oops; exit 3", "sleep 60"}
+    assert by_cmd["echo oops; exit 3"]["error"] == "exit code 3"
+    assert by_cmd["echo oops; exit 3"]["output"] == "oops\n"
+    assert by_cmd["sleep 60"]["error"].startswith("timed out")
+    assert all(e["task"] == "task_001" and e["hook"] == "failed" for e in failures)
+    hooks.poll()  # a hook's own failure event fires nothing
+    hooks.close()
+    assert len([e for e in log.read() if e["event"] == "hook_failed"]) == 2
+
+
+def test_a_torn_last_line_waits_for_its_end(repo: Path, tmp_path: Path) -> None:
+    layout = init_repo(repo)
+    out = tmp_path / "hook.jsonl"
+    hooks = Hooks(layout, HooksConfig(waiting=[f"cat >> {out}"]))
+    record = json.dumps({"event": "permission_requested", "task": "task_001"})
+    with layout.events.open("a") as fh:
+        fh.write(record[:10])
+    assert hooks.poll() == 0
+    with layout.events.open("a") as fh:
+        fh.write(record[10:] + "\n")
+    assert hooks.poll() == 1
+    hooks.close()
+    assert lines(out)[0]["hook"] == "waiting"
+
+
+def test_the_lead_runs_hooks_and_a_failing_one_does_not_stop_the_team(repo: Path,
+                                                                       tmp_path: Path) -> None:
+    out = tmp_path / "review.jsonl"
+    (repo / "orchestrator.toml").write_text(
+        "[hooks]\n"
+        f'review = ["cat >> {out}", "exit 7"]\n'
+        f'failed = ["cat >> {out}"]\n'
+        "timeout = 20\n")
+    with open_board(init_repo(repo)) as board:
+        good = board.add("writes a file")
+        bad = board.add("breaks", max_attempts=1)
+    cmd = f'test "$ORCH_TASK_ID" = {bad.id} && exit 1; echo done > "$ORCH_TASK_ID.txt"'
+    with team_cleanup(repo):
+        res = cli(repo, "up", "--burst", "-n", "1", "--command", cmd, env=team_env())
+    assert res.returncode == 1, res.stdout + res.stderr  # a task failed during the burst
+    got = {(g["hook"], g["task"]) for g in lines(out)}
+    assert got == {("review", good.id), ("failed", bad.id)}
+    failures = [e for e in EventLog(Layout.at(repo).events).read() if e["event"] == "hook_failed"]
+    assert [(e["task"], e["command"], e["error"]) for e in failures] == [
+        (good.id, "exit 7", "exit code 7")]
+    with open_board(Layout.at(repo)) as board:
+        assert str(board.get(good.id).status) == "review"
