@@ -12,7 +12,9 @@ The teammate's heartbeat keeps the lease meanwhile; a warm stop ends the wait.
 
 Person side (`answer`, behind ``orchestrator approve|deny``): finds the pending
 request by request id or task id in the lead's mailbox and writes the answer
-into the asking teammate's mailbox. Messages are only read with
+into the asking teammate's mailbox. Plan approvals of plan-first tasks
+(`orchestrator.agent.plan_first`) use the same channel with ``plan_request`` /
+``plan_response`` (`PermissionFlow.request`). Messages are only read with
 `Mailbox.find`, so nobody else's read position moves.
 """
 
@@ -32,6 +34,11 @@ from orchestrator.team.mailbox import LEAD, Mailbox
 
 REQUEST = "permission_request"
 RESPONSE = "permission_response"
+PLAN_REQUEST = "plan_request"
+PLAN_RESPONSE = "plan_response"
+ANSWERS = {REQUEST: (RESPONSE, "permission_answered"), PLAN_REQUEST: (PLAN_RESPONSE,
+                                                                       "plan_answered")}
+"""Request kind -> (the kind of its answer, the event the answer records)."""
 POLL_SECONDS = 0.25
 
 
@@ -50,23 +57,28 @@ class PermissionFlow:
         self.teammate, self.stop, self.poll = teammate, stop, poll
 
     def ask(self, request: PermissionAsked, args: dict[str, Any] | None = None) -> Answer:
-        Mailbox(self.layout, LEAD).send(
-            self.teammate, f"{request.tool}({request.subject or ''})", kind=REQUEST,
-            request_id=request.request_id, task=self.task_id, tool=request.tool,
-            subject=request.subject)
-        self.board.events.emit("permission_requested", self.task_id, actor=self.teammate,
-                               request_id=request.request_id, tool=request.tool,
-                               subject=request.subject)
-        self.board.update(self.task_id, self.token, waiting_for=request.request_id)
+        return self.request(REQUEST, f"{request.tool}({request.subject or ''})",
+                            "permission_requested", request_id=request.request_id,
+                            tool=request.tool, subject=request.subject)
+
+    def request(self, kind: str, body: str, event: str, *, request_id: str,
+                **fields: Any) -> Answer:
+        """Send a ``kind`` request to the lead, record ``event``, mark the task waiting,
+        and block until the answer arrives."""
+        Mailbox(self.layout, LEAD).send(self.teammate, body, kind=kind, request_id=request_id,
+                                        task=self.task_id, **fields)
+        self.board.events.emit(event, self.task_id, actor=self.teammate,
+                               request_id=request_id, **fields)
+        self.board.update(self.task_id, self.token, waiting_for=request_id)
         try:
-            return self._wait(request.request_id)
+            return self._wait(request_id, ANSWERS[kind][0])
         finally:
             self.board.update(self.task_id, self.token, waiting_for=None)
 
-    def _wait(self, request_id: str) -> Answer:
+    def _wait(self, request_id: str, kind: str = RESPONSE) -> Answer:
         inbox = Mailbox(self.layout, self.teammate)
         while True:
-            found = inbox.find(kind=RESPONSE, request_id=request_id)
+            found = inbox.find(kind=kind, request_id=request_id)
             if found:
                 msg = found[-1]
                 return Answer(bool(msg.get("approved")), str(msg.get("message") or ""))
@@ -75,12 +87,13 @@ class PermissionFlow:
 
 
 def pending(layout: Layout) -> list[dict[str, Any]]:
-    """Permission requests in the lead's mailbox that no one has answered yet, oldest first."""
+    """Permission requests (and plan approvals) in the lead's mailbox that no one has
+    answered yet, oldest first."""
     answered: set[str] = set()
-    requests = Mailbox(layout, LEAD).find(kind=REQUEST)
+    requests = [m for m in Mailbox(layout, LEAD).all() if m.get("kind") in ANSWERS]
     for asker in {str(r.get("from")) for r in requests}:
-        answered.update(str(m.get("request_id")) for m in
-                        Mailbox(layout, asker).find(kind=RESPONSE))
+        answered.update(str(m.get("request_id")) for m in Mailbox(layout, asker).all()
+                        if m.get("kind") in (RESPONSE, PLAN_RESPONSE))
     return [r for r in requests if r.get("request_id") not in answered]
 
 
@@ -100,11 +113,12 @@ def answer(layout: Layout, ident: str, *, approved: bool, message: str = "",
                        + (f" (pending: {', '.join(_label(r) for r in open_requests)})"
                           if open_requests else ""))
     req = match[0]
+    kind, event = ANSWERS[req["kind"]]
     Mailbox(layout, str(req["from"])).send(
-        actor, message, kind=RESPONSE, request_id=req["request_id"], task=req.get("task"),
+        actor, message, kind=kind, request_id=req["request_id"], task=req.get("task"),
         approved=approved, message=message)
     EventLog(layout.events, actor).emit(
-        "permission_answered", req.get("task"), request_id=req["request_id"],
+        event, req.get("task"), request_id=req["request_id"],
         approved=approved, message=message or None, tool=req.get("tool"))
     return req
 
