@@ -1,4 +1,5 @@
-"""Agent commands: ``approve`` and ``deny`` answer permission requests; ``demo``."""
+"""Agent commands: ``approve`` and ``deny`` answer permission requests and plan
+approvals; ``demo``."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ def _answer(ident: str, approved: bool, message: str, repo: RepoOpt, as_json: bo
                     "approved": approved, "message": message})
         return
     verb = "approved" if approved else "denied"
+    if req.get("kind") == permission_flow.PLAN_REQUEST:
+        typer.echo(f"{verb} the plan of {req.get('task')} [{req['request_id']}]")
+        return
     typer.echo(f"{verb} {req.get('tool')}({req.get('subject') or ''}) for {req.get('task')} "
                f"[{req['request_id']}]")
 
@@ -30,7 +34,7 @@ def approve(
     repo: RepoOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Allow the tool call a waiting agent asked about; the agent continues."""
+    """Allow the tool call (or the plan of a plan-first task) a waiting agent asked about."""
     _answer(ident, True, message, repo, as_json)
 
 
@@ -41,7 +45,7 @@ def deny(
     repo: RepoOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Refuse the tool call a waiting agent asked about; it gets the reason and goes on."""
+    """Refuse the tool call or plan a waiting agent asked about; it gets the reason."""
     _answer(ident, False, message, repo, as_json)
 
 
