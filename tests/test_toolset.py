@@ -65,7 +65,7 @@ def test_schemas_are_api_tool_definitions_in_a_stable_order(worktree: Path) -> N
     ts.add(FakeMcp("mcp__a__y"))
     names = [s["name"] for s in ts.schemas()]
     assert names == ["bash", "read", "write", "edit", "multi_edit", "glob", "grep", "ls",
-                     "mcp__a__y", "mcp__b__x"]
+                     "notebook_edit", "web_fetch", "mcp__a__y", "mcp__b__x"]
     assert names == ts.names()
     for s in ts.schemas():
         assert set(s) == {"name", "description", "input_schema"}

@@ -4,6 +4,12 @@
     search.py       glob, grep, ls
     shell.py        bash
     board_tools.py  task_list, task_get, task_create, send_message
+    todo.py         todo_write (the task's todo list)
+    web.py          web_fetch (off unless a WebFetch(domain:…) rule allows the host)
+    notebook.py     notebook_edit
+
+Added per run by the backend, as they need the run itself: ``agent``
+(subagent.py, sub-agents) and ``submit_plan`` (`orchestrator.agent.plan_first`).
 
 Each implements `orchestrator.agent.base.Tool`; tools with a path argument
 declare it as ``path_arg`` (confinement and ``Read``/``Edit`` rules use it) and
@@ -20,8 +26,11 @@ from orchestrator.agent.tools.board_tools import (
     TaskListTool,
 )
 from orchestrator.agent.tools.files import EditTool, MultiEditTool, ReadTool, WriteTool
+from orchestrator.agent.tools.notebook import NotebookEditTool
 from orchestrator.agent.tools.search import GlobTool, GrepTool, LsTool
 from orchestrator.agent.tools.shell import DEFAULT_TIMEOUT, BashTool
+from orchestrator.agent.tools.todo import TodoWriteTool
+from orchestrator.agent.tools.web import WebFetchTool
 from orchestrator.config import AgentConfig
 
 __all__ = ["default_tools"]
@@ -35,8 +44,9 @@ def default_tools(agent: AgentConfig | None = None, *, board: bool = True,
     """
     tools: list[Tool] = [
         BashTool(timeout=bash_timeout), ReadTool(), WriteTool(), EditTool(), MultiEditTool(),
-        GlobTool(), GrepTool(), LsTool(),
+        GlobTool(), GrepTool(), LsTool(), NotebookEditTool(), WebFetchTool(),
     ]
     if board:
-        tools += [TaskListTool(), TaskGetTool(), TaskCreateTool(), SendMessageTool()]
+        tools += [TaskListTool(), TaskGetTool(), TaskCreateTool(), SendMessageTool(),
+                  TodoWriteTool()]
     return tools
