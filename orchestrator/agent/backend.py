@@ -2,8 +2,10 @@
 
 Both build the same run: the tools behind the one permission gate, confined to
 the worktree (bash in the sandbox, secrets stripped from its environment), the
-prompt for this task, the permission flow to the lead, live usage on the task;
-only the model differs. Signals map to the `RunResult` the teammate acts on:
+``agent`` tool for sub-agents sharing the task's budget, plan mode and
+``submit_plan`` for plan-first tasks, the prompt for this task, the permission
+flow to the lead, live usage on the task; only the model differs. Signals map
+to the `RunResult` the teammate acts on:
 
     Finished        ok, the model's summary
     LimitExceeded   failed, not retried (the same budget would run out again)
@@ -24,11 +26,13 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from orchestrator.agent import plan_first
 from orchestrator.agent.base import LimitExceeded, Model, Stopped, ToolContext
 from orchestrator.agent.loop import AgentLoop, Limits
 from orchestrator.agent.permission_flow import PermissionFlow
 from orchestrator.agent.prompt import PromptSources, build_prompt
 from orchestrator.agent.scripted import ScriptedModel, ScriptError, load_script
+from orchestrator.agent.tools.subagent import Subagents
 from orchestrator.agent.toolset import Toolset
 from orchestrator.board.model import Usage
 from orchestrator.config import Config
@@ -67,20 +71,26 @@ class AgentBackend:
         try:
             with contextlib.ExitStack() as stack:
                 toolset = build_toolset(self.config, ctx)
+                subagents = Subagents(toolset, ctx.layout, ctx.task.id)
+                toolset.add(subagents.tool())
                 capabilities = [stack.enter_context(ext(self.config, ctx, toolset))
                                 for ext in extensions()]
                 sources = PromptSources(ctx.workspace.path,
                                         mcp_capabilities="\n\n".join(c for c in capabilities if c))
-                prompt = build_prompt(ctx.task, toolset.schemas(), sources)
                 flow = PermissionFlow(self.layout, ctx.board, ctx.task.id, ctx.token,
                                       ctx.teammate, ctx.stop)
+                planning = plan_first.start(ctx.task, ctx.token, toolset, flow)
+                prompt = build_prompt(ctx.task, toolset.schemas(), sources)
                 loop = AgentLoop(model, toolset, prompt, ctx.log,
                                  limits=Limits.of(self.config.agent, ctx.timeout),
                                  max_tokens=self.config.agent.max_tokens, stop=ctx.stop,
                                  ask=flow.ask, on_usage=live)
-                summary = loop.run()
+                subagents.bind(loop)
+                summary = loop.run(plan_first.first_message(ctx.task, prompt.first_message))
                 if isinstance(model, ScriptedModel):
                     model.assert_done()
+                if planning is not None and not planning.approved:
+                    return self._failed(ctx, plan_first.NO_PLAN_ERROR, usage, retry=True)
                 return RunResult(ok=True, summary=summary, usage=usage)
         except LimitExceeded as exc:
             return self._failed(ctx, f"budget: {exc}", usage, retry=False)
