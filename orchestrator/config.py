@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from orchestrator.errors import ConfigError
 
@@ -24,14 +25,28 @@ DEFAULT_TEAMMATE_NAMES = (
 )
 
 
+PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
+SandboxMode = Literal["auto", "on", "off"]
+
+
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    """A config section. Field docstrings are the settings' descriptions
+    (`orchestrator config list`); ``json_schema_extra`` on a field may override the
+    section's `LIVE` / `SCOPE` and mark it ``agent_writable`` (see orchestrator.settings)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True,
+                              use_attribute_docstrings=True)
+    LIVE: ClassVar[bool] = False
+    """Whether a running daemon applies a change of this section's settings."""
+    SCOPE: ClassVar[str] = "project"
+    """``project`` (orchestrator.toml) or ``user`` (~/.config/orchestrator/config.toml)."""
 
 
 class BoardConfig(_Section):
-    lease_seconds: float = Field(default=DEFAULT_LEASE_SECONDS, gt=0)
+    lease_seconds: float = Field(default=DEFAULT_LEASE_SECONDS, gt=0,
+                                 json_schema_extra={"live": True})
     """How long a claim lives without a heartbeat before the lead requeues it."""
-    max_attempts: int = Field(default=3, ge=1)
+    max_attempts: int = Field(default=3, ge=1, json_schema_extra={"agent_writable": True})
     """Default for new tasks: failed or expired runs before a task is `failed`."""
     rescan_seconds: float = Field(default=5.0, gt=0)
     """Periodic rescan of `.tasks/`, since file-system events can be lost."""
@@ -44,54 +59,78 @@ class WorktreeConfig(_Section):
     root: str | None = None
     """Where worktrees live; default `.worktrees` in the repository."""
     branch_prefix: str = "task/"
+    """Prefix of task branches (`task/task_001-<slug>`)."""
     base: str = "HEAD"
     """The ref new task branches start from (blocked tasks start from their blockers)."""
     setup: list[str] = Field(default_factory=list)
     """Shell commands run in each new worktree (e.g. `npm ci`)."""
     setup_timeout: float = Field(default=600.0, gt=0)
+    """Seconds the setup commands of one worktree may take."""
     port_base: int = Field(default=20000, ge=1024, le=65000)
+    """The first port handed out to worktrees (`ORCH_PORT_BASE`)."""
     port_block: int = Field(default=10, ge=1, le=1000)
     """Each live worktree gets `port_block` ports from `ORCH_PORT_BASE`."""
 
 
 class TeamConfig(_Section):
-    teammates: int = Field(default=2, ge=1, le=64)
+    LIVE = True  # the lead resizes the team; teammates reload the rest before each task
+
+    teammates: int = Field(default=2, ge=1, le=64, json_schema_extra={"agent_writable": True})
+    """How many teammate processes the lead runs."""
     backend: str = "command"
+    """The agent backend of tasks that do not name one (`command`, `anthropic`, …)."""
     command: str | None = None
     """The shell command the `command` backend runs in the worktree."""
     verify: str | None = None
     """The verification command (e.g. `pytest -q`); a non-zero exit sends the task to retry."""
     verify_timeout: float = Field(default=900.0, gt=0)
+    """Seconds the verification command may take."""
     task_timeout: float = Field(default=3600.0, gt=0)
     """Wall-clock budget of one run of the backend; past it the process group is killed."""
-    names: list[str] = Field(default_factory=lambda: list(DEFAULT_TEAMMATE_NAMES))
+    names: list[str] = Field(default_factory=lambda: list(DEFAULT_TEAMMATE_NAMES),
+                             json_schema_extra={"live": False})
+    """Teammate names, in the order they are started."""
 
 
 class AgentConfig(_Section):
-    model: str = "claude-sonnet-4-5"
-    max_turns: int = Field(default=50, ge=1)
-    max_tokens: int = Field(default=8192, ge=1)
+    LIVE = True  # teammates build each run from the settings of the moment
+
+    model: str = Field(default="claude-sonnet-4-5", json_schema_extra={"agent_writable": True})
+    """The model of the `anthropic` backend (a profile's `model` wins for its tasks)."""
+    max_turns: int = Field(default=50, ge=1, json_schema_extra={"agent_writable": True})
+    """Model calls per run before the run stops (budget)."""
+    max_tokens: int = Field(default=8192, ge=1, json_schema_extra={"agent_writable": True})
     """Output tokens per model call."""
-    max_total_tokens: int | None = None
-    max_cost_usd: float | None = None
-    max_seconds: float | None = None
-    permission_mode: str = "acceptEdits"
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    """Token budget of one run (input, output and cache), none by default."""
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    """Dollar budget of one run, none by default."""
+    max_seconds: float | None = Field(default=None, gt=0)
+    """Wall-clock budget of one run of the agent loop, none by default."""
+    permission_mode: PermissionMode = "acceptEdits"
+    """What tools may do when no rule decides (see `orchestrator.agent.permissions`)."""
     allow: list[str] = Field(default_factory=list)
+    """Permission rules that allow, e.g. `Bash(npm test:*)`."""
     ask: list[str] = Field(default_factory=list)
+    """Permission rules that ask a person (`orchestrator approve|deny`)."""
     deny: list[str] = Field(default_factory=list)
-    sandbox: str = "auto"
+    """Permission rules that deny, whatever else allows (e.g. `Read(./.env)`)."""
+    sandbox: SandboxMode = "auto"
     """`auto` (bubblewrap where it works), `on` (required) or `off`."""
     network: bool = False
+    """Network access for bash inside the sandbox."""
     pass_env: list[str] = Field(default_factory=list)
     """Secret-looking environment variables that tools may still see."""
 
 
 class McpConfig(_Section):
+    LIVE = True  # servers start per run
+
     start_timeout: float = Field(default=30.0, gt=0)
     """Seconds a server may take to start and answer `initialize` before it is marked failed."""
     call_timeout: float = Field(default=300.0, gt=0)
     """Seconds one MCP tool call or resource read may take; past it the server is restarted."""
-    user_plugin_dir: str | None = None
+    user_plugin_dir: str | None = Field(default=None, json_schema_extra={"scope": "user"})
     """The user's plugin folder (`<dir>/<plugin>/.claude-plugin/plugin.json`);
     default `$XDG_CONFIG_HOME/orchestrator/plugins` (`~/.config/orchestrator/plugins`)."""
 
@@ -99,6 +138,8 @@ class McpConfig(_Section):
 class HooksConfig(_Section):
     """Notification hooks: shell commands the lead runs on task events, the event as JSON
     on stdin. A hook that fails or runs past `timeout` is logged; it never blocks the team."""
+
+    LIVE = True  # the lead runs them
 
     review: list[str] = Field(default_factory=list)
     """Run when a task is ready for review (event `task_completed`)."""
@@ -115,7 +156,9 @@ class HooksConfig(_Section):
 class ClaudeCodeConfig(_Section):
     """The ``claude-code`` backend: the Claude Code CLI run headless in each worktree."""
 
-    binary: str = "claude"
+    LIVE = True
+
+    binary: str = Field(default="claude", json_schema_extra={"scope": "user"})
     """The CLI: a name looked up on PATH, or a path."""
     args: list[str] = Field(default_factory=list)
     """Extra arguments added to every run (e.g. `["--effort", "high"]`)."""
@@ -124,7 +167,7 @@ class ClaudeCodeConfig(_Section):
     config_root: str | None = None
     """Where each teammate's `CLAUDE_CONFIG_DIR` lives (`<root>/<teammate>`);
     default `.tasks/.run/claude`."""
-    user_config_dir: str | None = None
+    user_config_dir: str | None = Field(default=None, json_schema_extra={"scope": "user"})
     """The user's Claude Code folder whose login and settings teammates use;
     default `$CLAUDE_CONFIG_DIR`, else `~/.claude`."""
     permission_rounds: int = Field(default=3, ge=0)
@@ -151,15 +194,47 @@ class CommandPreset(_Section):
 class CommandsConfig(_Section):
     """Presets for command-line agents: `--backend aider|codex|gemini`, or `cli` for your own."""
 
+    LIVE = True
+
     cli: CommandPreset | None = None
     """The generic template the `cli` backend runs."""
     aider: CommandPreset | None = None
     """Replaces the built-in aider preset."""
     codex: CommandPreset | None = None
+    """Replaces the built-in codex preset."""
     gemini: CommandPreset | None = None
+    """Replaces the built-in gemini preset."""
     startup_seconds: float = Field(default=5.0, ge=0)
     """A command that fails within this many seconds without changing the worktree is
     taken as not installed or not logged in: the task fails without retries. 0 turns it off."""
+
+
+class ProfileConfig(_Section):
+    """An agent profile: ``[agents.<name>]`` in orchestrator.toml, or Claude Code's
+    ``.claude/agents/<name>.md`` (see `orchestrator.agent.profiles`)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True,
+                              use_attribute_docstrings=True, populate_by_name=True)
+
+    description: str = ""
+    """When to use this agent."""
+    tools: list[str] | None = None
+    """The tools it may use (`Read, Grep, Bash`, `mcp__github__*`); default: all."""
+    model: str | None = None
+    """Its model; default `agent.model`."""
+    permission_mode: PermissionMode | None = Field(
+        default=None, validation_alias=AliasChoices("permission_mode", "permissionMode"))
+    """Its permission mode; default `agent.permission_mode`."""
+    max_turns: int | None = Field(default=None, ge=1,
+                                  validation_alias=AliasChoices("max_turns", "maxTurns"))
+    """Its turn budget; default `agent.max_turns`."""
+    prompt: str = ""
+    """Its system prompt (the body of the Markdown file)."""
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tool_list(cls, v: Any) -> Any:
+        return [t.strip() for t in v.split(",") if t.strip()] if isinstance(v, str) else v
 
 
 class Config(_Section):
@@ -171,16 +246,19 @@ class Config(_Section):
     claude_code: ClaudeCodeConfig = Field(default_factory=ClaudeCodeConfig)
     commands: CommandsConfig = Field(default_factory=CommandsConfig)
     hooks: HooksConfig = Field(default_factory=HooksConfig)
+    agents: dict[str, ProfileConfig] = Field(default_factory=dict)
+    """Agent profiles by name (not a settings section: see `orchestrator.agent.profiles`)."""
 
     @classmethod
     def load(cls, root: Path, environ: dict[str, str] | None = None,
              overrides: dict[str, dict[str, Any]] | None = None) -> Config:
-        data = _read_files(root)
         env = os.environ if environ is None else environ
+        data = _merge(_read_toml(user_config_file(env)), _read_files(root))
         for section, model in cls.model_fields.items():
             sub = model.annotation
-            assert sub is not None
-            for key in sub.model_fields:  # type: ignore[union-attr]
+            if not (isinstance(sub, type) and issubclass(sub, BaseModel)):
+                continue  # `agents`: tables by name, no environment variables
+            for key in sub.model_fields:
                 var = f"ORCH_{section}_{key}".upper()
                 if var in env:
                     data.setdefault(section, {})[key] = _env_value(env[var])
@@ -200,6 +278,32 @@ def _env_value(raw: str) -> Any:
         return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         return raw
+
+
+def user_config_file(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's settings (scope ``user``), read before the project's:
+    ``$XDG_CONFIG_HOME/orchestrator/config.toml``, default ``~/.config/...``."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
+    return Path(base) / "orchestrator" / "config.toml"
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read configuration {path}: {exc}") from exc
+
+
+def _merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
+    """``high`` over ``low``, section by section."""
+    out = dict(low)
+    for key, value in high.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
 
 
 def _read_files(root: Path) -> dict[str, Any]:
