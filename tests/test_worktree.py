@@ -93,6 +93,20 @@ def test_worktree_folder_deleted_by_hand_is_recreated_from_the_branch(repo: Path
     assert again.base_commit == ws.base_commit
 
 
+def test_half_made_worktree_of_a_killed_add_is_redone_not_reused(repo: Path) -> None:
+    m = manager(repo)
+    t = task()
+    ws = m.create(t)
+    git(ws.path, "commit", "-q", "--allow-empty", "-m", "work on the branch")
+    admin = Path(git(ws.path, "rev-parse", "--absolute-git-dir"))
+    (admin / "locked").write_text("initializing\n")  # as `git worktree add` leaves it when killed
+    (ws.path / "README.md").unlink()  # the checkout never finished
+    again = m.create(t.model_copy(update=binding(ws)))
+    assert (again.path / "README.md").read_text() == "# sample\n"
+    assert git(again.path, "status", "--porcelain") == ""
+    assert git(again.path, "log", "-1", "--format=%s") == "work on the branch"
+
+
 def test_branch_deleted_by_hand(repo: Path) -> None:
     m = manager(repo)
     t = task()

@@ -85,11 +85,11 @@ class WorktreeManager:
             "ORCH_PORT_BASE": str(port), "ORCH_PORT_COUNT": str(self.config.port_block),
         })
         self._write_task_ref(ws)
-        copy_included(self.repo, self.layout.root, path, self._skip_prefixes())
-        self._setup(ws)
         self.events.emit("worktree_created", task.id, path=str(path), branch=branch, base=base,
                          base_commit=base_commit, reused=reused, port_base=port,
                          **({"note": note} if note else {}))
+        copy_included(self.repo, self.layout.root, path, self._skip_prefixes())
+        self._setup(ws)
         return ws
 
     def keep(self, task: Task) -> None:
@@ -105,7 +105,8 @@ class WorktreeManager:
                 raise UnsafeRemoval(f"{task.id}: {path} is not a worktree of this repository; "
                                     "not touching it (move it away by hand)")
             if co.path is None and co.branch_tip is None:
-                self.prune()
+                if self._registered(path):
+                    self.prune()
                 self.ports.free(task.id)
                 return None
             reasons = safety.risks(self.repo, co, branch, bases)
@@ -163,6 +164,9 @@ class WorktreeManager:
         self.ensure_excluded()
         tip, base_commit = self.repo.commits(f"refs/heads/{branch}", self.config.base)
         entry = self._entry(path) if path.exists() or self._registered(path) else None
+        if entry is not None and entry.locked == "initializing":
+            housekeeping.clear_half_made(self, path)  # a killed `git worktree add`: redo it
+            entry = None
         if entry is not None and entry.prunable:
             self.prune()
             entry = None

@@ -59,7 +59,7 @@ def reconcile(m: WorktreeManager, tasks: list[Task]) -> ReconcileReport:
     report = ReconcileReport([], [], [], [], {})
     with m.lock:
         m.ensure_excluded()
-        report.cleared = _clear_half_made(m)
+        report.cleared = clear_half_made(m)
         entries = list_worktrees(m.repo)
         report.pruned = [str(e.path) for e in entries if e.prunable]
         if report.pruned:
@@ -133,23 +133,26 @@ def overview(m: WorktreeManager, tasks: list[Task]) -> list[dict[str, Any]]:
     return rows
 
 
-def _clear_half_made(m: WorktreeManager) -> list[str]:
-    """Worktrees a killed ``git worktree add`` left behind (still locked "initializing").
-    Called under the lock, so no creation of ours is running; their folders hold
-    nothing but a partial checkout, and the branch (with any work) stays."""
+def clear_half_made(m: WorktreeManager, only: Path | None = None) -> list[str]:
+    """Worktrees a killed ``git worktree add`` left behind (still locked "initializing"),
+    all of ours or just the one at ``only``. Called under the lock, so no creation of
+    ours is running; their folders hold nothing but a partial checkout, and the branch
+    (with any work) stays."""
     cleared = []
     admin_root = m.common_dir() / "worktrees"
     for admin in sorted(admin_root.iterdir()) if admin_root.is_dir() else []:
         try:
             reason = (admin / "locked").read_text().strip()
-            gitfile = Path((admin / "gitdir").read_text().strip())
+            folder = Path((admin / "gitdir").read_text().strip()).parent
         except (FileNotFoundError, NotADirectoryError):
             continue
-        if reason != "initializing" or not m.manages(gitfile.parent):
+        if reason != "initializing" or not m.manages(folder):
             continue
-        shutil.rmtree(gitfile.parent, ignore_errors=True)
+        if only is not None and folder.resolve() != only.resolve():
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
         shutil.rmtree(admin, ignore_errors=True)
-        cleared.append(str(gitfile.parent))
+        cleared.append(str(folder))
     return cleared
 
 
