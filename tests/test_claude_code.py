@@ -1,0 +1,212 @@
+"""The ``claude-code`` backend with the real Claude Code CLI (from npm) on a loopback API.
+
+A real team (`orchestrator up --burst` as a subprocess) or the backend on a real
+board and worktree; Claude Code is driven by `ClaudeScript` through
+``ANTHROPIC_BASE_URL``. Only the network is fake.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.agent.permission_flow import answer, pending
+from orchestrator.board import init_repo, open_board
+from orchestrator.board.model import Status
+from orchestrator.config import Config
+from orchestrator.layout import Layout
+from orchestrator.protocols import RunContext, RunResult
+from orchestrator.tasklog import TaskLog
+from orchestrator.worktree.manager import WorktreeManager, binding
+from tests.loopback import LoopbackAPI
+from tests.test_claude_code_support import (
+    ClaudeScript,
+    bash,
+    claude_binary,
+    claude_env,
+    edit,
+    read,
+    said,
+    write,
+)
+from tests.test_team_support import changed_files, cli, events, tasks, team_env, wait_until
+
+
+def git_show(repo: Path, rev: str) -> str:
+    return subprocess.run(["git", "show", rev], cwd=repo, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def log(repo: Path, task_id: str, kind: str) -> list[dict[str, Any]]:
+    return [r for r in TaskLog(Layout.at(repo), task_id).read() if r["kind"] == kind]
+
+
+def test_a_teammate_runs_claude_code_to_review_with_usage_and_a_retry_resumes_the_session(
+        repo: Path) -> None:
+    claude_binary()
+    user = Path(os.environ["HOME"]) / ".claude"
+    user.mkdir()
+    (user / "settings.json").write_text(json.dumps({"model": "claude-from-user-settings"}))
+    user_before = sorted(p.name for p in user.iterdir())
+
+    def script(wt: Path) -> list[Any]:
+        return [write(wt / "hello.txt", "hello\n"), read(wt / "README.md"),
+                edit(wt / "README.md", "# sample", "# sample, edited by Claude Code"),
+                "Wrote hello.txt and edited README.md.",
+                # the retry, resumed in the same session
+                read(wt / "hello.txt"), edit(wt / "hello.txt", "hello\n", "hello\nagain\n"),
+                "Said hello again."]
+
+    with LoopbackAPI() as api:
+        cc = ClaudeScript(api, script)
+        env = {**team_env(), **claude_env(api)}
+        with open_board(Layout.at(repo)) as board:
+            board.add("Greet the world", description="Write hello.txt, edit the README.")
+        res = cli(repo, "up", "--burst", "-n", "1", "--backend", "claude-code", env=env)
+        assert res.returncode == 0, res.stdout + res.stderr
+        [task] = tasks(repo)
+        assert task.status == Status.REVIEW, task.error
+        assert task.session_id and task.branch
+        assert task.usage.cost_usd > 0 and task.usage.input_tokens > 0
+        assert task.usage.output_tokens > 0 and task.usage.cache_write_tokens > 0
+        assert sorted(changed_files(repo, task.branch)) == ["README.md", "hello.txt"]
+        assert git_show(repo, f"{task.branch}:hello.txt") == "hello\n"
+        assert "edited by Claude Code" in git_show(repo, f"{task.branch}:README.md")
+        called = [e["tool"] for e in events(repo, "tool_called")]
+        assert called == ["Write", "Read", "Edit"]
+        assert sorted(e["path"] for e in events(repo, "file_modified")) == [
+            "README.md", "hello.txt"]
+        # the teammate's own config folder, with the user's settings honoured and untouched
+        mine = repo / ".tasks" / ".run" / "claude" / "alice"
+        assert (mine / "settings.json").resolve() == (user / "settings.json").resolve()
+        assert (mine / ".claude.json").is_file()
+        assert {r["model"] for r in cc.conversations()} == {"claude-from-user-settings"}
+        assert sorted(p.name for p in user.iterdir()) == user_before
+        first_run = len(api.requests)
+
+        with open_board(Layout.at(repo)) as board:
+            board.set_status(task.id, Status.PENDING, actor="cli",
+                             feedback=["Say hello again in hello.txt"])
+        res = cli(repo, "up", "--burst", "-n", "1", "--backend", "claude-code", env=env)
+        assert res.returncode == 0, res.stdout + res.stderr
+        [again] = tasks(repo)
+        assert again.status == Status.REVIEW, again.error
+        assert again.session_id == task.session_id
+        assert again.usage.cost_usd > task.usage.cost_usd
+        started = log(repo, task.id, "backend_started")
+        assert started[-1]["resume"] == task.session_id
+        assert "--resume" in started[-1]["argv"] and "--resume" not in started[0]["argv"]
+        resumed = [r for r in api.requests[first_run:] if r.get("tools")]
+        assert said(resumed, "Say hello again in hello.txt")
+        assert said(resumed[:1], "Greet the world")  # the first run's conversation came back
+        assert git_show(repo, f"{task.branch}:hello.txt") == "hello\nagain\n"
+        assert cc.problems == [] and api.errors == []
+
+
+def failed_once(repo: Path, env: dict[str, str], n: int = 1) -> list[Any]:
+    """Run ``n`` tasks through a one-teammate burst that must fail each exactly once."""
+    with open_board(Layout.at(repo)) as board:
+        for i in range(n):
+            board.add(f"Task {i}")
+    res = cli(repo, "up", "--burst", "-n", "1", "--backend", "claude-code", env=env)
+    assert res.returncode == 1 and "tasks failed" in res.stdout + res.stderr
+    done = tasks(repo)
+    assert [(t.status, t.attempts) for t in done] == [(Status.FAILED, 1)] * n
+    assert len(events(repo, "task_claimed")) == n  # no retry storm
+    shown = cli(repo, "show", done[0].id)
+    assert done[0].error and done[0].error.splitlines()[0] in shown.stdout
+    return done
+
+
+def test_claude_code_not_installed_fails_each_task_once_with_a_clear_error(repo: Path) -> None:
+    env = {**team_env(), "ORCH_CLAUDE_CODE_BINARY": str(repo / "no" / "claude")}
+    for task in failed_once(repo, env, n=2):
+        assert "Claude Code CLI not found" in str(task.error)
+        assert "npm install -g @anthropic-ai/claude-code" in str(task.error)
+
+
+def test_claude_code_that_exits_at_once_fails_once_with_what_it_said(repo: Path) -> None:
+    fake = repo.parent / "claude"
+    fake.write_text("#!/bin/sh\necho 'claude: broken install, cannot find node' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    [task] = failed_once(repo, {**team_env(), "ORCH_CLAUDE_CODE_BINARY": str(fake)})
+    assert "exited at once (exit code 3)" in str(task.error)
+    assert "cannot find node" in str(task.error)
+
+
+def test_claude_code_not_logged_in_fails_once_saying_so(repo: Path) -> None:
+    claude_binary()
+    with LoopbackAPI() as api:
+        env = {**team_env(), **claude_env(api)}
+        del env["ANTHROPIC_API_KEY"]
+        [task] = failed_once(repo, env)
+        assert "not logged in" in str(task.error).lower()
+        assert api.requests == []
+
+
+def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_session(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.agent.claude_code import ClaudeCodeBackend
+
+    layout = init_repo(repo)
+    config = Config.load(repo, environ={}, overrides={
+        "claude_code": {"binary": str(claude_binary())},
+        "agent": {"permission_mode": "acceptEdits", "deny": ["Bash(curl:*)"]}})
+
+    def script(wt: Path) -> list[Any]:
+        return [bash("curl -s http://127.0.0.1:9/"), bash("git tag approved-by-lead"),
+                "Both were denied; waiting.", bash("git tag approved-by-lead"), "Tagged."]
+
+    def tagged() -> bool:
+        return "approved-by-lead" in subprocess.run(["git", "tag"], cwd=repo, check=True,
+                                                    capture_output=True, text=True).stdout
+
+    with LoopbackAPI() as api, open_board(layout, config.board, actor="alice") as board:
+        cc = ClaudeScript(api, script)
+        for k, v in claude_env(api).items():
+            monkeypatch.setenv(k, v)  # the teammate's environment
+        added = board.add("Tag the release")
+        task = board.claim("alice", task_id=added.id)
+        assert task is not None and task.lease is not None
+        token = task.lease.token
+        ws = WorktreeManager(layout, config.worktree, board).create(task)
+        task = board.update(task.id, token, **binding(ws))
+        ctx = RunContext(task=task, token=token, teammate="alice", workspace=ws, board=board,
+                         layout=layout, log=TaskLog(layout, task.id, actor="alice"),
+                         stop=threading.Event())
+        out: list[RunResult] = []
+        runner = threading.Thread(target=lambda: out.append(
+            ClaudeCodeBackend(config, layout).run(ctx)))
+        runner.start()
+        try:
+            [req] = wait_until(lambda: pending(layout), 90, "a permission request")
+            assert req["task"] == task.id and req["tool"] == "Bash"
+            assert req["subject"] == "git tag approved-by-lead"
+            wait_until(lambda: board.get(task.id).waiting_for == req["request_id"], 30,
+                       "the task to show what it waits for")
+            assert not tagged()
+            answer(layout, task.id, approved=True)
+        finally:
+            if pending(layout):
+                ctx.stop.set()  # a failed assertion: end the wait
+            runner.join(90)
+        [result] = out
+        assert cc.problems == [] and api.errors == []
+    assert result.ok, result.error
+    assert tagged()
+    assert board.get(task.id).waiting_for is None
+    evs = list(board.events.read(task.id))
+    assert [e["tool"] for e in evs if e["event"] == "permission_requested"] == ["Bash"]
+    [denied] = [e for e in evs if e["event"] == "permission_denied"]
+    assert denied["rule"] == "Bash(curl:*)"  # a deny rule is final: never asked
+    started = [r for r in TaskLog(layout, task.id).read() if r["kind"] == "backend_started"]
+    assert len(started) == 2 and started[1]["resume"] == result.session_id
+    assert "Bash(git tag approved-by-lead)" in started[1]["argv"]
+    assert "Bash(curl:*)" in started[0]["argv"]  # the deny rule, as --disallowedTools
+    assert said(cc.conversations()[-1:], "The lead approved")
