@@ -56,14 +56,16 @@ def get(repo: Path, task_id: str) -> Task:
         return board.get(task_id)
 
 
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+
 def orch(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The CLI as a real process (for what only a process shows: no traceback)."""
     return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=repo,
                           capture_output=True, text=True, timeout=60, check=False)
 
 
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., subprocess.CompletedProcess[str]]:
+def in_process(capsys: pytest.CaptureFixture[str]) -> Cli:
     """The CLI in-process through `orchestrator.cli.main` (its one-line error handling too)."""
 
     def run(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -76,7 +78,9 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., subprocess.Complete
     return run
 
 
-Cli = Callable[..., subprocess.CompletedProcess[str]]
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
+    return in_process(capsys)
 
 
 def lc(repo: Path) -> tuple[Layout, Config]:
