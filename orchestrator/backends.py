@@ -19,6 +19,10 @@ BACKENDS: dict[str, str] = {
     "anthropic": "orchestrator.agent.backend:AnthropicBackend",
     "scripted": "orchestrator.agent.backend:ScriptedBackend",
     "claude-code": "orchestrator.agent.claude_code:ClaudeCodeBackend",
+    "aider": "orchestrator.agent.cli_presets:AiderBackend",
+    "codex": "orchestrator.agent.cli_presets:CodexBackend",
+    "gemini": "orchestrator.agent.cli_presets:GeminiBackend",
+    "cli": "orchestrator.agent.cli_presets:PresetBackend",
 }
 
 
