@@ -76,8 +76,18 @@ def list_tasks(
         "--status", "-s", help="Only tasks in this status (repeatable).")] = None,
     repo: RepoOpt = None,
     json_: JsonOpt = False,
+    watch: Annotated[bool, typer.Option(
+        "--watch", "-w", help="A live view in columns, with the teammates (Ctrl-C ends it).")
+    ] = False,
+    frames: Annotated[int | None, typer.Option(hidden=True, min=1)] = None,
 ) -> None:
     """List the tasks on the board, with any problem that keeps one from starting."""
+    if watch:
+        from orchestrator.review.watch import watch_board
+
+        r = open_repo(repo)
+        watch_board(r.layout, r.config, frames=frames)
+        return
     with _board(repo) as board:
         everything = board.list()
         problems = board.problems()
