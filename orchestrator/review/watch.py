@@ -66,14 +66,14 @@ def render(tasks: list[Task], team: dict[str, Any], problems: dict[str, str]) ->
         text = Text()
         for task in items:
             text.append(task.id, style="bold")
-            text.append(f" {_cut(task.subject)}")
+            text.append(f" {_cut(task.subject)}\n")
             extra = _detail(task, problems)
             if extra:
-                text.append(f"\n  {extra}", style="dim")
-            text.append("\n")
+                text.append(f"  {extra}\n", style="dim")
         more = len(by_column[name]) - len(items)
         if more:
             text.append(f"… {more} more", style="dim")
+        text.rstrip()
         cells.append(text)
     board.add_row(*cells)
     return Group(board, _team(team, hidden))
@@ -83,7 +83,7 @@ def _detail(task: Task, problems: dict[str, str]) -> str:
     if task.id in problems:
         return f"! {problems[task.id]}"
     if task.waiting_for:
-        return f"orchestrator approve|deny {task.waiting_for}"
+        return f"awaits {task.waiting_for}"
     if task.status is Status.IN_PROGRESS and task.owner:
         return f"@{task.owner}"
     if task.status is Status.FAILED and task.error:
@@ -101,6 +101,10 @@ def _team(team: dict[str, Any], hidden: int) -> Text:
         text.append(f"\n  {mate['name']:<10} {mate['state']:<8}")
         if mate.get("task"):
             text.append(f" {mate['task']}")
+    for req in team.get("permission_requests", []):
+        rid = req.get("request_id")
+        text.append(f"\n{req.get('from')} asks: {_cut(str(req.get('body', '')), 60)}  "
+                    f"(orchestrator approve|deny {rid})", style="bold red")
     if hidden:
         text.append(f"\n({hidden} discarded or cancelled not shown)", style="dim")
     return text
