@@ -1,0 +1,151 @@
+"""Command-line agents as teammates: presets for aider, codex and gemini, and ``cli``
+for any command.
+
+    orchestrator up --backend aider          # or codex, gemini
+    orchestrator up --backend cli            # your own, from [commands.cli]
+
+    [commands.cli]
+    argv = ["my-agent", "--task", "{prompt}"]
+    prompt = "arg"          # or "stdin", or "env" (then prompt_env names the variable)
+
+A preset is the agent's words and how it takes the task's prompt: ``arg``
+replaces ``{prompt}`` in the words, ``stdin`` feeds it on standard input, ``env``
+puts it in ``prompt_env`` (default ``ORCH_PROMPT``). The built-ins below can be
+replaced with ``[commands.aider]`` and so on.
+
+The command runs as the ``command`` backend's does (`orchestrator.team.proc`): in
+the worktree, in its own process group, with the task's ``ORCH_*`` variables,
+its output streamed to the task log, killed past the task timeout, released on
+a warm stop; exit 0 is done. A command that is not installed, cannot run (exit
+126/127), or fails within ``commands.startup_seconds`` without touching the
+worktree (not logged in, a bad flag) fails the task once, without retries, with
+its last output in the error.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+from orchestrator.config import CommandPreset, Config
+from orchestrator.fsutil import atomic_write
+from orchestrator.layout import Layout
+from orchestrator.protocols import RunContext, RunResult
+from orchestrator.team.command import _last_lines, build_prompt, task_env
+from orchestrator.team.proc import run_streamed
+
+PRESETS: dict[str, CommandPreset] = {
+    "aider": CommandPreset(argv=["aider", "--yes-always", "--no-auto-commits",
+                                 "--no-check-update", "--message", "{prompt}"]),
+    "codex": CommandPreset(argv=["codex", "exec", "--full-auto", "{prompt}"]),
+    "gemini": CommandPreset(argv=["gemini", "--yolo", "--prompt", "{prompt}"]),
+}
+INSTALL = {"aider": "pip install aider-chat", "codex": "npm install -g @openai/codex",
+           "gemini": "npm install -g @google/gemini-cli"}
+CANNOT_RUN = (126, 127)
+"""The shell's exit codes for 'found but not executable' and 'not found'."""
+
+
+def command_line(preset: CommandPreset, prompt: str, stdin: Path | None) -> str:
+    """The shell line for ``preset`` (every word quoted; the prompt never meets the shell)."""
+    words = [w.replace("{prompt}", prompt) for w in preset.argv] if preset.prompt == "arg" \
+        else list(preset.argv)
+    line = shlex.join(words)
+    return f"{line} < {shlex.quote(str(stdin))}" if stdin is not None else line
+
+
+def find_program(word: str, cwd: Path, path: str | None) -> str | None:
+    if "/" in word:
+        found = cwd / Path(word).expanduser()
+        return str(found) if found.is_file() else None
+    return shutil.which(word, path=path)
+
+
+def worktree_state(path: Path) -> str:
+    """HEAD and the dirty files: what tells whether an agent did anything."""
+    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True,
+                         text=True, check=False).stdout
+    return out + subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                                cwd=path, capture_output=True, text=True, check=False).stdout
+
+
+class PresetBackend:
+    """Runs one preset; ``name`` is the backend's and the preset's name."""
+
+    name = "cli"
+
+    def __init__(self, config: Config, layout: Layout) -> None:
+        self.config = config
+        self.layout = layout
+
+    def preset(self) -> CommandPreset | None:
+        own: CommandPreset | None = getattr(self.config.commands, self.name, None)
+        return own or PRESETS.get(self.name)
+
+    def run(self, ctx: RunContext) -> RunResult:
+        preset = self.preset()
+        if preset is None:
+            return self._fail(ctx, f"the {self.name} backend needs a command: "
+                              f'[commands.{self.name}] argv = ["agent", "{{prompt}}"] in '
+                              "orchestrator.toml", retry=False)
+        env = task_env(ctx) | preset.env
+        prompt = build_prompt(ctx.task)
+        if preset.prompt == "env":
+            env[preset.prompt_env] = prompt
+        program = preset.argv[0]
+        if find_program(program, ctx.workspace.path, env.get("PATH")) is None:
+            hint = f" (install: {INSTALL[self.name]})" if self.name in INSTALL else ""
+            return self._fail(ctx, f"{self.name}: {program!r} is not installed or not on "
+                              f"PATH{hint}", retry=False)
+        stdin = None
+        if preset.prompt == "stdin":
+            stdin = self.layout.run / "prompts" / f"{ctx.task.id}-{ctx.teammate}.txt"
+            stdin.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(stdin, prompt.encode())
+        line = command_line(preset, prompt, stdin)
+        before = worktree_state(ctx.workspace.path)
+        ctx.log.write("backend_started", backend=self.name, argv=preset.argv,
+                      prompt_via=preset.prompt)
+        try:
+            res = run_streamed(line, cwd=ctx.workspace.path, env=env, log=ctx.log,
+                               kind="output", timeout=ctx.timeout or self.config.team.task_timeout,
+                               stop=ctx.stop, on_start=ctx.settings.get("on_process_start"))
+        finally:
+            if stdin is not None:
+                stdin.unlink(missing_ok=True)
+        ctx.log.write("backend_finished", backend=self.name, exit_code=res.returncode,
+                      seconds=round(res.seconds, 3), output_bytes=res.output_bytes,
+                      result=res.describe())
+        if res.stopped:
+            return RunResult(ok=False, stopped=True, error="stopped")
+        tail = _last_lines(res.tail)
+        if res.ok:
+            return RunResult(ok=True, summary=_last_lines(res.tail, 5))
+        if res.returncode in CANNOT_RUN:
+            return self._fail(ctx, f"{self.name} cannot run ({res.describe()}):\n{tail}",
+                              retry=False)
+        quick = self.config.commands.startup_seconds
+        if not res.timed_out and res.seconds < quick \
+                and worktree_state(ctx.workspace.path) == before:
+            return self._fail(ctx, f"{self.name} exited at once ({res.describe()}, nothing "
+                              f"changed; not logged in or misconfigured?):\n{tail}", retry=False)
+        return self._fail(ctx, f"{self.name} failed: {res.describe()}\n{tail}", retry=True)
+
+    def _fail(self, ctx: RunContext, error: str, *, retry: bool) -> RunResult:
+        ctx.log.write("error", error=error)
+        return RunResult(ok=False, error=error, retry=retry)
+
+
+class AiderBackend(PresetBackend):
+    name = "aider"
+
+
+class CodexBackend(PresetBackend):
+    name = "codex"
+
+
+class GeminiBackend(PresetBackend):
+    name = "gemini"
+
