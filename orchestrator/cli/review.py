@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Annotated, Any
 
+import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -12,6 +13,9 @@ from rich.table import Table
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
 from orchestrator.errors import InvalidInput
 from orchestrator.review import diff_text, discard_task, merge_task, retry_task, review_rows
+
+PIPED_WIDTH = 200
+"""Piped output is not cut to 80 columns (the terminal's width applies on a terminal)."""
 
 TaskArg = Annotated[str, typer.Argument(metavar="ID", help="task_007, or just 7.")]
 
@@ -34,7 +38,7 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
         table.add_row(row["id"], row["subject"], row["branch"] or "", _str(row["commits"]),
                       _changes(row["diffstat"]), _checks(row["checks"]),
                       f"${row['cost_usd']:.2f}", _age(row["age_seconds"]))
-    Console(soft_wrap=False).print(table)
+    Console(soft_wrap=False, width=None if sys.stdout.isatty() else PIPED_WIDTH).print(table)
     for row in rows:
         for o in row["overlaps"]:
             typer.echo(f"! {row['id']} and {o['task']} ({o['status']}) both change: "
@@ -44,7 +48,7 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
             typer.echo(f"! {row['id']} would conflict with {merge['into']} in: "
                        f"{', '.join(merge['conflicts'])}")
         if row.get("error"):
-            typer.echo(f"! {row['id']}: {row['error']}")
+            typer.echo(f"! {row['error']}")
 
 
 @app.command("diff")
@@ -56,7 +60,7 @@ def diff(task_id: TaskArg,
     tty = sys.stdout.isatty()
     text = diff_text(r.layout, r.config, task_id, stat=stat, color=tty)
     if tty:
-        typer.echo_via_pager(text, color=True)
+        click.echo_via_pager(text, color=True)
     else:
         typer.echo(text, nl=False)
 

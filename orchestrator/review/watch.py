@@ -15,6 +15,7 @@ in turn. Ctrl-C ends it.
 from __future__ import annotations
 
 import contextlib
+import io
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -119,7 +120,7 @@ def frame(layout: Layout, board: Board) -> RenderableType:
 
 def render_text(renderable: RenderableType, width: int = 140) -> str:
     """A frame as plain text (for tests and for piped output)."""
-    console = Console(width=width, record=True, file=_Null(), color_system=None)
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
     console.print(renderable)
     return console.export_text()
 
@@ -139,7 +140,7 @@ def watch_board(layout: Layout, config: Config, *, frames: int | None = None,
                     show(view, text)
                     last, drawn = text, drawn + 1
                 if frames is None or drawn < frames:
-                    b.wait_for_change(b.config.rescan_seconds)
+                    b.wait_for_change(config.board.rescan_seconds)
     except KeyboardInterrupt:
         pass
     return drawn
@@ -158,14 +159,6 @@ def _display(console: Console) -> Iterator[Callable[[RenderableType, str], None]
         console.rule()
 
     yield show
-
-
-class _Null:
-    def write(self, _: str) -> int:
-        return 0
-
-    def flush(self) -> None:
-        pass
 
 
 def _cut(text: str, n: int = SUBJECT_CHARS) -> str:
