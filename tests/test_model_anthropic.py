@@ -139,3 +139,15 @@ def test_cache_rule_reads_prefixes_within_twenty_blocks_of_a_breakpoint() -> Non
     assert far.cache_read_input_tokens == 0
     tail = cache.account(body(61, 59))  # one block after the last breakpoint: plain input
     assert tail.cache_read_input_tokens > 0 and tail.input_tokens > 0
+
+
+def test_pricing_by_name_then_family() -> None:
+    from orchestrator.agent.pricing import cost_usd, price_of
+    from orchestrator.board.model import Usage
+
+    assert price_of("claude-haiku-4-5-20251001") == price_of("claude-haiku-4-5")
+    assert price_of("claude-opus-9") == price_of("claude-opus-4-1")  # unknown: its family
+    assert price_of("some-gateway-model") == price_of("claude-sonnet-4-5")
+    million = Usage(input_tokens=1_000_000, output_tokens=1_000_000,
+                    cache_write_tokens=1_000_000, cache_read_tokens=1_000_000)
+    assert cost_usd("claude-sonnet-4-5", million) == 3 + 15 + 3.75 + 0.3
