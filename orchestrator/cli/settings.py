@@ -1,0 +1,102 @@
+"""Settings and planning commands: ``config list|get|set|unset`` and ``plan``."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from orchestrator.cli.app import JsonOpt, RepoOpt, app, print_json
+from orchestrator.config import Config
+from orchestrator.layout import find_root
+from orchestrator.settings.registry import Registry, Scope
+
+config_app = typer.Typer(help="Show and change settings (orchestrator.toml).",
+                         no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+ScopeOpt = Annotated[Scope | None, typer.Option(
+    "--scope", help="Write to the project's orchestrator.toml or the user's config file "
+    "(default: the setting's own scope).")]
+
+
+def _show(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+@config_app.command("list")
+def list_settings(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
+    """Every setting: its value now, where it comes from, and what is allowed."""
+    root = find_root(repo)
+    config, reg = Config.load(root), Registry()
+    rows = [s.to_dict(reg.value(config, s.key), reg.source(root, s.key)) for s in reg]
+    if json_:
+        print_json(rows)
+        return
+    for r in rows:
+        flags = ", ".join(f for f in ("live" if r["live"] else "restart", r["scope"],
+                                      "agents may set" if r["agent_writable"] else "") if f)
+        origin = "" if r["source"] == "default" else f"  ({r['source']})"
+        typer.echo(f"{r['key']} = {_show(r['value'])}{origin}\n"
+                   f"    {r['description']} [{r['type']}; {r['allowed']}; {flags}]")
+
+
+@config_app.command("get")
+def get_setting(
+    key: Annotated[str, typer.Argument(help="section.name, e.g. team.teammates")],
+    repo: RepoOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """One setting's value in force (file, environment and defaults applied)."""
+    root = find_root(repo)
+    reg = Registry()
+    setting = reg.get(key)
+    value = reg.value(Config.load(root), key)
+    if json_:
+        print_json(setting.to_dict(value, reg.source(root, key)))
+    else:
+        typer.echo(_show(value))
+
+
+@config_app.command("set")
+def set_setting(
+    key: Annotated[str, typer.Argument(help="section.name, e.g. team.teammates")],
+    value: Annotated[str, typer.Argument(help='The value: 3, true, text, ["a", "b"], none.')],
+    scope: ScopeOpt = None,
+    repo: RepoOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Change a setting in its file; a running daemon applies live settings at once."""
+    root = find_root(repo)
+    reg = Registry()
+    result = reg.set(root, key, reg.writable(key).parse(value), scope=scope)
+    _report(result, json_)
+
+
+@config_app.command("unset")
+def unset_setting(
+    key: Annotated[str, typer.Argument(help="section.name")],
+    scope: ScopeOpt = None,
+    repo: RepoOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Remove a setting from its file (back to the default)."""
+    root = find_root(repo)
+    result = Registry().set(root, key, None, scope=scope, remove=True)
+    _report(result, json_)
+
+
+def _report(result: Any, json_: bool) -> None:
+    if json_:
+        print_json(result.to_dict())
+        return
+    s = result.setting
+    if result.value is None:
+        typer.echo(f"removed {s.key} from {result.path}")
+    else:
+        typer.echo(f"set {s.key} = {_show(result.value)} in {result.path}")
+    if result.shadowed_by:
+        typer.echo(f"note: {result.shadowed_by} is set in the environment and wins over the file")
+    elif not s.live:
+        typer.echo("note: a running daemon applies this after a restart")
