@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 from orchestrator.agent.permission_flow import answer, pending
-from orchestrator.board import init_repo, open_board
+from orchestrator.board import open_board
 from orchestrator.board.model import Status
 from orchestrator.config import Config
 from orchestrator.layout import Layout
-from orchestrator.protocols import RunContext, RunResult
+from orchestrator.protocols import RunResult
 from orchestrator.tasklog import TaskLog
-from orchestrator.worktree.manager import WorktreeManager, binding
 from tests.loopback import LoopbackAPI
+from tests.test_backend_agent import ClaimFn, claim  # noqa: F401 (the fixture)
 from tests.test_claude_code_support import (
     ClaudeScript,
     bash,
@@ -151,10 +151,11 @@ def test_claude_code_not_logged_in_fails_once_saying_so(repo: Path) -> None:
 
 
 def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_session(
-        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        repo: Path, claim: ClaimFn, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     from orchestrator.agent.claude_code import ClaudeCodeBackend
 
-    layout = init_repo(repo)
+    c = claim(subject="Tag the release")
+    layout, board, task = c.layout, c.board, c.task
     config = Config.load(repo, environ={}, overrides={
         "claude_code": {"binary": str(claude_binary())},
         "agent": {"permission_mode": "acceptEdits", "deny": ["Bash(curl:*)"]}})
@@ -167,19 +168,11 @@ def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_ses
         return "approved-by-lead" in subprocess.run(["git", "tag"], cwd=repo, check=True,
                                                     capture_output=True, text=True).stdout
 
-    with LoopbackAPI() as api, open_board(layout, config.board, actor="alice") as board:
+    with LoopbackAPI() as api:
         cc = ClaudeScript(api, script)
         for k, v in claude_env(api).items():
             monkeypatch.setenv(k, v)  # the teammate's environment
-        added = board.add("Tag the release")
-        task = board.claim("alice", task_id=added.id)
-        assert task is not None and task.lease is not None
-        token = task.lease.token
-        ws = WorktreeManager(layout, config.worktree, board).create(task)
-        task = board.update(task.id, token, **binding(ws))
-        ctx = RunContext(task=task, token=token, teammate="alice", workspace=ws, board=board,
-                         layout=layout, log=TaskLog(layout, task.id, actor="alice"),
-                         stop=threading.Event())
+        ctx = c.ctx()
         out: list[RunResult] = []
         runner = threading.Thread(target=lambda: out.append(
             ClaudeCodeBackend(config, layout).run(ctx)))

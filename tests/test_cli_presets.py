@@ -10,23 +10,21 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from orchestrator.backends import load_backend
-from orchestrator.board import init_repo, open_board
+from orchestrator.board import open_board
 from orchestrator.board.model import Status
-from orchestrator.board.store import FileBoard
 from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.protocols import RunContext, RunResult
 from orchestrator.tasklog import TaskLog
 from orchestrator.team.command import build_prompt
-from orchestrator.worktree.manager import WorktreeManager, binding
+from tests.test_backend_agent import ClaimFn, claim  # noqa: F401 (the fixture)
 from tests.test_team_support import changed_files, cli, events, tasks, team_env
 
 AGENT = f"""#!{sys.executable}
@@ -81,31 +79,19 @@ RunCli = Callable[..., tuple[RunResult, RunContext]]
 
 
 @pytest.fixture
-def run_cli(repo: Path, agent: Path) -> Iterator[RunCli]:
+def run_cli(repo: Path, agent: Path, claim: ClaimFn) -> RunCli:  # noqa: F811 (fixture)
     """Run the ``cli`` preset (or ``backend``) on a claimed task in its real worktree."""
-    boards: list[FileBoard] = []
 
     def run(commands: dict[str, Any] | None = None, backend: str = "cli",
             **agent_env: str) -> tuple[RunResult, RunContext]:
-        layout = init_repo(repo)
         if commands is None:
             commands = {"cli": {"argv": [str(agent), "--task", "{prompt}"], "env": agent_env}}
+        c = claim(subject=NASTY, description=DESCRIPTION)
         config = Config.load(repo, environ={}, overrides={"commands": commands})
-        board = open_board(layout, config.board, actor="alice")
-        boards.append(board)
-        added = board.add(NASTY, description=DESCRIPTION)
-        task = board.claim("alice", task_id=added.id)
-        assert task is not None and task.lease is not None
-        ws = WorktreeManager(layout, config.worktree, board).create(task)
-        task = board.update(task.id, task.lease.token, **binding(ws))
-        ctx = RunContext(task=task, token=task.lease.token, teammate="alice",  # type: ignore[union-attr]
-                         workspace=ws, board=board, layout=layout,
-                         log=TaskLog(layout, task.id, actor="alice"), stop=threading.Event())
-        return load_backend(backend, config, layout).run(ctx), ctx
+        ctx = c.ctx()
+        return load_backend(backend, config, c.layout).run(ctx), ctx
 
-    yield run
-    for b in boards:
-        b.close()
+    return run
 
 
 @pytest.mark.parametrize("via", ["arg", "stdin", "env"])
