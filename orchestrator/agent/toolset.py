@@ -11,7 +11,7 @@ already ``approved`` by a person (a deny rule still wins then).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from orchestrator.agent.base import PermissionAsked, Tool, ToolContext, ToolResult
@@ -44,6 +44,15 @@ class Toolset:
     def add(self, tool: Tool) -> None:
         """Add a tool after construction (MCP tools); listed after the built-ins, by name."""
         self._register(tool, self._added)
+
+    def keep(self, wanted: Callable[[str], bool]) -> list[str]:
+        """Drop every tool whose name ``wanted`` rejects (an agent profile's tool list);
+        returns the names dropped."""
+        dropped = [n for n in self.names() if not wanted(n)]
+        for name in dropped:
+            self._builtin.pop(name, None)
+            self._added.pop(name, None)
+        return dropped
 
     def _register(self, tool: Tool, into: dict[str, Tool]) -> None:
         if tool.name in self._builtin or tool.name in self._added:
