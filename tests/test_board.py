@@ -261,7 +261,7 @@ def test_wait_for_change_wakes_on_a_drop(board: FileBoard) -> None:
     def drop() -> None:
         (board.layout.inbox / "t.json").write_text('{"title": "x"}')
 
-    board._feed.start()
+    board._feed.start(inbox=True)
     timer = threading.Timer(0.05, drop)
     timer.start()
     try:

@@ -3,9 +3,12 @@
 The index is a hint, never the truth: every write re-reads the task file under
 its lock. It is refreshed three ways:
 
-- the **journal** ``.tasks/.journal``: every board write appends the task id
-  (one ``O_APPEND`` write, no fsync: it is a hint), so a refresh reads only the
-  ids written since the last one instead of stat-ing every file;
+- the **journal** ``.tasks/.journal``: every board write appends a line
+  ``<id> <status> <priority>`` (one ``O_APPEND`` write, no fsync: it is a hint),
+  so a refresh reads only what was written since the last one instead of
+  stat-ing every file. A claimer applies those lines without opening the task
+  files (they become *stale*: status and order known, the rest re-read when a
+  reader needs it), so N claiming processes do not each re-read every claim;
 - **dirty ids** marked by the watchdog handler (hand edits, files dropped
   straight into ``.tasks/``);
 - a **full rescan** (``os.scandir`` + stat comparison) every ``rescan_seconds``,
@@ -24,8 +27,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from orchestrator.board.model import Status, Task
+from orchestrator.board.model import TASK_ID_RE, Status, Task
 
+STATUSES = frozenset(s.value for s in Status)
 TASK_FILE_RE = re.compile(r"^(task_\d{3,})\.json$")
 JOURNAL = ".journal"
 JOURNAL_MAX_BYTES = 4 << 20
@@ -93,24 +97,34 @@ class TaskIndex:
         self._queue: list[tuple[int, int, str]] = []  # pending tasks in claim order
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
+        self.stale: set[str] = set()
+        """Ids whose status and order came from the journal; re-read before full use."""
         self._journal_pos = 0
         self._journal_ino: int | None = None
         self._next_scan = 0.0
         self.lock = threading.RLock()
 
     # --- refreshing -------------------------------------------------------------
-    def refresh(self, *, full: bool = False) -> bool:
-        """Bring the view up to date; True if anything changed."""
+    def refresh(self, *, full: bool = False, light: bool = False) -> bool:
+        """Bring the view up to date; True if anything changed.
+
+        ``light`` (the claim path) applies the journal and the watchdog's dirty ids
+        only; otherwise stale entries are re-read and the periodic rescan runs when due.
+        """
         with self.lock:
             before = self.generation
-            if full or time.monotonic() >= self._next_scan:
+            due = time.monotonic() >= self._next_scan
+            if full or self._journal_ino is None or (due and not light):
                 self._full_scan()
             else:
-                ids = self._read_journal()
+                for task_id, status, priority in self._read_journal():
+                    self._apply(task_id, status, priority)
                 with self._dirty_lock:
-                    ids |= self._dirty
-                    self._dirty.clear()
-                for task_id in ids:
+                    dirty, self._dirty = self._dirty, set()
+                for task_id in dirty:
+                    self.load(task_id)
+            if not light:
+                for task_id in list(self.stale):
                     self.load(task_id)
             return self.generation != before
 
@@ -122,9 +136,16 @@ class TaskIndex:
         with self._dirty_lock:
             self._dirty.add(task_id)
 
+    def skip_own(self, ino: int, start: int, end: int) -> None:
+        """Our own journal line needs no re-read when nothing came before it unread."""
+        with self.lock:
+            if self._journal_ino == ino and self._journal_pos == start:
+                self._journal_pos = end
+
     def load(self, task_id: str) -> Task | None:
         """Re-read one task file into the view; the task, or None when missing or broken."""
         with self.lock:
+            self.stale.discard(task_id)
             try:
                 task, key = read_task_file(self.dir / f"{task_id}.json")
             except FileNotFoundError:
@@ -142,6 +163,7 @@ class TaskIndex:
     def put(self, task: Task, key: Key | None = None) -> None:
         with self.lock:
             self.broken.pop(task.id, None)
+            self.stale.discard(task.id)
             old = self.tasks.get(task.id)
             if old is not None and old.status is Status.PENDING:
                 self._unqueue(old)
@@ -165,6 +187,16 @@ class TaskIndex:
         yield from found
 
     # --- internals ----------------------------------------------------------------
+    def _apply(self, task_id: str, status: str | None, priority: int | None) -> None:
+        """A journal line: update status and order from it; the rest is re-read lazily."""
+        old = self.tasks.get(task_id)
+        if old is None or status is None or priority is None or status not in STATUSES:
+            self.load(task_id)
+            return
+        if (old.status, old.priority) != (status, priority):
+            self.put(old.model_copy(update={"status": Status(status), "priority": priority}))
+        self.stale.add(task_id)
+
     def _drop(self, task_id: str) -> None:
         old = self.tasks.pop(task_id, None)
         self._keys.pop(task_id, None)
@@ -178,22 +210,31 @@ class TaskIndex:
         if i < len(self._queue) and self._queue[i][2] == task.id:
             del self._queue[i]
 
-    def _read_journal(self) -> set[str]:
+    def _read_journal(self) -> list[tuple[str, str | None, int | None]]:
         path = self.dir / JOURNAL
         try:
             with path.open("rb") as fh:
                 ino = os.fstat(fh.fileno()).st_ino
-                if ino != self._journal_ino:  # first look, or a writer started a new journal
-                    self._next_scan = 0.0
+                if self._journal_ino == -1:  # created since our scan: all of it is news
+                    self._journal_ino, self._journal_pos = ino, 0
+                elif ino != self._journal_ino:  # a writer started a new journal
                     self._full_scan()
-                    return set()
+                    return []
                 fh.seek(self._journal_pos)
                 data = fh.read()
         except FileNotFoundError:
-            return set()
+            return []
         end = data.rfind(b"\n") + 1  # a torn last line is read next time
         self._journal_pos += end
-        return {x for x in data[:end].decode(errors="replace").split("\n") if x}
+        latest: dict[str, tuple[str, str | None, int | None]] = {}
+        for line in data[:end].decode(errors="replace").split("\n"):
+            parts = line.split()
+            if not parts or not TASK_ID_RE.match(parts[0]):
+                continue
+            ok = len(parts) == 3 and parts[2].lstrip("-").isdigit()
+            latest[parts[0]] = (parts[0], parts[1] if ok else None,
+                                int(parts[2]) if ok else None)
+        return list(latest.values())
 
     def _journal_mark(self) -> None:
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import random
 import time
 from collections.abc import Callable, Collection, Iterator
 from typing import Any
@@ -22,6 +23,7 @@ from orchestrator.board.feed import ChangeFeed
 from orchestrator.board.index import (
     JOURNAL,
     JOURNAL_MAX_BYTES,
+    TASK_FILE_RE,
     TaskIndex,
     describe_error,
     read_task_file,
@@ -38,11 +40,13 @@ from orchestrator.board.model import (
 )
 from orchestrator.config import BoardConfig
 from orchestrator.errors import Conflict, InvalidInput, LeaseLost, NotFound
-from orchestrator.events import EventLog
+from orchestrator.events import EventLog, secret_values
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 
 LOCK_TIMEOUT = 10.0
+SPREAD = 8
+"""After losing a race for a candidate, a claimer skips up to this many (tried later)."""
 PROTECTED = frozenset({"id", "status", "owner", "lease", "fence", "created_at", "updated_at"})
 """Fields only the board itself changes (through claims and status changes)."""
 
@@ -58,7 +62,10 @@ def flocked(path: os.PathLike[str] | str, timeout: float | None = LOCK_TIMEOUT) 
     Each call opens its own descriptor, so the lock also excludes other threads
     of this process. The lock file is never deleted (deleting races with lockers).
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:  # O_CREAT only the first time: it takes the folder's lock
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         deadline = time.monotonic() + (timeout or 0)
         delay = 0.0005
@@ -86,9 +93,9 @@ class FileBoard:
         self.layout = layout
         self.config = config or BoardConfig()
         self.actor = actor
-        self.events = EventLog(layout.events, actor)
+        self.events = EventLog(layout.events, actor, secret_values())
         self._index = TaskIndex(layout.tasks, self.config.rescan_seconds)
-        self._feed = ChangeFeed([layout.tasks, layout.inbox], self._index.mark_dirty)
+        self._feed = ChangeFeed(layout.tasks, layout.inbox, self._index.mark_dirty)
         self._problems: tuple[int, dict[str, str]] = (-1, {})
         self._holder: str | None = None  # the lease owner of the last fenced write, for events
 
@@ -212,15 +219,23 @@ class FileBoard:
                 raise NotFound(f"no task {task_id}")
             candidates = [task_id]
         else:
-            self._index.refresh()
+            self._index.refresh(light=True)
             candidates = (t.id for t in self._ready())
         busy: list[str] = []
+        skip = 0
         for timeout in (0.0, LOCK_TIMEOUT):
             for tid in candidates:
+                if skip:
+                    skip -= 1
+                    busy.append(tid)
+                    continue
                 try:
                     task = self._try_claim(tid, owner, seconds, timeout)
                 except FileLocked:
+                    # Another claimer is on it; the others are likely right behind us, so
+                    # jump a few candidates ahead instead of queueing up on the next one.
                     busy.append(tid)
+                    skip = random.randrange(SPREAD) if timeout == 0 else 0
                     continue
                 if task is not None:
                     self.events.emit("task_claimed", task.id, actor=owner, owner=owner,
@@ -237,7 +252,7 @@ class FileBoard:
             t.lease = t.lease.model_copy(update={"expires_at": time.time() + seconds,
                                                  "renewed_at": utcnow()})
 
-        return self._fenced(task_id, token, extend)
+        return self._fenced(task_id, token, extend, forgettable=True)
 
     def update(self, task_id: str, token: int, **fields: Any) -> Task:
         bad = PROTECTED & fields.keys()
@@ -301,7 +316,7 @@ class FileBoard:
 
     # --- change feed -------------------------------------------------------------
     def wait_for_change(self, timeout: float) -> bool:
-        self._feed.start()
+        self._feed.start(inbox=True)
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
@@ -350,13 +365,18 @@ class FileBoard:
                 raise Conflict(f"duplicate id {wanted}: that task already exists")
             n = task_number(wanted)
         else:
-            self._index.refresh()
-            n = max(high, self._index.max_number) + 1
+            n = max(high, self._highest_on_disk()) + 1
             while self.layout.task_file(format_task_id(n)).exists():
                 n += 1
         if n > high:
-            atomic_write(self.layout.seq, f"{n}\n")
+            atomic_write(self.layout.seq, f"{n}\n", durable=self.config.fsync)
         return format_task_id(n)
+
+    def _highest_on_disk(self) -> int:
+        """The highest task number among the files (names only: no stat, no read)."""
+        with os.scandir(self.layout.tasks) as it:
+            found = [m.group(1) for e in it if (m := TASK_FILE_RE.match(e.name))]
+        return max((task_number(t) for t in found), default=0)
 
     def _lock(self, task_id: str, timeout: float | None = LOCK_TIMEOUT
               ) -> contextlib.AbstractContextManager[None]:
@@ -372,28 +392,39 @@ class FileBoard:
             raise InvalidInput(f"{task_id}: unreadable task file: {exc}") from None
         return task
 
-    def _write(self, task: Task) -> None:
+    def _write(self, task: Task, *, forgettable: bool = False) -> None:
+        """Replace the task file atomically and durably.
+
+        ``forgettable`` (claims and renewals) skips the folder fsync: after a power
+        cut the file is the old or the new one, whole; losing a claim then is the
+        same as its lease expiring, since every worker on this machine died too.
+        """
         task.updated_at = utcnow()
         path = self.layout.task_file(task.id)
-        atomic_write(path, task.model_dump_json(indent=2) + "\n")
+        atomic_write(path, task.model_dump_json(indent=2) + "\n", durable=self.config.fsync,
+                     sync_dir=not forgettable)
         st = path.stat()
         self._index.put(task, (st.st_mtime_ns, st.st_size, st.st_ino))
-        self._journal(task.id)
+        self._journal(task)
 
-    def _journal(self, task_id: str) -> None:
+    def _journal(self, task: Task) -> None:
         path = self.layout.tasks / JOURNAL
+        line = f"{task.id} {task.status} {task.priority}\n".encode()
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, f"{task_id}\n".encode())
-            size = os.fstat(fd).st_size
+            os.write(fd, line)
+            end = os.lseek(fd, 0, os.SEEK_CUR)
+            st = os.fstat(fd)
         finally:
             os.close(fd)
-        if size > JOURNAL_MAX_BYTES:
+        self._index.skip_own(st.st_ino, end - len(line), end)
+        if st.st_size > JOURNAL_MAX_BYTES:
             # Readers see a new inode and rescan once; the old journal is just dropped.
             with contextlib.suppress(FileNotFoundError):
                 os.replace(path, self.layout.tasks / f"{JOURNAL}.old")
 
-    def _mutate(self, task_id: str, change: Callable[[Task], None]) -> Task:
+    def _mutate(self, task_id: str, change: Callable[[Task], None], *,
+                forgettable: bool = False) -> Task:
         """Read the task under its lock, apply ``change`` (which may raise), write it back."""
         task_id = self._check_id(task_id)
         with self._lock(task_id):
@@ -402,10 +433,11 @@ class FileBoard:
                 change(task)
             except ValidationError as exc:
                 raise InvalidInput(f"{task_id}: {describe_error(exc)}") from None
-            self._write(task)
+            self._write(task, forgettable=forgettable)
         return task
 
-    def _fenced(self, task_id: str, token: int, change: Callable[[Task], None]) -> Task:
+    def _fenced(self, task_id: str, token: int, change: Callable[[Task], None], *,
+                forgettable: bool = False) -> Task:
         def check(t: Task) -> None:
             lease = t.lease
             if t.status is not Status.IN_PROGRESS or lease is None or lease.token != token:
@@ -416,7 +448,7 @@ class FileBoard:
             self._holder = lease.owner
             change(t)
 
-        return self._mutate(task_id, check)
+        return self._mutate(task_id, check, forgettable=forgettable)
 
     def _try_claim(self, task_id: str, owner: str, seconds: float,
                    timeout: float) -> Task | None:
@@ -439,7 +471,7 @@ class FileBoard:
             task.owner = owner
             task.lease = Lease(owner=owner, token=task.fence, expires_at=time.time() + seconds)
             task.error = None
-            self._write(task)
+            self._write(task, forgettable=True)
             return task
 
 
