@@ -147,7 +147,9 @@ def build_toolset(config: Config, ctx: RunContext) -> Toolset:
         services={"board": ctx.board, "token": ctx.token, "teammate": ctx.teammate,
                   "sandbox": sandbox, "events": ctx.board.events, "layout": ctx.layout},
     )
-    gate = PermissionGate.from_sources(config.agent, root)
+    # Project rules come from the main checkout, not the worktree: an agent must not be
+    # able to grant itself permissions by editing its own copy of .claude/settings.json.
+    gate = PermissionGate.from_sources(config.agent, ctx.layout.root, root)
     return Toolset(default_tools(config.agent), gate, tctx)
 
 
