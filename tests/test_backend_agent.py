@@ -202,3 +202,16 @@ def test_backends_are_registered_by_name(claim: ClaimFn) -> None:
     c = claim()
     assert isinstance(load_backend("scripted", c.config, c.layout), ScriptedBackend)
     assert isinstance(load_backend("anthropic", c.config, c.layout), AnthropicBackend)
+
+
+def test_project_permission_rules_come_from_the_main_checkout(claim: ClaimFn,
+                                                              repo: Path) -> None:
+    (repo / ".claude").mkdir()
+    (repo / ".claude" / "settings.local.json").write_text(
+        json.dumps({"permissions": {"deny": ["Bash(touch:*)"]}}))
+    c = claim([[{"tool": "bash", "args": {"command": "touch x"}}], "done"],
+              agent={"allow": ["Bash"]})
+    assert c.run().ok
+    assert not (c.workspace.path / "x").exists()
+    [result] = c.log("tool_result")
+    assert result["is_error"] and "Bash(touch:*)" in result["content"]
