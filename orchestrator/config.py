@@ -95,7 +95,7 @@ class TeamConfig(_Section):
 class AgentConfig(_Section):
     LIVE = True  # teammates build each run from the settings of the moment
 
-    model: str = Field(default="claude-sonnet-4-5", json_schema_extra={"agent_writable": True})
+    model: str = Field(default="claude-sonnet-4-6", json_schema_extra={"agent_writable": True})
     """The model of the `anthropic` backend (a profile's `model` wins for its tasks)."""
     max_turns: int = Field(default=50, ge=1, json_schema_extra={"agent_writable": True})
     """Model calls per run before the run stops (budget)."""
