@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -154,7 +155,12 @@ def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_ses
         repo: Path, claim: ClaimFn, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     from orchestrator.agent.claude_code import ClaudeCodeBackend
 
-    c = claim(subject="Tag the release")
+    time_server = Path(sys.executable).parent / "mcp-server-time"
+    (repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"time": {
+        "command": str(time_server), "args": ["--local-timezone", "UTC"]}}}))
+    subprocess.run(["git", "add", ".mcp.json"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "mcp"], cwd=repo, check=True)
+    c = claim(subject="Tag the release", metadata={"max_turns": 9})
     layout, board, task = c.layout, c.board, c.task
     config = Config.load(repo, environ={}, overrides={
         "claude_code": {"binary": str(claude_binary())},
@@ -202,4 +208,12 @@ def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_ses
     assert len(started) == 2 and started[1]["resume"] == result.session_id
     assert "Bash(git tag approved-by-lead)" in started[1]["argv"]
     assert "Bash(curl:*)" in started[0]["argv"]  # the deny rule, as --disallowedTools
+    argv = started[0]["argv"]
+    assert argv[argv.index("--max-turns") + 1] == "9"  # from the task
+    # the project's MCP server reached Claude Code through --mcp-config (it connects
+    # in the background: "pending" at start, never "failed")
+    inits = [r["message"] for r in TaskLog(layout, task.id).read()
+             if r["kind"] == "claude_code" and r["message"].get("subtype") == "init"]
+    assert [[(s["name"], s["status"] in ("pending", "connected")) for s in i["mcp_servers"]]
+            for i in inits] == [[("time", True)]] * 2
     assert said(cc.conversations()[-1:], "The lead approved")
