@@ -15,25 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.agent.base import ToolContext, ToolResult
+from orchestrator.agent.todos import progress, render
 from orchestrator.agent.tools.common import obj, prop
 from orchestrator.board.model import Todo, TodoStatus
 from orchestrator.errors import OrchestratorError
 
 MAX_TODOS = 100
 STATUS_ALIASES = {"completed": TodoStatus.DONE}
-MARKS = {TodoStatus.PENDING: "[ ]", TodoStatus.IN_PROGRESS: "[>]", TodoStatus.DONE: "[x]"}
-
-
-def render(todos: list[Todo]) -> str:
-    """The list as a person reads it: ``[x] done``, ``[>] in progress``, ``[ ] pending``."""
-    return "\n".join(f"{MARKS[t.status]} {t.content}" for t in todos)
-
-
-def progress(todos: list[Todo]) -> str:
-    """``2/5`` (done of all), or empty when there is no list."""
-    if not todos:
-        return ""
-    return f"{sum(t.status is TodoStatus.DONE for t in todos)}/{len(todos)}"
 
 
 class TodoWriteTool:
