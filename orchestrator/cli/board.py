@@ -6,6 +6,7 @@ Each runs intake first, so files dropped into ``.tasks/inbox/`` show up at once.
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.agent.todos import progress, render
 from orchestrator.board import FileBoard, init_repo, open_board
 from orchestrator.board.model import Status, Task, normalize_task_id
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json, to_jsonable
@@ -57,12 +59,17 @@ def add(
     priority: Annotated[int, typer.Option("--priority", "-p", help="Higher runs first.")] = 0,
     backend: Annotated[str | None, typer.Option(help="Agent backend for this task.")] = None,
     agent: Annotated[str | None, typer.Option(help="Agent profile name.")] = None,
+    plan_first: Annotated[bool, typer.Option(
+        "--plan-first", help="Read-only until the lead approves the agent's plan "
+                             "(orchestrator approve ID).")] = False,
     repo: RepoOpt = None,
     json_: JsonOpt = False,
 ) -> None:
     """Add a task to the board."""
     with _board(repo) as board:
         extra = {k: v for k, v in (("backend", backend), ("agent", agent)) if v is not None}
+        if plan_first:
+            extra["plan_first"] = True
         task = board.add(subject, description=description, blocked_by=blocked_by or [],
                          priority=priority, actor="cli", **extra)
     if json_:
@@ -99,12 +106,17 @@ def list_tasks(
         typer.echo("no tasks" + (f" in {', '.join(status)}" if status else ""))
         return
     table = Table(box=None, pad_edge=False)
-    for col in ("id", "status", "pri", "subject", "owner", "blocked by"):
-        table.add_column(col)
+    with_todos = any(t.todos for t in tasks)
+    for col in ("id", "status", "pri", "subject", "owner", "blocked by",
+                *(["todo"] if with_todos else [])):
+        table.add_column(col, no_wrap=col == "status")
     for t in tasks:
         mark = " [red]![/red]" if t.id in problems else ""
+        if t.waiting_for:
+            mark += f" [yellow](waiting: {_waiting(t)})[/]"
         table.add_row(t.id, f"[{STATUS_STYLE[t.status]}]{t.status}[/]{mark}", str(t.priority),
-                      t.subject, t.owner or "", ", ".join(t.blocked_by))
+                      t.subject, t.owner or "", ", ".join(t.blocked_by),
+                      *([progress(t.todos)] if with_todos else []))
     Console(soft_wrap=False).print(table)
     # Problems of the tasks shown, and of task files too broken to list at all.
     shown = {t.id for t in tasks} | (set(problems) - {t.id for t in everything})
@@ -132,12 +144,26 @@ def show(
     typer.echo(f"{task.id}  {task.status}  {task.subject}")
     if problem:
         typer.echo(f"problem: {problem}")
-    shown = task.model_dump(mode="json", exclude={"id", "status", "subject"}, exclude_defaults=True)
+    if task.waiting_for:
+        typer.echo(f"waiting for {_waiting(task)} approval: orchestrator approve {task.id} "
+                   f"| orchestrator deny {task.id} -m WHY")
+    shown = task.model_dump(mode="json", exclude={"id", "status", "subject", "todos", "plan"},
+                            exclude_defaults=True)
     for key, value in shown.items():
         if value not in (None, "", [], {}) and key != "description":
             typer.echo(f"{key}: {json.dumps(value) if isinstance(value, dict | list) else value}")
+    if task.todos:
+        typer.echo(f"todos ({progress(task.todos)} done):")
+        typer.echo(textwrap.indent(render(task.todos), "  "))
     if task.description:
         typer.echo("\n" + task.description)
+    if task.plan:
+        typer.echo("\napproved plan:\n" + textwrap.indent(task.plan, "  "))
+
+
+def _waiting(task: Task) -> str:
+    """What a waiting task waits for: ``plan`` (request ids ``plan-…``) or ``permission``."""
+    return "plan" if (task.waiting_for or "").startswith("plan-") else "permission"
 
 
 @app.command("cancel")
