@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
+
+import pytest
 
 from orchestrator.agent import permission_flow
 from orchestrator.board.model import Status
@@ -166,3 +169,34 @@ def test_an_ordinary_task_has_no_plan_phase(
     assert c.run("anthropic").ok
     assert "submit_plan" not in [t["name"] for t in api.requests[0]["tools"]]
     assert (c.workspace.path / "feature.txt").exists()
+
+
+def test_add_plan_first_and_the_board_shows_the_wait(
+        claim: ClaimFn, api: LoopbackAPI, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+    c = claim(agent=MODEL, plan_first=True)
+    root = str(c.layout.root)
+    capsys.readouterr()
+    assert cli("add", "Refactor the parser", "--plan-first", "--json", "-C", root) == 0
+    added = json.loads(capsys.readouterr().out)
+    assert added["plan_first"] is True and added["plan"] is None
+    api.reply(tool_use("submit_plan", {"plan": PLAN}, id="s1"))
+    api.reply("done")
+    run = Run(c)
+    request = wait_for_plan(run)
+    try:
+        assert cli("board", "-C", root) == 0
+        row = next(line for line in capsys.readouterr().out.splitlines()
+                   if line.startswith(c.task.id))
+        assert "in_progress (waiting: plan)" in row
+        assert cli("show", c.task.id, "-C", root) == 0
+        out = capsys.readouterr().out
+        assert f"waiting for plan approval: orchestrator approve {c.task.id}" in out
+        assert f"waiting_for: {request['request_id']}" in out
+    finally:
+        answer(run, c, "approve", request["request_id"])
+        result = run.finish()
+    assert result.ok, result.error
+    assert "approved the plan of" in capsys.readouterr().out
+    assert cli("show", c.task.id, "-C", root) == 0
+    assert "approved plan:\n  # Add feature.txt\n  - write feature.txt" in (
+        capsys.readouterr().out)

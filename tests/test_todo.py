@@ -100,3 +100,28 @@ def test_without_a_board_it_says_so(claim: ClaimFn) -> None:  # noqa: F811
     ts = Toolset(default_tools(), PermissionGate(root=c.workspace.path), ctx)
     result = ts.call("todo_write", {"todos": TODOS})
     assert result.is_error and "no task board" in result.content
+
+
+def test_show_and_board_display_the_list(
+        claim: ClaimFn, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+    c = claim()
+    toolset(c).call("todo_write", {"todos": TODOS})
+    root = str(c.layout.root)
+    capsys.readouterr()
+    assert cli("show", c.task.id, "-C", root) == 0
+    out = capsys.readouterr().out
+    assert "todos (1/3 done):\n  [x] read the parser\n  [>] fix the off-by-one\n" \
+           "  [ ] add a regression test\n" in out
+    assert "todos: [" not in out  # not dumped as raw JSON
+    assert cli("board", "-C", root) == 0
+    out = capsys.readouterr().out
+    header, row = out.splitlines()[:2]
+    assert header.split()[-1] == "todo" and row.split()[-1] == "1/3"
+
+
+def test_board_leaves_out_the_todo_column_when_no_task_has_a_list(
+        claim: ClaimFn, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+    c = claim()
+    capsys.readouterr()
+    assert cli("board", "-C", str(c.layout.root)) == 0
+    assert "todo" not in capsys.readouterr().out.splitlines()[0]
