@@ -57,6 +57,7 @@ ALIASES = {
     "priority": "priority", "backend": "backend", "agent": "agent",
     "max_attempts": "max_attempts", "maxAttempts": "max_attempts",
     "max-attempts": "max_attempts",
+    "plan_first": "plan_first", "planFirst": "plan_first", "plan-first": "plan_first",
 }
 
 
