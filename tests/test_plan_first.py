@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from orchestrator.agent import permission_flow
+from orchestrator.board import init_repo, open_board
 from orchestrator.board.model import Status
 from orchestrator.team.mailbox import Mailbox
 from tests.loopback import LoopbackAPI, tool_use
@@ -200,3 +202,15 @@ def test_add_plan_first_and_the_board_shows_the_wait(
     assert cli("show", c.task.id, "-C", root) == 0
     assert "approved plan:\n  # Add feature.txt\n  - write feature.txt" in (
         capsys.readouterr().out)
+
+
+def test_dropped_files_can_ask_for_a_plan_first(repo: Path) -> None:
+    layout = init_repo(repo)
+    (layout.inbox / "a.json").write_text(json.dumps({"title": "A", "planFirst": True}))
+    (layout.inbox / "b.md").write_text("---\nplan-first: true\n---\n# B\nbody\n")
+    (layout.inbox / "c.json").write_text(json.dumps({"title": "C"}))
+    with open_board(layout, actor="cli") as board:
+        board.intake()
+        tasks = {t.subject: t for t in board.list()}
+    assert tasks["A"].plan_first and tasks["B"].plan_first and not tasks["C"].plan_first
+    assert "planFirst" not in tasks["A"].metadata
