@@ -217,3 +217,22 @@ def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_ses
     assert [[(s["name"], s["status"] in ("pending", "connected")) for s in i["mcp_servers"]]
             for i in inits] == [[("time", True)]] * 2
     assert said(cc.conversations()[-1:], "The lead approved")
+
+
+def test_max_turns_from_the_task_ends_the_run_without_retry_and_keeps_the_usage(
+        repo: Path, claim: ClaimFn, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    from orchestrator.agent.claude_code import ClaudeCodeBackend
+
+    c = claim(subject="Write two files", metadata={"max_turns": 1})
+    config = Config.load(repo, environ={}, overrides={
+        "claude_code": {"binary": str(claude_binary())}})
+    with LoopbackAPI() as api:
+        ClaudeScript(api, lambda wt: [write(wt / "one.txt", "1\n"), write(wt / "two.txt", "2\n"),
+                                      "Done."])
+        for k, v in claude_env(api).items():
+            monkeypatch.setenv(k, v)
+        result = ClaudeCodeBackend(config, c.layout).run(c.ctx())
+    assert not result.ok and result.retry is False
+    assert str(result.error).startswith("budget: Claude Code stopped: error_max_turns")
+    assert result.usage.cost_usd > 0 and result.session_id
+    assert (c.workspace.path / "one.txt").exists() and not (c.workspace.path / "two.txt").exists()

@@ -483,28 +483,31 @@ class Session:
 
     def failure(self, stream: ClaudeStream, res: ProcResult) -> RunResult | None:
         """The result for a run that did not succeed; None when it did."""
-        fail = self.backend._fail
         if res.stopped:
             return RunResult(ok=False, stopped=True, error="stopped", usage=self.spent,
                              session_id=stream.session_id)
+        said = "\n".join(stream.other[-5:])
+        result = stream.result or {}
         if stream.auth_error:
-            return fail(self.ctx, f"Claude Code is not logged in: {stream.auth_error} (run "
-                        "`claude` and /login, or set ANTHROPIC_API_KEY)", retry=False,
-                        usage=self.spent)
-        if res.timed_out:
-            return fail(self.ctx, f"claude-code {res.describe()}", retry=True, usage=self.spent)
-        if not stream.started and stream.result is None:
-            said = "\n".join(stream.other[-5:]) or "no output"
-            return fail(self.ctx, f"Claude Code exited at once ({res.describe()}): {said}",
-                        retry=False, usage=self.spent)
-        if stream.result is None:
-            return fail(self.ctx, f"Claude Code ended without a result ({res.describe()})"
-                        + (": " + "\n".join(stream.other[-5:]) if stream.other else ""),
-                        retry=True, usage=self.spent)
-        if stream.result.get("is_error") or not res.ok:
-            return fail(self.ctx, f"Claude Code failed: {stream.error()}", retry=True,
-                        usage=self.spent)
-        return None
+            error, retry = (f"Claude Code is not logged in: {stream.auth_error} (run `claude` "
+                            "and /login, or set ANTHROPIC_API_KEY)"), False
+        elif res.timed_out:
+            error, retry = f"claude-code {res.describe()}", True
+        elif not stream.started and not result:
+            said = said or "no output"
+            error, retry = f"Claude Code exited at once ({res.describe()}): {said}", False
+        elif not result:
+            error, retry = f"Claude Code ended without a result ({res.describe()}) {said}", True
+        elif str(result.get("subtype", "")).startswith("error_max"):
+            # max turns or budget: the same limits would run out again
+            error, retry = f"budget: Claude Code stopped: {stream.error()}", False
+        elif result.get("is_error") or not res.ok:
+            error, retry = f"Claude Code failed: {stream.error()}", True
+        else:
+            return None
+        self.ctx.log.write("error", error=error)
+        return RunResult(ok=False, error=error.strip(), retry=retry, usage=self.spent,
+                         session_id=stream.session_id)
 
     def ask(self, denials: list[Denial], *, wait: bool) -> str | None:
         """Send each denied call to the lead; with ``wait``, collect the answers and
