@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from orchestrator.cli.app import JsonOpt, RepoOpt, app, print_json
+from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
 from orchestrator.config import Config
+from orchestrator.errors import InvalidInput
 from orchestrator.layout import find_root
 from orchestrator.settings.registry import Registry, Scope
 
@@ -100,3 +102,62 @@ def _report(result: Any, json_: bool) -> None:
         typer.echo(f"note: {result.shadowed_by} is set in the environment and wins over the file")
     elif not s.live:
         typer.echo("note: a running daemon applies this after a restart")
+
+
+@app.command("plan")
+def plan_cmd(
+    goal: Annotated[str, typer.Argument(help="What the team should achieve.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan, write nothing.")]
+    = False,
+    agent: Annotated[str | None, typer.Option(
+        "--agent", help="An agent profile for the lead (its prompt, model, tools).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="The lead's model.")] = None,
+    script: Annotated[Path | None, typer.Option(
+        "--script", help="Replay a scripted lead instead of calling the API (tests, demos).")]
+    = None,
+    repo: RepoOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """The lead reads the repository and turns GOAL into tasks with dependencies."""
+    from orchestrator.agent.plan import make_plan
+    from orchestrator.agent.profiles import load_profiles
+    from orchestrator.board import open_board
+
+    r = open_repo(repo)
+    profile = load_profiles(r.layout.root, r.config).get(agent) if agent else None
+    lead = _lead_model(script, model or (profile.model if profile else None)
+                       or r.config.agent.model)
+    try:
+        with open_board(r.layout, r.config.board, actor="lead") as board:
+            board.intake()
+            plan = make_plan(goal, r.layout, r.config, board, lead, dry_run=dry_run,
+                             profile=profile)
+    finally:
+        lead.close()
+    if json_:
+        print_json(plan.to_dict())
+        return
+    typer.echo(f"{'planned' if dry_run else 'added'} {len(plan.tasks)} tasks for: {plan.goal}")
+    for t in plan.tasks:
+        blocked = f"  (blocked by {', '.join(t.blocked_by)})" if t.blocked_by else ""
+        who = f"  [{t.agent}]" if t.agent else ""
+        typer.echo(f"  {t.id or t.ref:<9} {t.subject}{blocked}{who}")
+    if dry_run:
+        typer.echo("dry run: nothing was written")
+
+
+def _lead_model(script: Path | None, model: str) -> Any:
+    if script is None:
+        from orchestrator.agent.anthropic_model import AnthropicModel
+
+        return AnthropicModel(model)
+    from orchestrator.agent.scripted import ScriptedModel
+
+    try:
+        steps = json.loads(script.read_text())
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"cannot read script {script}: {exc}") from exc
+    steps = steps.get("steps") if isinstance(steps, dict) else steps
+    if not isinstance(steps, list):
+        raise InvalidInput(f"{script}: a script is a list of steps or {{\"steps\": [...]}}")
+    return ScriptedModel(steps)
