@@ -100,7 +100,7 @@ class WorktreeManager:
         path, branch = self.path_for(task), self.branch_for(task)
         with self.lock:
             bases = self._bases(task)
-            co = safety.inspect(self.repo, path, branch, bases)
+            co = safety.inspect(self.repo, path, branch, bases, self.common_dir())
             if co.path is None and path.exists():
                 raise UnsafeRemoval(f"{task.id}: {path} is not a worktree of this repository; "
                                     "not touching it (move it away by hand)")
@@ -129,7 +129,7 @@ class WorktreeManager:
     def status(self, task: Task) -> dict[str, Any]:
         """What is on disk for the task: folder, branch, dirty or clean, commits ahead, disk use."""
         path, branch = self.path_for(task), self.branch_for(task)
-        co = safety.inspect(self.repo, path, branch, self._bases(task))
+        co = safety.inspect(self.repo, path, branch, self._bases(task), self.common_dir())
         dirty: list[str] | None = None
         if co.path is not None:
             with contextlib.suppress(RunError):
@@ -145,7 +145,7 @@ class WorktreeManager:
 
     def removal_risks(self, task: Task) -> list[str]:
         branch, bases = self.branch_for(task), self._bases(task)
-        co = safety.inspect(self.repo, self.path_for(task), branch, bases)
+        co = safety.inspect(self.repo, self.path_for(task), branch, bases, self.common_dir())
         return safety.risks(self.repo, co, branch, bases)
 
     # --- housekeeping -------------------------------------------------------------
@@ -253,7 +253,10 @@ class WorktreeManager:
     def _setup(self, ws: Workspace) -> None:
         if not self.config.setup:
             return
-        marker = _git_dir(ws.path) / SETUP_MARKER
+        git_dir = safety.worktree_git_dir(ws.path)
+        if git_dir is None:
+            raise RunError(f"{ws.task_id}: {ws.path} is not a git worktree", task=ws.task_id)
+        marker = git_dir / SETUP_MARKER
         if marker.exists():
             return
         run_setup(self.config.setup, ws.path, ws.env, self.config.setup_timeout,
@@ -326,11 +329,3 @@ class WorktreeManager:
         except ValueError:
             pass
         return skip
-
-
-def _git_dir(worktree: Path) -> Path:
-    """The worktree's own git dir, from its ``.git`` file (``gitdir: …``)."""
-    text = (worktree / ".git").read_text().strip()
-    p = Path(text.removeprefix("gitdir:").strip())
-    return p if p.is_absolute() else (worktree / p).resolve()
-

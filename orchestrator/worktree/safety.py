@@ -39,20 +39,47 @@ class Checkout:
         return sorted({t for t in (self.head, self.branch_tip) if t})
 
 
-def inspect(repo: Git, path: Path, branch: str | None, bases: Sequence[str] = ()) -> Checkout:
+def inspect(repo: Git, path: Path, branch: str | None, bases: Sequence[str] = (),
+            common_dir: Path | None = None) -> Checkout:
+    """Resolve the branch tip and the bases in one git call, and read the worktree's
+    own files: it counts as a worktree only when its ``.git`` file and this repository's
+    metadata (under ``common_dir``) point at each other."""
     tip, *base_commits = repo.commits(f"refs/heads/{branch}" if branch else "", *bases)
     known = [c for c in base_commits if c]
-    if not (path / ".git").exists():
+    git_dir = worktree_git_dir(path, common_dir)
+    if git_dir is None:
         return Checkout(None, None, None, tip, known)
-    wt = Git(path)
-    out = wt.run("rev-parse", "--show-toplevel", "--absolute-git-dir", "HEAD", check=False)
-    if out.returncode != 0:  # HEAD does not resolve (its branch deleted by hand?)
-        out = wt.run("rev-parse", "--show-toplevel", "--absolute-git-dir", check=False)
-    lines = out.stdout.split("\n")
-    if out.returncode != 0 or len(lines) < 2 or Path(lines[0]).resolve() != path.resolve():
-        return Checkout(None, None, None, tip, known)
-    head = lines[2] if len(lines) > 2 and lines[2] else None
-    return Checkout(path, Path(lines[1]), head, tip, known)
+    try:
+        head_ref = (git_dir / "HEAD").read_text().strip()
+    except OSError:
+        head_ref = ""
+    if head_ref == f"ref: refs/heads/{branch}":
+        head = tip  # None when the branch was deleted by hand: "cannot tell"
+    else:
+        head = repo.commit_of(head_ref.removeprefix("ref: ")) if head_ref else None
+    return Checkout(path, git_dir, head, tip, known)
+
+
+def worktree_git_dir(path: Path, common_dir: Path | None = None) -> Path | None:
+    """The git dir of the linked worktree at ``path`` (``<common>/worktrees/<name>``), or
+    None when ``path`` is not one (of the repository at ``common_dir``, when given)."""
+    try:
+        text = (path / ".git").read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    git_dir = Path(text.removeprefix("gitdir:").strip())
+    git_dir = git_dir if git_dir.is_absolute() else (path / git_dir).resolve()
+    try:
+        back = Path((git_dir / "gitdir").read_text().strip())
+    except (OSError, UnicodeDecodeError):
+        return None
+    if back.resolve() != (path / ".git").resolve():
+        return None
+    if common_dir is not None and git_dir.parent.resolve() != (common_dir / "worktrees").resolve():
+        return None
+    return git_dir
 
 
 def dirty_paths(path: Path) -> list[str]:
