@@ -268,3 +268,104 @@ def test_wait_for_change_wakes_on_a_drop(board: FileBoard) -> None:
         assert board.wait_for_change(10) is True
     finally:
         timer.join()
+
+
+def test_secrets_never_reach_the_events_log(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-1234567890-secret")
+    with open_board(init_repo(repo)) as b:
+        b.add("deploy with tok-1234567890-secret")
+    text = b.layout.events.read_text()
+    assert "tok-1234567890-secret" not in text and "***" in text
+
+
+def test_hand_edits_are_seen_by_the_periodic_rescan(board: FileBoard) -> None:
+    t = board.add("x")
+    assert board.list()[0].priority == 0
+    edited = t.model_copy(update={"priority": 9})
+    board.layout.task_file(t.id).write_text(edited.model_dump_json())  # no journal line
+    deadline = time.monotonic() + 10
+    while board.list()[0].priority != 9:
+        assert time.monotonic() < deadline, "rescan never saw the edit"
+        time.sleep(0.05)
+
+
+def test_journal_rotation_keeps_other_boards_in_sync(board: FileBoard,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import orchestrator.board.store as store
+
+    monkeypatch.setattr(store, "JOURNAL_MAX_BYTES", 64)
+    with open_board(board.layout) as other:
+        other.list()
+        for i in range(12):
+            board.add(f"t{i}")
+        assert (board.layout.tasks / ".journal.old").exists()
+        c = board.claim("a")
+        assert len(other.list()) == 12
+        assert other.get(c.id).status is Status.IN_PROGRESS
+        assert other.claim("b").id != c.id
+
+
+def test_heartbeat_thread_and_main_thread_share_a_board(board: FileBoard) -> None:
+    import threading
+
+    board.add("x")
+    c = board.claim("a", lease_seconds=60)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def beat() -> None:
+        while not stop.is_set():
+            try:
+                board.renew(c.id, c.lease.token)
+            except LeaseLost:
+                return
+            except BaseException as exc:  # pragma: no cover - the assertion shows it
+                errors.append(exc)
+                return
+
+    thread = threading.Thread(target=beat)
+    thread.start()
+    try:
+        for i in range(20):
+            board.update(c.id, c.lease.token, metadata={"step": i})
+        board.complete(c.id, c.lease.token)
+    finally:
+        stop.set()
+        thread.join()
+    assert errors == []
+    done = board.get(c.id)
+    assert done.status is Status.REVIEW and done.metadata == {"step": 19}
+
+
+def test_claim_a_specific_task(board: FileBoard) -> None:
+    board.add("a")
+    b = board.add("b")
+    assert board.claim("w", task_id="2").id == b.id
+    assert board.claim("w", task_id="2") is None  # already taken
+    with pytest.raises(NotFound):
+        board.claim("w", task_id="task_404")
+
+
+def test_cold_start_from_the_snapshot_still_sees_every_change(board: FileBoard) -> None:
+    from orchestrator.board.index import SNAPSHOT, SNAPSHOT_AFTER
+    from orchestrator.board.model import Task, format_task_id
+    from orchestrator.fsutil import atomic_write
+
+    n = SNAPSHOT_AFTER + 5
+    for i in range(1, n + 1):
+        t = Task(id=format_task_id(i), subject=f"t{i}")
+        atomic_write(board.layout.task_file(t.id), t.model_dump_json(), durable=False)
+    assert len(board.list()) == n
+    assert (board.layout.tasks / SNAPSHOT).exists()
+    edited = board.get("task_003").model_copy(update={"subject": "edited by hand"})
+    board.layout.task_file("task_003").write_text(edited.model_dump_json())
+    board.layout.task_file("task_004").unlink()
+    with open_board(board.layout) as cold:
+        tasks = {t.id: t for t in cold.list()}
+        assert len(tasks) == n - 1 and tasks["task_003"].subject == "edited by hand"
+        assert cold.claim("w").id == "task_001"
+        assert tasks["task_002"].model_dump(mode="json") == board.get("task_002").model_dump(
+            mode="json")
+    (board.layout.tasks / SNAPSHOT).write_text("{garbage")
+    with open_board(board.layout) as cold:
+        assert len(cold.list()) == n - 1

@@ -222,3 +222,18 @@ def test_concurrent_intake_takes_each_file_once(board: FileBoard) -> None:
     assert len(tasks) == 40 and len({t.id for t in tasks}) == 40
     assert all(t.status is Status.PENDING for t in tasks)
     assert list(board.layout.inbox.glob("*.json")) == []
+
+
+@pytest.mark.parametrize(("content", "reason"), [
+    ('{"id": "task_004", "subject": "x", "status": "bogus"}', "unknown status 'bogus'"),
+    ("{not json", "malformed JSON"),
+])
+def test_broken_task_file_in_tasks_is_flagged_then_rejected(board: FileBoard, content: str,
+                                                           reason: str) -> None:
+    board.add("a")
+    drop(board, "task_004.json", content, inbox=False)
+    assert "unreadable task file" in board.problems()["task_004"]
+    assert board.intake() == []
+    assert reason in rejected(board, "task_004.json")
+    assert (board.layout.rejected / "task_004.json").read_text() == content
+    assert [t.id for t in board.list()] == ["task_001"] and board.problems() == {}

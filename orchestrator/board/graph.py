@@ -71,8 +71,8 @@ def _cycle_members(tasks: Mapping[str, Task]) -> set[str]:
     stack: list[str] = []
     members: set[str] = set()
     counter = 0
-    for root in tasks:
-        if root in index:
+    for root, task in tasks.items():
+        if root in index or task.status.final or task.status.satisfies_blockers:
             continue
         work = [(root, iter(_live_edges(tasks[root], tasks)))]
         index[root] = low[root] = counter

@@ -13,21 +13,30 @@ its lock. It is refreshed three ways:
   straight into ``.tasks/``);
 - a **full rescan** (``os.scandir`` + stat comparison) every ``rescan_seconds``,
   since file-system events can be lost and people edit files by hand.
+
+A cold start (``orchestrator list`` in a fresh process) begins from
+``.tasks/.snapshot.json``, a cache of every task with its file's stat saved by
+the last scan that had to read many files, and re-reads only the files whose
+stat changed since.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
+import json
 import os
 import re
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrator.board.model import TASK_ID_RE, Status, Task
+from orchestrator.board.model import TASK_ID_RE, Lease, Status, Task, Usage
+from orchestrator.fsutil import atomic_write
 
 STATUSES = frozenset(s.value for s in Status)
 TASK_FILE_RE = re.compile(r"^(task_\d{3,})\.json$")
@@ -35,6 +44,10 @@ JOURNAL = ".journal"
 JOURNAL_MAX_BYTES = 4 << 20
 """Past this size a writer starts a new journal; readers notice and rescan once."""
 MAX_TASK_BYTES = 1 << 20
+SNAPSHOT = ".snapshot.json"
+SNAPSHOT_VERSION = 1
+SNAPSHOT_AFTER = 200
+"""A full scan that had to read this many files saves a snapshot for the next cold start."""
 
 Key = tuple[int, int, int]
 """(mtime_ns, size, inode): atomic writes rename a new inode in, so any write changes it."""
@@ -215,9 +228,7 @@ class TaskIndex:
         try:
             with path.open("rb") as fh:
                 ino = os.fstat(fh.fileno()).st_ino
-                if self._journal_ino == -1:  # created since our scan: all of it is news
-                    self._journal_ino, self._journal_pos = ino, 0
-                elif ino != self._journal_ino:  # a writer started a new journal
+                if ino != self._journal_ino:  # a writer started a new journal
                     self._full_scan()
                     return []
                 fh.seek(self._journal_pos)
@@ -237,6 +248,8 @@ class TaskIndex:
         return list(latest.values())
 
     def _journal_mark(self) -> None:
+        # Created up front, so that its first appearance never looks like a rotation.
+        os.close(os.open(self.dir / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
         try:
             st = (self.dir / JOURNAL).stat()
         except FileNotFoundError:
@@ -247,8 +260,11 @@ class TaskIndex:
     def _full_scan(self) -> None:
         # Mark the journal first: whatever is written during the scan is read again next time.
         self._journal_mark()
+        if not self.tasks:
+            self._load_snapshot()
         seen: set[str] = set()
         strays = 0
+        loaded = 0
         with os.scandir(self.dir) as it:
             for entry in it:
                 m = TASK_FILE_RE.match(entry.name)
@@ -262,9 +278,10 @@ class TaskIndex:
                 except FileNotFoundError:
                     continue
                 if (st.st_mtime_ns, st.st_size, st.st_ino) != self._keys.get(task_id) or (
-                    task_id in self.broken
+                    task_id in self.broken or task_id in self.stale
                 ):
                     self.load(task_id)
+                    loaded += 1
         for task_id in set(self.tasks) - seen | set(self.broken) - seen:
             self._drop(task_id)
         try:
@@ -276,7 +293,43 @@ class TaskIndex:
         if strays != self.strays:
             self.generation += 1
         self.strays = strays
+        if loaded >= SNAPSHOT_AFTER:
+            self._save_snapshot()
         self._next_scan = time.monotonic() + self.rescan_seconds
+
+    # --- the snapshot: a cold start without reading every file ----------------------
+    def _save_snapshot(self) -> None:
+        entries = [[*self._keys[tid], t.model_dump(mode="json")]
+                   for tid, t in self.tasks.items() if tid in self._keys and tid not in self.stale]
+        data = json.dumps({"version": SNAPSHOT_VERSION, "tasks": entries}, separators=(",", ":"))
+        with contextlib.suppress(OSError):  # a cache: failing to write it costs speed only
+            atomic_write(self.dir / SNAPSHOT, data, durable=False)
+
+    def _load_snapshot(self) -> None:
+        """Tasks as of the last snapshot, keyed by their file's stat; the scan that follows
+        re-reads every file whose stat differs, so the snapshot is never trusted blindly."""
+        try:
+            raw = json.loads((self.dir / SNAPSHOT).read_bytes())
+            if raw.get("version") != SNAPSHOT_VERSION:
+                return
+            tasks, keys = {}, {}
+            for mtime, size, ino, d in raw["tasks"]:
+                task = _construct(d)
+                tasks[task.id], keys[task.id] = task, (mtime, size, ino)
+        except (OSError, ValueError, KeyError, TypeError):
+            return  # missing or unreadable: the scan reads the files instead
+        self.tasks, self._keys = tasks, keys
+        self._queue = sorted(_order(t) for t in tasks.values() if t.status is Status.PENDING)
+        self.max_number = max((task_number(t) for t in tasks), default=0)
+        self.generation += 1
+
+
+def _construct(d: dict[str, Any]) -> Task:
+    """A Task from our own snapshot without re-validating it (it was valid when written)."""
+    lease = d.get("lease")
+    return Task.model_construct(**{
+        **d, "status": Status(d["status"]), "usage": Usage.model_construct(**d["usage"]),
+        "lease": Lease.model_construct(**lease) if lease else None})
 
 
 def _order(task: Task) -> tuple[int, int, str]:
