@@ -142,7 +142,7 @@ def test_sub_agent_tools_go_through_the_same_gate(
 @pytest.mark.parametrize(("args", "expected"), [
     ({"prompt": "x", "tools": ["rm_rf"]}, "cannot grant rm_rf"),
     ({"prompt": "x", "tools": ["todo_write"]}, "cannot grant todo_write"),
-    ({"prompt": "x", "agent": "reviewer"}, "named sub-agents ('reviewer') need agent profiles"),
+    ({"prompt": "x", "agent": "reviewer"}, "'reviewer'"),
 ])
 def test_bad_requests_are_clear_errors_for_the_model(
         claim: ClaimFn, api: LoopbackAPI, args: dict[str, Any], expected: str) -> None:  # noqa: F811
@@ -153,3 +153,21 @@ def test_bad_requests_are_clear_errors_for_the_model(
     [result] = api.requests[1]["messages"][-1]["content"]
     assert result["is_error"] and expected in result["content"]
     assert not list(c.layout.logs.glob("*.sub-*.jsonl"))
+
+
+def test_a_named_sub_agent_uses_its_profile(claim: ClaimFn, api: LoopbackAPI) -> None:  # noqa: F811
+    pytest.importorskip("orchestrator.agent.profiles")
+    c = claim(agent=MODEL)
+    agents = c.workspace.path / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "scout.md").write_text("---\nname: scout\ndescription: finds things\n"
+                                     "tools: Read, Grep, Bash\n---\nAnswer in one line.\n")
+    api.reply(tool_use("agent", {"prompt": "where is main?", "agent": "scout"}, id="p1"))
+    api.reply("in main.py")
+    api.reply("done")
+    assert c.run("anthropic").ok
+    child = api.requests[1]
+    assert tool_names(child) == ["bash", "read", "grep"]
+    assert "# The scout agent\nAnswer in one line." in child["system"][-1]["text"]
+    [pointer] = c.log("subagent")
+    assert pointer["agent"] == "scout"

@@ -22,10 +22,13 @@ A sub-agent is a new `AgentLoop` in the same worktree, with the same model:
   below that the tool is not offered.
 - Only the sub-agent's final text comes back, as the one tool result.
 
-Named sub-agents (``agent``: a profile from ``.claude/agents/<name>.md``) come
-from the module `PROFILES_MODULE` when it is installed: ``load_profile(root,
-name)`` returning an object with ``prompt`` (its system prompt) and ``tools``
-(names, or None for all). Until then a named sub-agent is refused clearly.
+Named sub-agents (``agent``: a profile from ``.claude/agents/<name>.md`` or
+``[agents.<name>]``) come from `PROFILES_MODULE` (``load_profiles(root,
+config).get(name)``): the profile's prompt is added to the sub-agent's role and
+only the tools it ``offers`` are granted. The sub-agent keeps the run's model
+and permission gate (a profile's ``model`` and ``permissionMode`` apply to
+tasks, not to sub-agents). Without that module a named sub-agent is refused
+with a clear error.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ from orchestrator.agent.loop import AgentLoop, Limits, LoopState
 from orchestrator.agent.prompt import Prompt, environment, with_tools_breakpoint
 from orchestrator.agent.tools.common import obj, prop
 from orchestrator.agent.toolset import Toolset
-from orchestrator.errors import BackendError, OrchestratorError
+from orchestrator.config import Config
+from orchestrator.errors import BackendError, ConfigError, OrchestratorError
 from orchestrator.layout import Layout
 from orchestrator.protocols import TaskLogger
 from orchestrator.tasklog import TaskLog
@@ -97,8 +101,9 @@ class Subagents:
     """Spawns the sub-agents of one run. `bind` it to the task's loop before the loop runs."""
 
     def __init__(self, toolset: Toolset, layout: Layout, task_id: str, *,
-                 max_depth: int = MAX_DEPTH) -> None:
+                 config: Config | None = None, max_depth: int = MAX_DEPTH) -> None:
         self.toolset, self.layout, self.task_id = toolset, layout, task_id
+        self.config = config or Config()
         self.max_depth = max_depth
         self.top: _Node | None = None
 
@@ -115,17 +120,28 @@ class Subagents:
         """The ``agent`` tool of the task's own agent (depth 0)."""
         return AgentTool(self, None, depth=0)
 
-    def grants(self, wanted: list[str] | None, profile_tools: list[str] | None) -> list[Any]:
-        grantable = [n for n in self.toolset.names() if n not in NOT_GRANTED and n != "agent"]
-        for names, what in ((profile_tools, "the profile's tools"), (wanted, "tools")):
-            if names is None:
-                continue
-            unknown = [n for n in names if n not in grantable and n != "agent"]
+    def grants(self, wanted: list[str] | None, profile: Any = None) -> list[Any]:
+        grantable = [n for n in self.toolset.names() if n not in NOT_GRANTED and n != "agent"
+                     and (profile is None or profile.offers(n))]
+        if wanted is not None:
+            unknown = [n for n in wanted if n not in grantable and n != "agent"]
             if unknown:
-                raise SubagentError(f"{what}: cannot grant {', '.join(unknown)} "
+                raise SubagentError(f"cannot grant {', '.join(unknown)} "
                                     f"(grantable: {', '.join(grantable)})")
-            grantable = [n for n in grantable if n in names]
+            grantable = [n for n in grantable if n in wanted]
         return [self.toolset.get(n) for n in grantable]
+
+    def profile(self, root: Any, name: str) -> Any:
+        try:
+            profiles = importlib.import_module(PROFILES_MODULE)
+        except ModuleNotFoundError:
+            raise SubagentError(f"named sub-agents ({name!r}) need agent profiles "
+                                f"(.claude/agents/*.md), which this version does not "
+                                f"support; leave out 'agent'") from None
+        try:
+            return profiles.load_profiles(root, self.config).get(name)
+        except ConfigError as exc:
+            raise SubagentError(str(exc)) from None
 
     def transcript(self) -> TaskLog:
         """A new transcript ``<task>.sub-<n>.jsonl``, numbered after the existing ones."""
@@ -133,16 +149,6 @@ class Subagents:
         taken = [int(m.group(1)) for p in self.layout.logs.glob(f"{self.task_id}.sub-*.jsonl")
                  if (m := pattern.match(p.name))]
         return TaskLog(self.layout, f"{self.task_id}.sub-{max(taken, default=0) + 1}")
-
-
-def load_profile(root: Any, name: str) -> Any:
-    try:
-        module = importlib.import_module(PROFILES_MODULE)
-    except ModuleNotFoundError:
-        raise SubagentError(f"named sub-agents ({name!r}) need agent profiles "
-                            f"(.claude/agents/*.md), which this version does not support yet; "
-                            f"leave out 'agent'") from None
-    return module.load_profile(root, name)
 
 
 class AgentTool:
@@ -176,16 +182,19 @@ class AgentTool:
             root = host.root
             above = self.node or host.top
             assert above is not None
-            profile = load_profile(ctx.cwd, args["agent"]) if args.get("agent") else None
-            tools = host.grants(args.get("tools"), getattr(profile, "tools", None))
+            profile = host.profile(ctx.cwd, args["agent"]) if args.get("agent") else None
+            tools = host.grants(args.get("tools"), profile)
         except SubagentError as exc:
             return ToolResult(f"agent: {exc}", is_error=True)
         log = host.transcript()
         node = _Node(log, above=above)
-        if self.depth + 1 < host.max_depth and "agent" in (args.get("tools") or ["agent"]):
+        if self.depth + 1 < host.max_depth and "agent" in (args.get("tools") or ["agent"]) \
+                and (profile is None or profile.offers("agent")):
             tools.append(AgentTool(host, node, self.depth + 1))
         toolset = Toolset(tools, host.toolset.gate, host.toolset.ctx)
-        role = SUBAGENT_ROLE + (f"\n\n{profile.prompt}" if profile is not None else "")
+        role = SUBAGENT_ROLE
+        if profile is not None and profile.settings.prompt.strip():
+            role += f"\n\n# The {profile.name} agent\n{profile.settings.prompt.strip()}"
         prompt = Prompt(system=[*root.prompt.system[:1],
                                 {"type": "text", "text": f"{role}\n\n{environment(ctx.cwd)}"}],
                         tools=with_tools_breakpoint(toolset.schemas()),
