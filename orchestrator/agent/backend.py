@@ -71,7 +71,7 @@ class AgentBackend:
         try:
             with contextlib.ExitStack() as stack:
                 toolset = build_toolset(self.config, ctx)
-                subagents = Subagents(toolset, ctx.layout, ctx.task.id)
+                subagents = Subagents(toolset, ctx.layout, ctx.task.id, config=self.config)
                 toolset.add(subagents.tool())
                 capabilities = [stack.enter_context(ext(self.config, ctx, toolset))
                                 for ext in extensions()]
