@@ -9,6 +9,10 @@ until something happens:
                              once, restart it after an exponential back-off
 - a lease will expire      → the wait's timeout is the earliest expiry, so reaping is
                              on time without polling
+- a config file changed    → reload it (`orchestrator.settings.live`): log and record
+                             ``config_changed`` (or ``config_rejected`` for a broken file,
+                             keeping the last good settings), start or retire teammates to
+                             match ``team.teammates``, use the new hooks
 - SIGTERM/SIGINT           → first: warm stop (``shutdown_request`` + SIGTERM to each
                              teammate, wait for them); second: cold (SIGTERM again,
                              SIGKILL whoever is still there after `COLD_GRACE_SECONDS`)
@@ -19,6 +23,7 @@ nothing is in progress, and exits 1 if a task failed during the run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -35,6 +40,7 @@ from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
 from orchestrator.protocols import Board
 from orchestrator.review.hooks import Hooks
+from orchestrator.settings.live import ConfigWatcher, LiveConfig
 from orchestrator.team import status
 from orchestrator.team.mailbox import LEAD, Mailbox
 from orchestrator.team.proc import signal_group
@@ -59,6 +65,8 @@ class Child:
     restart_at: float | None = None
     retired: bool = False
     """Exited on purpose (asked to stop): not restarted."""
+    retiring: bool = False
+    """Asked to stop because the team shrank; retired when it exits, however it exits."""
     request_ids: list[str] = field(default_factory=list)
 
     @property
@@ -94,6 +102,8 @@ class Lead:
         init_repo(self.layout.root)
         self.board = open_board(self.layout, self.config.board, actor=LEAD)
         self.hooks = Hooks(self.layout, self.config.hooks, self.board)
+        self.live = LiveConfig(self.layout.root, self.config, self.overrides)
+        watcher = ConfigWatcher(self.live.files, self.waker.notify).start()
         try:
             self.waker.install_signals()
             self.recover()
@@ -107,6 +117,7 @@ class Lead:
                 self.log.warning("tasks failed", tasks=sorted(failed))
             return 1 if self.burst and failed else 0
         finally:
+            watcher.stop()
             self.shutdown_children()
             self.hooks.close()  # the last events' hooks, then wait for running ones
             self.waker.close()
@@ -168,7 +179,12 @@ class Lead:
         return max(0.0, min(due))
 
     def tick(self) -> None:
-        """What every wake-up does: intake, reap expired leases, read the lead's mailbox."""
+        """What every wake-up does: settings, intake, reap expired leases, read the lead's
+        mailbox."""
+        try:
+            self.apply_settings()
+        except Exception:
+            self.log.exception("applying changed settings failed")
         try:
             for t in self.board.intake():
                 self.log.info("task added", task=t.id, subject=t.subject)
@@ -181,6 +197,73 @@ class Lead:
             self.hooks.poll()  # notification hooks run in their own threads
         except Exception:
             self.log.exception("starting notification hooks failed")
+
+    def apply_settings(self) -> None:
+        """Reload changed config files and apply what is live (see the module docstring)."""
+        change = self.live.check()
+        if change is None:
+            return
+        if change.error:
+            self.log.error("configuration not applied; the last good settings stay in force",
+                           error=change.error)
+            self.board.events.emit("config_rejected", actor=LEAD, error=change.error)
+            return
+        if not change.changed:
+            return
+        changes = [c.to_dict() for c in change.changed]
+        self.log.info("settings changed", changes=changes)
+        for c in change.changed:
+            if not c.live:
+                self.log.warning("setting changed; it applies after a restart", key=c.key)
+        self.board.events.emit("config_changed", actor=LEAD, changes=changes)
+        self.config = self.live.config
+        if not self.hooks.configured:  # newly configured hooks start from now on
+            with contextlib.suppress(FileNotFoundError):
+                self.hooks.pos = self.layout.events.stat().st_size
+        self.hooks.config = self.config.hooks
+        if change.has("team.teammates"):
+            self.resize(self.config.team.teammates)
+
+    def resize(self, n: int) -> None:
+        """Start or retire teammates until ``n`` are active; idle ones are retired first
+        (a working one releases its task at its next step, as on a warm stop)."""
+        self.children = [c for c in self.children
+                         if not (c.retired and not c.alive and c.pidfd < 0)]
+        active = [c for c in self.children if not c.retired and not c.retiring]
+        if n > len(active):
+            used = {c.name for c in self.children}
+            names = [*self.config.team.names, *(f"mate{i + 1}" for i in range(64))]
+            for name in [x for x in names if x not in used][:n - len(active)]:
+                child = Child(name)
+                self.children.append(child)
+                self.spawn(child)
+        else:
+            def busy(c: Child) -> bool:
+                return (status.read_teammate(self.layout, c.name) or {}).get("state") == "working"
+
+            victims = sorted(active, key=lambda c: (busy(c), -active.index(c)))
+            for child in victims[:len(active) - n]:
+                self.retire(child)
+        self.n = n
+        names_now = [c.name for c in self.children if not c.retired and not c.retiring]
+        self.log.info("team resized", teammates=n, names=names_now)
+        info = status.read_json(status.daemon_file(self.layout))
+        if info is not None and info.get("pid") == os.getpid():
+            status.write_json(status.daemon_file(self.layout), {**info, "teammates": names_now})
+
+    def retire(self, child: Child) -> None:
+        child.retiring = True
+        child.restart_at = None
+        if not child.alive:
+            child.retired = True
+            return
+        assert child.proc is not None
+        rid = uuid.uuid4().hex[:12]
+        child.request_ids.append(rid)
+        Mailbox(self.layout, child.name).send(LEAD, "the team is smaller now",
+                                              kind="shutdown_request", request_id=rid)
+        _signal(child.proc, signal.SIGTERM)
+        self.log.info("retiring teammate", teammate=child.name)
 
     def route_mail(self) -> None:
         for msg in self.mailbox.read_new():
@@ -242,7 +325,7 @@ class Lead:
         self.board.events.emit("teammate_stopped", actor=LEAD, teammate=child.name,
                                pid=child.proc.pid, exit_code=rc,
                                requeued=[t.id for t in requeued])
-        if self.stopping or rc == 0:
+        if self.stopping or rc == 0 or child.retiring:
             child.retired = True
             self.log.info("teammate stopped", teammate=child.name, exit=how)
             return
