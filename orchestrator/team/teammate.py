@@ -37,6 +37,7 @@ from orchestrator.errors import LeaseLost, OrchestratorError
 from orchestrator.layout import Layout
 from orchestrator.logging import configure, get_logger
 from orchestrator.protocols import Backend, Board, RunContext
+from orchestrator.settings.live import LiveConfig
 from orchestrator.tasklog import TaskLog
 from orchestrator.team import status
 from orchestrator.team.checks import run_checks
@@ -48,9 +49,11 @@ from orchestrator.team.wake import COLD_SIGNAL, Wake, Waker
 
 class Teammate:
     def __init__(self, layout: Layout, config: Config, name: str, *,
-                 lead_fd: int | None = None) -> None:
+                 lead_fd: int | None = None,
+                 overrides: dict[str, dict[str, Any]] | None = None) -> None:
         self.layout = layout
         self.config = config
+        self.live = LiveConfig(layout.root, config, overrides)
         self.name = name
         self.lead_fd = lead_fd
         self.mailbox = Mailbox(layout, name)
@@ -82,6 +85,7 @@ class Teammate:
                 self.read_mail()
                 if self.warm.is_set():
                     break
+                self.refresh_config()
                 task = self.board.claim(self.name, lease_seconds=self.config.board.lease_seconds)
                 if task is None:
                     self.publish("idle")
@@ -118,6 +122,16 @@ class Teammate:
                 self.lead_fd = None
                 self.warm.set()
                 self.cold.set()
+
+    def refresh_config(self) -> None:
+        """Pick up changed settings before a claim: each task runs with the settings of the
+        moment it starts (a broken file keeps the last good ones; the lead reports it)."""
+        change = self.live.check()
+        if change is None or change.error or not change.changed:
+            return
+        self.config = self.live.config
+        self._backends.clear()
+        self.log.info("settings reloaded", keys=[c.key for c in change.changed])
 
     def read_mail(self) -> None:
         try:
@@ -314,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = Config.load(layout.root, overrides=json.loads(args.overrides))
         configure(status.log_file(layout), console=args.console, actor=args.name)
-        return Teammate(layout, config, args.name, lead_fd=args.lead_fd).run()
+        return Teammate(layout, config, args.name, lead_fd=args.lead_fd,
+                        overrides=json.loads(args.overrides)).run()
     except OrchestratorError as exc:
         sys.stderr.write(f"{args.name}: error: {exc}\n")
         return 1
