@@ -72,7 +72,8 @@ def _cycle_members(tasks: Mapping[str, Task]) -> set[str]:
     members: set[str] = set()
     counter = 0
     for root, task in tasks.items():
-        if root in index or task.status.final or task.status.satisfies_blockers:
+        # Only an unfinished task that still waits on someone can be on a cycle.
+        if root in index or task.status.final or not _live_edges(task, tasks):
             continue
         work = [(root, iter(_live_edges(tasks[root], tasks)))]
         index[root] = low[root] = counter

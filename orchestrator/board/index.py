@@ -31,11 +31,10 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
-from orchestrator.board.model import TASK_ID_RE, Lease, Status, Task, Usage
+from orchestrator.board.model import TASK_ID_RE, Status, Task
 from orchestrator.fsutil import atomic_write
 
 STATUSES = frozenset(s.value for s in Status)
@@ -45,7 +44,8 @@ JOURNAL_MAX_BYTES = 4 << 20
 """Past this size a writer starts a new journal; readers notice and rescan once."""
 MAX_TASK_BYTES = 1 << 20
 SNAPSHOT = ".snapshot.json"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
+_TASK_LIST = TypeAdapter(list[Task])
 SNAPSHOT_AFTER = 200
 """A full scan that had to read this many files saves a snapshot for the next cold start."""
 
@@ -299,37 +299,32 @@ class TaskIndex:
 
     # --- the snapshot: a cold start without reading every file ----------------------
     def _save_snapshot(self) -> None:
-        entries = [[*self._keys[tid], t.model_dump(mode="json")]
-                   for tid, t in self.tasks.items() if tid in self._keys and tid not in self.stale]
-        data = json.dumps({"version": SNAPSHOT_VERSION, "tasks": entries}, separators=(",", ":"))
+        ids = [tid for tid in self.tasks if tid in self._keys and tid not in self.stale]
+        keys = json.dumps({"version": SNAPSHOT_VERSION, "keys": [self._keys[t] for t in ids]})
+        tasks = "[" + ",".join(self.tasks[t].model_dump_json(exclude_defaults=True)
+                               for t in ids) + "]"
         with contextlib.suppress(OSError):  # a cache: failing to write it costs speed only
-            atomic_write(self.dir / SNAPSHOT, data, durable=False)
+            atomic_write(self.dir / SNAPSHOT, f"{keys}\n{tasks}\n", durable=False)
 
     def _load_snapshot(self) -> None:
         """Tasks as of the last snapshot, keyed by their file's stat; the scan that follows
         re-reads every file whose stat differs, so the snapshot is never trusted blindly."""
         try:
-            raw = json.loads((self.dir / SNAPSHOT).read_bytes())
-            if raw.get("version") != SNAPSHOT_VERSION:
+            head, _, body = (self.dir / SNAPSHOT).read_bytes().partition(b"\n")
+            meta = json.loads(head)
+            if meta.get("version") != SNAPSHOT_VERSION:
                 return
-            tasks, keys = {}, {}
-            for mtime, size, ino, d in raw["tasks"]:
-                task = _construct(d)
-                tasks[task.id], keys[task.id] = task, (mtime, size, ino)
+            tasks = _TASK_LIST.validate_json(body)  # one call: parsing 10,000 tasks in Rust
+            keys = [tuple(k) for k in meta["keys"]]
+            if len(keys) != len(tasks):
+                return
         except (OSError, ValueError, KeyError, TypeError):
             return  # missing or unreadable: the scan reads the files instead
-        self.tasks, self._keys = tasks, keys
-        self._queue = sorted(_order(t) for t in tasks.values() if t.status is Status.PENDING)
-        self.max_number = max((task_number(t) for t in tasks), default=0)
+        self.tasks = {t.id: t for t in tasks}
+        self._keys = {t.id: k for t, k in zip(tasks, keys, strict=True)}  # type: ignore[misc]
+        self._queue = sorted(_order(t) for t in tasks if t.status is Status.PENDING)
+        self.max_number = max((task_number(t) for t in self.tasks), default=0)
         self.generation += 1
-
-
-def _construct(d: dict[str, Any]) -> Task:
-    """A Task from our own snapshot without re-validating it (it was valid when written)."""
-    lease = d.get("lease")
-    return Task.model_construct(**{
-        **d, "status": Status(d["status"]), "usage": Usage.model_construct(**d["usage"]),
-        "lease": Lease.model_construct(**lease) if lease else None})
 
 
 def _order(task: Task) -> tuple[int, int, str]:

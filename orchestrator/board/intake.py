@@ -216,17 +216,15 @@ def _dropped(tasks: Path, inbox: Path) -> list[tuple[Path, str]]:
     found = []
     for folder, prefix in ((inbox, "inbox/"), (tasks, "")):
         try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            with os.scandir(folder) as it:
+                names = [e.name for e in it if not e.name.startswith(".")
+                         and not e.name.endswith(".tmp") and not e.is_dir(follow_symlinks=False)]
         except FileNotFoundError:
             continue
-        for e in entries:
-            if e.name.startswith(".") or e.name.endswith(".tmp") or e.is_dir(
-                    follow_symlinks=False):
-                continue
-            if folder == tasks and (TASK_FILE_RE.match(e.name) or
-                                    not e.name.lower().endswith(DROP_SUFFIXES)):
-                continue
-            found.append((Path(e.path), prefix + e.name))
+        if folder == tasks:  # task files stay; only files people dropped here are taken
+            names = [n for n in names if n.lower().endswith(DROP_SUFFIXES)
+                     and not TASK_FILE_RE.match(n)]
+        found.extend((folder / n, prefix + n) for n in sorted(names))
     return found
 
 
