@@ -153,6 +153,14 @@ def resolve(root: Path, config: Config, name: str | None) -> tuple[Config, Profi
     return profile.config_for(config), profile
 
 
+def check_task_profile(root: Path, config: Config, name: str) -> None:
+    """For ``add --agent NAME``: a `ConfigError` when profiles are defined and none is
+    ``name`` (with none defined yet, the name is taken on trust: the run checks it)."""
+    found = load_profiles(root, config)
+    if found.names:
+        found.get(name)
+
+
 def restrict(toolset: Any, profile: Profile | None) -> list[str]:
     """Take the tools the profile does not list out of the run's toolset; their names."""
     if profile is None:
