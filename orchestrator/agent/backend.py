@@ -4,7 +4,9 @@ Both build the same run: the tools behind the one permission gate, confined to
 the worktree (bash in the sandbox, secrets stripped from its environment), the
 ``agent`` tool for sub-agents sharing the task's budget, plan mode and
 ``submit_plan`` for plan-first tasks, the prompt for this task, the permission
-flow to the lead, live usage on the task; only the model differs. Signals map
+flow to the lead, live usage on the task, and the task's agent profile (model,
+permission mode, turns, tools, prompt: `orchestrator.agent.profiles`); only the
+model differs. Signals map
 to the `RunResult` the teammate acts on:
 
     Finished        ok, the model's summary
@@ -26,7 +28,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator.agent import plan_first
+from orchestrator.agent import plan_first, profiles
 from orchestrator.agent.base import LimitExceeded, Model, Stopped, ToolContext
 from orchestrator.agent.loop import AgentLoop, Limits
 from orchestrator.agent.permission_flow import PermissionFlow
@@ -36,7 +38,7 @@ from orchestrator.agent.tools.subagent import Subagents
 from orchestrator.agent.toolset import Toolset
 from orchestrator.board.model import Usage
 from orchestrator.config import Config
-from orchestrator.errors import BackendError, InvalidInput
+from orchestrator.errors import BackendError, ConfigError, InvalidInput
 from orchestrator.layout import Layout
 from orchestrator.protocols import RunContext, RunResult
 
@@ -52,13 +54,16 @@ class AgentBackend:
         self.config = config
         self.layout = layout
 
-    def model_for(self, ctx: RunContext) -> Model:
+    def model_for(self, ctx: RunContext, config: Config | None = None) -> Model:
+        """The run's model; ``config`` is the run's (a task's agent profile applied)."""
         raise NotImplementedError
 
     def run(self, ctx: RunContext) -> RunResult:
         try:
-            model = self.model_for(ctx)
-        except (BackendError, InvalidInput) as exc:
+            # the profile comes from the main checkout: an agent cannot edit its own
+            config, profile = profiles.resolve(self.layout.root, self.config, ctx.task.agent)
+            model = self.model_for(ctx, config)
+        except (BackendError, InvalidInput, ConfigError) as exc:
             ctx.log.write("error", error=str(exc))
             return RunResult(ok=False, error=str(exc), retry=False)
         usage = Usage()
@@ -70,20 +75,26 @@ class AgentBackend:
 
         try:
             with contextlib.ExitStack() as stack:
-                toolset = build_toolset(self.config, ctx)
-                subagents = Subagents(toolset, ctx.layout, ctx.task.id, config=self.config)
+                toolset = build_toolset(config, ctx)
+                subagents = Subagents(toolset, ctx.layout, ctx.task.id, config=config)
                 toolset.add(subagents.tool())
-                capabilities = [stack.enter_context(ext(self.config, ctx, toolset))
+                capabilities = [stack.enter_context(ext(config, ctx, toolset))
                                 for ext in extensions()]
+                if profile is not None:
+                    ctx.log.write("profile", name=profile.name, model=config.agent.model,
+                                  permission_mode=config.agent.permission_mode,
+                                  dropped=profiles.restrict(toolset, profile))
                 sources = PromptSources(ctx.workspace.path,
                                         mcp_capabilities="\n\n".join(c for c in capabilities if c))
                 flow = PermissionFlow(self.layout, ctx.board, ctx.task.id, ctx.token,
                                       ctx.teammate, ctx.stop)
                 planning = plan_first.start(ctx.task, ctx.token, toolset, flow)
                 prompt = build_prompt(ctx.task, toolset.schemas(), sources)
+                if profile is not None:
+                    prompt = profile.shape_prompt(prompt)
                 loop = AgentLoop(model, toolset, prompt, ctx.log,
-                                 limits=Limits.of(self.config.agent, ctx.timeout),
-                                 max_tokens=self.config.agent.max_tokens, stop=ctx.stop,
+                                 limits=Limits.of(config.agent, ctx.timeout),
+                                 max_tokens=config.agent.max_tokens, stop=ctx.stop,
                                  ask=flow.ask, on_usage=live)
                 subagents.bind(loop)
                 summary = loop.run(plan_first.first_message(ctx.task, prompt.first_message))
@@ -116,10 +127,10 @@ class AnthropicBackend(AgentBackend):
 
     name = "anthropic"
 
-    def model_for(self, ctx: RunContext) -> Model:
+    def model_for(self, ctx: RunContext, config: Config | None = None) -> Model:
         from orchestrator.agent.anthropic_model import AnthropicModel
 
-        return AnthropicModel(self.config.agent.model)
+        return AnthropicModel((config or self.config).agent.model)
 
 
 class ScriptedBackend(AgentBackend):
@@ -127,7 +138,7 @@ class ScriptedBackend(AgentBackend):
 
     name = "scripted"
 
-    def model_for(self, ctx: RunContext) -> Model:
+    def model_for(self, ctx: RunContext, config: Config | None = None) -> Model:
         return ScriptedModel(load_script(ctx.task, self.layout.root))
 
 
