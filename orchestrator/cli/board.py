@@ -58,7 +58,8 @@ def add(
         "--blocked-by", "-b", help="A task that must be in review or merged first.")] = None,
     priority: Annotated[int, typer.Option("--priority", "-p", help="Higher runs first.")] = 0,
     backend: Annotated[str | None, typer.Option(help="Agent backend for this task.")] = None,
-    agent: Annotated[str | None, typer.Option(help="Agent profile name.")] = None,
+    agent: Annotated[str | None, typer.Option(
+        help="Agent profile (.claude/agents/NAME.md or [agents.NAME]) to run it with.")] = None,
     plan_first: Annotated[bool, typer.Option(
         "--plan-first", help="Read-only until the lead approves the agent's plan "
                              "(orchestrator approve ID).")] = False,
@@ -66,6 +67,11 @@ def add(
     json_: JsonOpt = False,
 ) -> None:
     """Add a task to the board."""
+    if agent is not None:
+        from orchestrator.agent.profiles import check_task_profile
+
+        r = open_repo(repo)
+        check_task_profile(r.layout.root, r.config, agent)
     with _board(repo) as board:
         extra = {k: v for k, v in (("backend", backend), ("agent", agent)) if v is not None}
         if plan_first:
