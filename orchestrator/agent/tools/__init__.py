@@ -7,6 +7,7 @@
     todo.py         todo_write (the task's todo list)
     web.py          web_fetch (off unless a WebFetch(domain:…) rule allows the host)
     notebook.py     notebook_edit
+    config_tool.py  config, config_set (the settings registry; set asks a person)
 
 Added per run by the backend, as they need the run itself: ``agent``
 (subagent.py, sub-agents) and ``submit_plan`` (`orchestrator.agent.plan_first`).
@@ -25,6 +26,7 @@ from orchestrator.agent.tools.board_tools import (
     TaskGetTool,
     TaskListTool,
 )
+from orchestrator.agent.tools.config_tool import ConfigSetTool, ConfigTool
 from orchestrator.agent.tools.files import EditTool, MultiEditTool, ReadTool, WriteTool
 from orchestrator.agent.tools.notebook import NotebookEditTool
 from orchestrator.agent.tools.search import GlobTool, GrepTool, LsTool
@@ -48,5 +50,5 @@ def default_tools(agent: AgentConfig | None = None, *, board: bool = True,
     ]
     if board:
         tools += [TaskListTool(), TaskGetTool(), TaskCreateTool(), SendMessageTool(),
-                  TodoWriteTool()]
+                  TodoWriteTool(), ConfigTool(), ConfigSetTool()]
     return tools
