@@ -189,7 +189,7 @@ class BoardMachine(RuleBasedStateMachine):
 
 
 BoardMachine.TestCase.settings = settings(
-    max_examples=25, stateful_step_count=25, deadline=None,
+    max_examples=20, stateful_step_count=20, deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_board_state_machine = BoardMachine.TestCase

@@ -51,13 +51,20 @@ def test_subprocess_init_add_list_show(repo: Path) -> None:
 def test_subprocess_errors_are_one_line(repo: Path) -> None:
     p = orch(repo, "show", "task_404")
     assert p.returncode == 1 and p.stderr == "error: no task task_404\n"
-    p = orch(repo, "add", "x", "--blocked-by", "../../etc")
-    assert p.returncode == 1 and p.stderr.startswith("error: not a task id")
-    assert "Traceback" not in p.stderr
     p = orch(repo, "list", "--status", "bogus")
-    assert p.returncode == 2
-    p = orch(repo, "add")
-    assert p.returncode == 2
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+
+
+def test_errors_in_process(capsys: pytest.CaptureFixture[str], repo: Path) -> None:
+    code, _, err = run(capsys, repo, "add", "x", "--blocked-by", "../../etc")
+    assert code == 1 and err.startswith("error: not a task id") and err.count("\n") == 1
+    code, _, err = run(capsys, repo, "add", "x", "--blocked-by", "task_009")
+    assert code == 1 and err == "error: unknown blocker task_009: no such task\n"
+    code, _, err = run(capsys, repo, "show", "/etc/passwd")
+    assert code == 1 and "not a task id" in err
+    assert run(capsys, repo, "add")[0] == 2
+    assert run(capsys, repo, "add", "x", "--priority", "high")[0] == 2
+    assert run(capsys, repo, "list", "--json")[1] == "[]\n"
 
 
 def test_subprocess_events_follow(repo: Path) -> None:
