@@ -205,6 +205,10 @@ def test_set_status_and_edit(board: FileBoard) -> None:
         board.edit(c.id, actor="me", priority="high")
     with pytest.raises(InvalidInput):
         board.edit(c.id, actor="me", nonsense=1)
+    with pytest.raises(InvalidInput, match="only a claim"):
+        board.set_status(c.id, Status.IN_PROGRESS, actor="me")
+    with pytest.raises(InvalidInput):
+        board.set_status(c.id, Status.CANCELLED, actor="me", owner="x")
     assert board.get(c.id).priority == 7
     assert "task_status" in events(board)
 

@@ -182,6 +182,11 @@ class FileBoard:
 
     def set_status(self, task_id: str, status: Status, *, actor: str, **fields: Any) -> Task:
         status = Status(status)
+        if status is Status.IN_PROGRESS:
+            raise InvalidInput(f"{task_id}: only a claim starts a task (it issues the lease)")
+        bad = PROTECTED & fields.keys()
+        if bad:
+            raise InvalidInput(f"set_status cannot change {', '.join(sorted(bad))}")
         old: list[Status] = []
 
         def change(t: Task) -> None:
