@@ -373,3 +373,30 @@ def test_cold_start_from_the_snapshot_still_sees_every_change(board: FileBoard) 
     (board.layout.tasks / SNAPSHOT).write_text("{garbage")
     with open_board(board.layout) as cold:
         assert len(cold.list()) == n - 1
+
+
+def test_close_wakes_a_waiting_thread(repo: Path) -> None:
+    import threading
+
+    from orchestrator.board.store import BoardClosed
+
+    board = open_board(init_repo(repo), BoardConfig(rescan_seconds=60))
+    outcome: list[str] = []
+
+    def wait() -> None:
+        try:
+            board.wait_for_change(60)
+            outcome.append("returned")
+        except BoardClosed:
+            outcome.append("closed")
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while board._feed._observer is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    board.close()
+    thread.join(10)
+    assert outcome in (["closed"], ["returned"])
+    with pytest.raises(BoardClosed):
+        board.wait_for_ready(1)

@@ -56,10 +56,13 @@ class ChangeFeed:
         self._observer: Observer | None = None  # type: ignore[valid-type]
         self._lock = threading.Lock()
         self._inbox_watched = False
+        self.closed = False
 
     def start(self, *, inbox: bool = False) -> None:
         """Start watching ``.tasks/`` (and the inbox too when ``inbox``); idempotent."""
         with self._lock:
+            if self.closed:
+                return
             if self._observer is None:
                 observer = Observer()
                 observer.name = "orchestrator-board-feed"
@@ -71,6 +74,13 @@ class ChangeFeed:
                 self.inbox.mkdir(parents=True, exist_ok=True)
                 self._observer.schedule(_Handler(self), str(self.inbox), recursive=True)
                 self._inbox_watched = True
+
+    def close(self) -> None:
+        """Stop for good: a later `start` does nothing (a waiter racing with close)."""
+        with self._lock:
+            self.closed = True
+        self.wake.set()
+        self.stop()
 
     def stop(self) -> None:
         with self._lock:

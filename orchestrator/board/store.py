@@ -51,6 +51,10 @@ PROTECTED = frozenset({"id", "status", "owner", "lease", "fence", "created_at", 
 """Fields only the board itself changes (through claims and status changes)."""
 
 
+class BoardClosed(RuntimeError):
+    """``wait_for_*`` on a board that was closed (by another thread, at shutdown)."""
+
+
 class FileLocked(Exception):
     """A non-blocking lock attempt found the lock held (internal: claimers move on)."""
 
@@ -98,6 +102,7 @@ class FileBoard:
         self._feed = ChangeFeed(layout.tasks, layout.inbox, self._index.mark_dirty)
         self._problems: tuple[int, dict[str, str]] = (-1, {})
         self._holder: str | None = None  # the lease owner of the last fenced write, for events
+        self._closed = False
 
     def __enter__(self) -> FileBoard:
         return self
@@ -106,7 +111,9 @@ class FileBoard:
         self.close()
 
     def close(self) -> None:
-        self._feed.stop()
+        """Stop the watchdog thread; a thread blocked in ``wait_for_*`` raises BoardClosed."""
+        self._closed = True
+        self._feed.close()
 
     # --- reading -----------------------------------------------------------------
     def get(self, task_id: str) -> Task:
@@ -321,9 +328,11 @@ class FileBoard:
 
     # --- change feed -------------------------------------------------------------
     def wait_for_change(self, timeout: float) -> bool:
-        self._feed.start(inbox=True)
+        self._start_feed(inbox=True)
         deadline = time.monotonic() + timeout
         while True:
+            if self._closed:
+                raise BoardClosed("the board was closed while waiting")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
@@ -334,9 +343,11 @@ class FileBoard:
                 return True
 
     def wait_for_ready(self, timeout: float) -> bool:
-        self._feed.start()
+        self._start_feed(inbox=False)
         deadline = time.monotonic() + timeout
         while True:
+            if self._closed:
+                raise BoardClosed("the board was closed while waiting")
             self._feed.wake.clear()
             self._index.refresh()
             if next(self._ready(), None) is not None:
@@ -347,6 +358,11 @@ class FileBoard:
             self._feed.wake.wait(min(remaining, self.config.rescan_seconds))
 
     # --- internals ---------------------------------------------------------------------
+    def _start_feed(self, *, inbox: bool) -> None:
+        if self._closed:
+            raise BoardClosed("the board is closed")
+        self._feed.start(inbox=inbox)
+
     def _check_id(self, task_id: str) -> str:
         return normalize_task_id(str(task_id))
 
