@@ -55,6 +55,29 @@ class BoardConfig(_Section):
     (tests, benchmarks on tmpfs): a power cut may then lose the last writes."""
 
 
+class SharedFolder(_Section):
+    """One shared heavy folder (see `orchestrator.worktree.shared`)."""
+
+    enabled: bool = True
+    """`false` opts the folder out: each worktree then installs its own."""
+    key_files: list[str] = Field(default_factory=list)
+    """Files (globs, relative to the worktree) whose content keys the cache; default: the
+    usual lockfiles of the folder's name (`package-lock.json` for `node_modules` …)."""
+    link: Literal["hardlink", "symlink"] = "hardlink"
+    """`hardlink`: a tree of hard links, private to each worktree; `symlink`: one link to
+    the cache (instant, but every worktree then writes into the same folder)."""
+    command: str | None = None
+    """Builds the folder once, in the first worktree that needs a new cache entry
+    (e.g. `npm ci`), when the main checkout has none with the same key files."""
+
+
+def _check_relative(name: str, what: str) -> None:
+    parts = name.split("/")
+    if not name or name.startswith(("/", "~")) or any(p in ("", ".", "..", ".git")
+                                                     for p in parts):
+        raise ValueError(f"{what}: {name!r} must be a folder path inside the worktree")
+
+
 class WorktreeConfig(_Section):
     root: str | None = None
     """Where worktrees live; default `.worktrees` in the repository."""
@@ -70,6 +93,37 @@ class WorktreeConfig(_Section):
     """The first port handed out to worktrees (`ORCH_PORT_BASE`)."""
     port_block: int = Field(default=10, ge=1, le=1000)
     """Each live worktree gets `port_block` ports from `ORCH_PORT_BASE`."""
+    shared_folders: list[str] = Field(default_factory=list)
+    """Gitignored heavy folders (e.g. `node_modules`, `.venv`) linked into each worktree from
+    a cache keyed by their lockfiles instead of being installed again."""
+    shared: dict[str, SharedFolder] = Field(default_factory=dict)
+    """Per shared folder: `[worktree.shared.node_modules]` with `key_files`, `link`,
+    `command`, or `enabled = false` to opt that folder out."""
+    sparse_paths: list[str] = Field(default_factory=list)
+    """Sparse checkout of new worktrees: folders (cone mode) or, when any entry has a
+    glob or `!`, gitignore-style patterns (non-cone). Empty: the full tree."""
+    create_command: str | None = None
+    """Hook isolation: a shell command that makes a task's workspace instead of
+    `git worktree add`; gets the task as JSON on stdin, prints the path as its last line."""
+    remove_command: str | None = None
+    """Hook isolation: a shell command that removes a workspace, its path as the last
+    argument (and JSON on stdin); default: delete the folder when it is in the worktree root."""
+    hook_timeout: float = Field(default=300.0, gt=0)
+    """Seconds the create or remove command may take."""
+
+    @field_validator("shared_folders")
+    @classmethod
+    def _folder_names(cls, v: list[str]) -> list[str]:
+        for name in v:
+            _check_relative(name, "worktree.shared_folders")
+        return v
+
+    @field_validator("shared")
+    @classmethod
+    def _shared_names(cls, v: dict[str, SharedFolder]) -> dict[str, SharedFolder]:
+        for name in v:
+            _check_relative(name, "worktree.shared")
+        return v
 
 
 class TeamConfig(_Section):
