@@ -132,23 +132,36 @@ def test_claude_code_not_installed_fails_each_task_once_with_a_clear_error(repo:
         assert "npm install -g @anthropic-ai/claude-code" in str(task.error)
 
 
-def test_claude_code_that_exits_at_once_fails_once_with_what_it_said(repo: Path) -> None:
+def test_claude_code_that_exits_at_once_fails_without_retry_with_what_it_said(
+        repo: Path, claim: ClaimFn) -> None:  # noqa: F811
+    from orchestrator.agent.claude_code import ClaudeCodeBackend
+
     fake = repo.parent / "claude"
     fake.write_text("#!/bin/sh\necho 'claude: broken install, cannot find node' >&2\nexit 3\n")
     fake.chmod(0o755)
-    [task] = failed_once(repo, {**team_env(), "ORCH_CLAUDE_CODE_BINARY": str(fake)})
-    assert "exited at once (exit code 3)" in str(task.error)
-    assert "cannot find node" in str(task.error)
+    c = claim()
+    config = Config.load(repo, environ={}, overrides={"claude_code": {"binary": str(fake)}})
+    result = ClaudeCodeBackend(config, c.layout).run(c.ctx())
+    assert not result.ok and result.retry is False
+    assert str(result.error) == ("Claude Code exited at once (exit code 3): "
+                                 "claude: broken install, cannot find node")
 
 
-def test_claude_code_not_logged_in_fails_once_saying_so(repo: Path) -> None:
-    claude_binary()
+def test_claude_code_not_logged_in_fails_without_retry_saying_so(
+        repo: Path, claim: ClaimFn, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    from orchestrator.agent.claude_code import ClaudeCodeBackend
+
+    c = claim()
+    config = Config.load(repo, environ={}, overrides={
+        "claude_code": {"binary": str(claude_binary())}})
     with LoopbackAPI() as api:
-        env = {**team_env(), **claude_env(api)}
-        del env["ANTHROPIC_API_KEY"]
-        [task] = failed_once(repo, env)
-        assert "not logged in" in str(task.error).lower()
+        for k, v in claude_env(api).items():
+            monkeypatch.setenv(k, v)
+        monkeypatch.delenv("ANTHROPIC_API_KEY")
+        result = ClaudeCodeBackend(config, c.layout).run(c.ctx())
         assert api.requests == []
+    assert not result.ok and result.retry is False
+    assert str(result.error).startswith("Claude Code is not logged in: Not logged in")
 
 
 def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_session(
