@@ -317,7 +317,6 @@ class McpClientManager:
         self.start_timeout = start_timeout
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._started = False
         self._closed = False
         self.naming_notes: list[str] = []
         """Tools renamed to stay unique (set by `tools()`)."""
@@ -368,7 +367,6 @@ class McpClientManager:
 
     def start(self) -> None:
         """Connect every server at once; failures are recorded, never raised."""
-        self._started = True
         todo = [s for s in self.servers if s.state in ("stopped", "failed")]
         if todo:
             self._submit(self._start_all(todo), self._deadline)
