@@ -43,6 +43,9 @@ def worktrees(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     for line in lines:
         typer.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+    typer.echo(f"total: {human_bytes(sum(row['disk_bytes'] for row in rows))} in "
+               f"{sum(1 for row in rows if row['exists'])} worktree(s) (shared folders linked "
+               "from the cache not counted)")
     for row in rows:
         if row.get("reason"):
             typer.echo(f"! {_short(Path(row['path']), root)}: orphan ({row['reason']}); "
@@ -66,12 +69,18 @@ def gc(
         return
     verb = "would remove" if dry_run else "removed"
     for row in report.removed:
-        typer.echo(f"{verb} {row['task']} ({row['status']}): {_short(Path(row['path']), root)}, "
-                   f"branch {row['branch']}")
+        branch = f", branch {row['branch']}" if row["branch"] else ""
+        typer.echo(f"{verb} {row['task']} ({row['status']}): {_short(Path(row['path']), root)}"
+                   f"{branch} ({human_bytes(row['freed_bytes'])})")
+    for row in report.cache:
+        typer.echo(f"{verb} unused cache entry {_short(Path(row['entry']), root)} "
+                   f"({human_bytes(row['freed_bytes'])})")
     for row in report.skipped:
         typer.echo(f"skipped {row['task']} ({row['status']}): {row['reason']}")
-    if not report.removed and not report.skipped:
+    if not report.removed and not report.skipped and not report.cache:
         typer.echo("nothing to clean up")
+    elif report.removed or report.cache:
+        typer.echo(f"{'would free' if dry_run else 'freed'} {human_bytes(report.freed_bytes)}")
 
 
 def _state(row: dict[str, Any]) -> str:

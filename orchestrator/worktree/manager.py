@@ -29,7 +29,7 @@ from orchestrator.layout import Layout
 from orchestrator.protocols import Board, Workspace
 from orchestrator.tasklog import TaskLog
 from orchestrator.worktree import reconcile as housekeeping
-from orchestrator.worktree import safety
+from orchestrator.worktree import safety, shared
 from orchestrator.worktree.git import Git, WorktreeEntry, list_worktrees
 from orchestrator.worktree.lock import RepoLock
 from orchestrator.worktree.names import branch_name, check_branch, check_component, check_prefix
@@ -39,6 +39,14 @@ from orchestrator.worktree.stacked import kept_blockers, merge_branches
 
 SETUP_MARKER = "orchestrator-setup-done"
 """Written into the worktree's git dir once its setup commands succeeded."""
+
+
+def task_env(task_id: str, path: Path, port: int | None, port_count: int) -> dict[str, str]:
+    """``ORCH_TASK_ID``, ``ORCH_WORKTREE`` and the port block (when there is one)."""
+    env = {"ORCH_TASK_ID": task_id, "ORCH_WORKTREE": str(path)}
+    if port is not None:
+        env.update(ORCH_PORT_BASE=str(port), ORCH_PORT_COUNT=str(port_count))
+    return env
 
 
 def binding(ws: Workspace) -> dict[str, Any]:
@@ -80,14 +88,16 @@ class WorktreeManager:
         with self.lock:
             base, base_commit, reused, note = self._checkout(task, path, branch)
         port = self.ports.allocate(task.id)
-        ws = Workspace(task.id, path, branch, base, base_commit, env={
-            "ORCH_TASK_ID": task.id, "ORCH_WORKTREE": str(path),
-            "ORCH_PORT_BASE": str(port), "ORCH_PORT_COUNT": str(self.config.port_block),
-        })
+        ws = Workspace(task.id, path, branch, base, base_commit,
+                       env=task_env(task.id, path, port, self.config.port_block))
         self._write_task_ref(ws)
+        linked = shared.link_shared(self.config, self.layout.root, path, self.cache(),
+                                    env=ws.env, log=TaskLog(self.layout, task.id, actor="setup"),
+                                    task_id=task.id)
         self.events.emit("worktree_created", task.id, path=str(path), branch=branch, base=base,
                          base_commit=base_commit, reused=reused, port_base=port,
-                         **({"note": note} if note else {}))
+                         **({"note": note} if note else {}), **({"shared": linked} if linked
+                                                                 else {}))
         copy_included(self.repo, self.layout.root, path, self._skip_prefixes())
         self._setup(ws)
         return ws
@@ -143,6 +153,21 @@ class WorktreeManager:
             "ahead": ahead, "disk_bytes": housekeeping.disk_use(path) if co.path is not None else 0,
         }
 
+    def exists(self, task: Task) -> bool:
+        """Whether the task has anything on disk: its folder or its branch."""
+        return self.path_for(task).exists() or self.repo.branch_exists(self.branch_for(task))
+
+    def environment(self, task: Task) -> dict[str, str]:
+        """The workspace variables of the task's processes (``ORCH_TASK_ID``, its port
+        block when it has one), read without allocating anything."""
+        block = self.ports.live().get(task.id)
+        return task_env(task.id, self.path_for(task), block[0] if block else None,
+                        block[1] if block else self.config.port_block)
+
+    def cache(self) -> Path:
+        """The shared-folder cache (`orchestrator.worktree.shared`)."""
+        return shared.cache_root(self.common_dir())
+
     def removal_risks(self, task: Task) -> list[str]:
         branch, bases = self.branch_for(task), self._bases(task)
         co = safety.inspect(self.repo, self.path_for(task), branch, bases, self.common_dir())
@@ -150,7 +175,12 @@ class WorktreeManager:
 
     # --- housekeeping -------------------------------------------------------------
     def gc(self, tasks: list[Task], dry_run: bool = False) -> GcReport:
-        return housekeeping.gc(self, tasks, dry_run)
+        report = housekeeping.gc(self, tasks, dry_run)
+        live = [self.path_for(t) for t in tasks if self.path_for(t).exists()]
+        with self.lock:  # no creation is filling or linking the cache meanwhile
+            report.add_cache(shared.gc_cache(self.cache(), self.config,
+                                             [self.layout.root, *live], dry_run))
+        return report
 
     def reconcile(self, tasks: list[Task]) -> ReconcileReport:
         return housekeeping.reconcile(self, tasks)
@@ -171,6 +201,9 @@ class WorktreeManager:
             self.prune()
             entry = None
         if entry is not None:
+            git_dir = safety.worktree_git_dir(path)
+            if entry.branch == branch and git_dir and not (git_dir / "index").exists():
+                self._populate(path)  # a sparse creation was killed before its checkout
             if entry.branch != branch or tip is None:
                 what = f"branch {branch} is missing (deleted by hand?)" if tip is None else (
                     f"it is on {entry.branch or 'a detached HEAD'}, not {branch}")
@@ -186,13 +219,31 @@ class WorktreeManager:
                                "repository; move it away", task=task.id)
         path.parent.mkdir(parents=True, exist_ok=True)
         if tip is not None:
-            self.repo.run("worktree", "add", "--quiet", str(path), branch)
+            self._add(path, [], [branch])
             base, base_commit = self._recorded_base(task, tip)
             return base, base_commit, True, None
         base, start = self._start_point(task, base_commit)
-        self.repo.run("worktree", "add", "--quiet", "--no-track", "-b", branch, str(path), start)
+        self._add(path, ["--no-track", "-b", branch], [start])
         note = f"branch {task.branch} was missing; started afresh" if task.branch else None
         return base, start, False, note
+
+    def _add(self, path: Path, options: list[str], rest: list[str]) -> None:
+        """``git worktree add``; with `sparse_paths` the checkout waits until the sparse
+        patterns are set, so the full tree never lands on disk."""
+        sparse = ["--no-checkout"] if self.config.sparse_paths else []
+        self.repo.run("worktree", "add", "--quiet", *sparse, *options, str(path), *rest)
+        if sparse:
+            self._populate(path)
+
+    def _populate(self, path: Path) -> None:
+        """Set the sparse patterns (when configured) and check the files out."""
+        wt = Git(path)
+        patterns = self.config.sparse_paths
+        if patterns:
+            cone = not any(p.startswith("/") or any(c in p for c in "*?[!") for p in patterns)
+            wt.run("sparse-checkout", "set", "--cone" if cone else "--no-cone", "--stdin",
+                   input="".join(f"{p}\n" for p in patterns))
+        wt.run("checkout", "--quiet")
 
     def _start_point(self, task: Task, commit: str | None) -> tuple[str, str]:
         """(base name, commit) for a new branch: the blockers' result or the configured base
@@ -219,7 +270,7 @@ class WorktreeManager:
         if path.exists():
             raise RunError(f"{task.id}: {path} exists but is not a worktree", task=task.id)
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.repo.run("worktree", "add", "--quiet", str(path), branch)
+        self._add(path, [], [branch])
         self._write_task_ref(Workspace(task.id, path, branch, task.base, task.base_commit))
 
     def _recorded_base(self, task: Task, tip: str) -> tuple[str, str]:

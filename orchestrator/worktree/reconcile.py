@@ -6,9 +6,8 @@ Functions over a `WorktreeManager`, which keeps their methods one line each.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +15,7 @@ from orchestrator.board.model import Status, Task
 from orchestrator.errors import InvalidInput, NotFound, RunError, UnsafeRemoval
 from orchestrator.worktree.git import list_worktrees
 from orchestrator.worktree.safety import dirty_paths
+from orchestrator.worktree.shared import tree_bytes
 
 if TYPE_CHECKING:
     from orchestrator.worktree.manager import WorktreeManager
@@ -43,10 +43,18 @@ class ReconcileReport:
 @dataclass
 class GcReport:
     removed: list[dict[str, Any]]
-    """Removed (or, with ``dry_run``, would be removed)."""
+    """Removed (or, with ``dry_run``, would be removed), each with its ``freed_bytes``."""
     skipped: list[dict[str, Any]]
     """Left in place, each with the ``reason``."""
     dry_run: bool
+    cache: list[dict[str, Any]] = field(default_factory=list)
+    """Shared-folder cache entries no checkout uses any more, removed."""
+    freed_bytes: int = 0
+    """Disk space given back (or that would be), worktrees and cache entries together."""
+
+    def add_cache(self, rows: list[dict[str, Any]]) -> None:
+        self.cache.extend(rows)
+        self.freed_bytes += sum(r["freed_bytes"] for r in rows)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,13 +99,11 @@ def gc(m: WorktreeManager, tasks: list[Task], dry_run: bool = False) -> GcReport
     nothing would be lost; every other one is skipped with the reason."""
     report = GcReport(removed=[], skipped=[], dry_run=dry_run)
     for task in tasks:
-        if task.status not in GC_STATUSES:
+        if task.status not in GC_STATUSES or not m.exists(task):
             continue
         path, branch = m.path_for(task), m.branch_for(task)
-        if not path.exists() and not m.repo.branch_exists(branch):
-            continue
         row = {"task": task.id, "status": str(task.status), "path": str(path),
-               "branch": branch}
+               "branch": branch, "freed_bytes": disk_use(path) if path.exists() else 0}
         try:
             reasons = m.removal_risks(task)
             if reasons:
@@ -108,6 +114,7 @@ def gc(m: WorktreeManager, tasks: list[Task], dry_run: bool = False) -> GcReport
             report.skipped.append({**row, "reason": str(exc)})
         else:
             report.removed.append(row)
+            report.freed_bytes += row["freed_bytes"]
     return report
 
 
@@ -170,12 +177,6 @@ def _orphans(m: WorktreeManager, known: set[str]) -> list[dict[str, str]]:
 
 
 def disk_use(path: Path) -> int:
-    """Bytes of the files under ``path`` (symlinks not followed)."""
-    total = 0
-    for dirpath, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:
-                continue
-    return total
+    """Bytes on disk that the worktree at ``path`` holds alone: symlinks are not followed
+    and files hard-linked from the shared-folder cache do not count."""
+    return tree_bytes(path, own=True)
