@@ -101,6 +101,8 @@ def test_human_output_names_ids_and_blockers(capsys: pytest.CaptureFixture[str],
 def test_dry_run_prints_the_plan_and_writes_nothing(capsys: pytest.CaptureFixture[str],
                                                     repo: Path, tmp_path: Path) -> None:
     ok(capsys, repo, "init")
+    ok(capsys, repo, "list")  # opening the board creates its (empty) index files
+    (repo / ".tasks" / "inbox" / "dropped.md").write_text("# Dropped task\n")
     before = snapshot(repo)
     out = ok(capsys, repo, "plan", GOAL, "--dry-run", "--script", script(tmp_path, THREE_TASKS))
     assert out.splitlines()[0] == f"planned 3 tasks for: {GOAL}"
@@ -131,6 +133,7 @@ def test_a_bad_plan_is_refused_and_nothing_is_written(
         capsys: pytest.CaptureFixture[str], repo: Path, tmp_path: Path,
         steps: list[Any], message: str) -> None:
     ok(capsys, repo, "init")
+    ok(capsys, repo, "list")
     before = snapshot(repo)
     code, out, err = run(capsys, repo, "plan", GOAL, "--script", script(tmp_path, steps))
     assert code == 1 and out == ""

@@ -129,7 +129,8 @@ def plan_cmd(
                        or r.config.agent.model)
     try:
         with open_board(r.layout, r.config.board, actor="lead") as board:
-            board.intake()
+            if not dry_run:  # intake moves dropped files: a dry run leaves them be
+                board.intake()
             plan = make_plan(goal, r.layout, r.config, board, lead, dry_run=dry_run,
                              profile=profile)
     finally:
