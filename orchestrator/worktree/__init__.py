@@ -1,6 +1,57 @@
-"""The execution plane: a git worktree per task (`WorktreeManager`)."""
+"""The execution plane: one isolated workspace per task.
 
+`open_isolation` picks the backend from the configuration: git worktrees
+(`WorktreeManager`, the default) or the user's create/remove commands
+(`HookIsolation`, when ``worktree.create_command`` is set). Both offer `Workspaces`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from orchestrator.board.model import Task
+from orchestrator.config import WorktreeConfig
+from orchestrator.layout import Layout
+from orchestrator.protocols import Board, Isolation
+from orchestrator.worktree.hooks import HookIsolation
 from orchestrator.worktree.manager import WorktreeManager, binding
 from orchestrator.worktree.reconcile import GcReport, ReconcileReport
 
-__all__ = ["GcReport", "ReconcileReport", "WorktreeManager", "binding"]
+
+@runtime_checkable
+class Workspaces(Isolation, Protocol):
+    """`Isolation` plus what the lead and the CLI need to look after workspaces."""
+
+    layout: Layout
+
+    def path_for(self, task: Task) -> Path: ...
+    def exists(self, task: Task) -> bool: ...
+    def status(self, task: Task) -> dict[str, Any]: ...
+    def removal_risks(self, task: Task) -> list[str]: ...
+    def environment(self, task: Task) -> dict[str, str]:
+        """The workspace variables of the task's processes, without allocating anything."""
+        ...
+    def overview(self, tasks: list[Task]) -> list[dict[str, Any]]: ...
+    def gc(self, tasks: list[Task], dry_run: bool = False) -> GcReport: ...
+    def reconcile(self, tasks: list[Task]) -> ReconcileReport: ...
+
+
+def open_isolation(layout: Layout, config: WorktreeConfig, board: Board | None = None, *,
+                   actor: str = "worktree") -> Workspaces:
+    """The configured isolation backend: hooks when ``create_command`` is set, else git
+    worktrees."""
+    if config.create_command:
+        return HookIsolation(layout, config, board, actor=actor)
+    return WorktreeManager(layout, config, board, actor=actor)
+
+
+__all__ = [
+    "GcReport",
+    "HookIsolation",
+    "ReconcileReport",
+    "Workspaces",
+    "WorktreeManager",
+    "binding",
+    "open_isolation",
+]
