@@ -125,7 +125,7 @@ class Lead:
 
     def recover(self) -> None:
         """Start-up after any kind of exit: orphans, worktrees, leases, intake."""
-        from orchestrator.worktree.manager import WorktreeManager
+        from orchestrator.worktree import open_isolation
 
         for f in sorted(status.teammates_dir(self.layout).glob("*.json")):
             st = status.read_json(f) or {}
@@ -136,7 +136,7 @@ class Lead:
                 self.log.warning("killed an orphaned backend", name=f.stem,
                                  pgid=st["backend_pgid"])
             status.write_teammate(self.layout, f.stem, "stopped")
-        manager = WorktreeManager(self.layout, self.config.worktree, self.board)
+        manager = open_isolation(self.layout, self.config.worktree, self.board)
         report = manager.reconcile(self.board.list())
         self.log.info("worktrees reconciled", report=_plain(report))
         self.tick()
