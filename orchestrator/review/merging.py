@@ -207,9 +207,9 @@ def _land(repo: Git, target: str, old: str, new: str, main: str | None, msg: str
 def _cleanup(layout: Layout, config: Config, board: Board, task: Task, target: str,
              strategy: str, result: MergeResult) -> None:
     """Remove the merged task's worktree and branch; the task stays merged when that fails."""
-    from orchestrator.worktree.manager import WorktreeManager
+    from orchestrator.worktree import open_isolation
 
-    manager = WorktreeManager(layout, config.worktree, board, actor="review")
+    manager = open_isolation(layout, config.worktree, board, actor="review")
     merged_into = task.model_copy(update={"base": target})  # its commits are reachable there
     try:
         result.snapshot = manager.remove(merged_into, force=strategy == "squash")
