@@ -30,12 +30,12 @@ def discard_task(layout: Layout, config: Config, task_id: str, force: bool = Fal
 
     Allowed from ``review`` and ``failed``; `UnsafeRemoval` when work would be lost and
     ``force`` is not given (nothing is changed then)."""
-    from orchestrator.worktree.manager import WorktreeManager
+    from orchestrator.worktree import open_isolation
 
     with using_board(layout, config, board, actor) as b:
         task = b.get(task_id)
         check_transition(task.id, task.status, Status.DISCARDED)
-        manager = WorktreeManager(layout, config.worktree, b, actor="review")
+        manager = open_isolation(layout, config.worktree, b, actor="review")
         snapshot = manager.remove(task, force=force)
         task = b.set_status(task.id, Status.DISCARDED, actor=actor)
         b.events.emit("discarded", task.id, actor=actor, branch=task.branch, snapshot=snapshot,
