@@ -12,14 +12,14 @@ import typer
 from orchestrator.board import open_board
 from orchestrator.board.model import Task
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
-from orchestrator.worktree import WorktreeManager
+from orchestrator.worktree import Workspaces, open_isolation
 
 
 @contextmanager
-def _manager(repo: Path | None) -> Iterator[tuple[WorktreeManager, list[Task]]]:
+def _manager(repo: Path | None) -> Iterator[tuple[Workspaces, list[Task]]]:
     r = open_repo(repo)
     with open_board(r.layout, r.config.board) as board:
-        yield WorktreeManager(r.layout, r.config.worktree, board, actor="cli"), board.list()
+        yield open_isolation(r.layout, r.config.worktree, board, actor="cli"), board.list()
 
 
 @app.command("worktrees")
