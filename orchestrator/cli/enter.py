@@ -1,0 +1,39 @@
+"""``orchestrator enter ID [-- CMD …]``: a shell, or one command, in a task's workspace."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from orchestrator.board import open_board
+from orchestrator.cli.app import RepoOpt, app, open_repo
+from orchestrator.worktree import open_isolation
+from orchestrator.worktree.enter import run_in, user_shell, workspace_of
+
+
+@app.command("enter")
+def enter(
+    task_id: Annotated[str, typer.Argument(metavar="ID")],
+    command: Annotated[list[str] | None, typer.Argument(
+        metavar="[-- CMD...]", help="Run this command there instead of a shell.")] = None,
+    repo: RepoOpt = None,
+) -> None:
+    """Open your shell in a task's worktree with the task's environment (ORCH_TASK_ID,
+    ORCH_PORT_BASE…); exit it to come back. `enter ID -- CMD` runs one command there and
+    exits with its status. The task itself is not touched."""
+    r = open_repo(repo)
+    with open_board(r.layout, r.config.board, actor="cli") as board:
+        path, env = workspace_of(open_isolation(r.layout, r.config.worktree, board), board,
+                                 task_id)
+        board.events.emit("worktree_entered", task_id, actor="cli", path=str(path),
+                          command=command or None)
+    argv = command or [user_shell()]
+    if not command:
+        typer.echo(f"entering {task_id} in {path} (exit the shell to come back)", err=True)
+    try:
+        code = run_in(path, env, argv)
+    except (FileNotFoundError, PermissionError) as exc:
+        typer.echo(f"error: cannot run {argv[0]}: {exc.strerror}", err=True)
+        raise typer.Exit(127 if isinstance(exc, FileNotFoundError) else 126) from exc
+    raise typer.Exit(code)
