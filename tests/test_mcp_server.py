@@ -3,7 +3,6 @@ Inspector CLI; ``orchestrator mcp-status`` against real servers."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -144,14 +143,13 @@ def test_review_and_diff_over_mcp(repo: Path) -> None:
     assert queue[a]["branch"] == f"task/{a}"
     assert {f["path"] for f in queue[a]["diffstat"]["files"]} == {"parser.py", "README.md"}
     assert queue[a]["diffstat"]["added"] == 3
-    assert queue[a]["overlaps"] == {b: ["README.md"]}
-    assert queue[b]["overlaps"] == {a: ["README.md"]}
+    assert queue[a]["overlaps"] == [{"task": b, "status": "review", "files": ["README.md"]}]
+    assert queue[b]["overlaps"] == [{"task": a, "status": "review", "files": ["README.md"]}]
     assert "+def parse():" in text(res[1]) and "+++ b/parser.py" in text(res[1])
     assert "parser.py" in text(res[2]) and "+def parse" not in text(res[2])
     assert res[4].is_error and "has no branch yet" in text(res[4])
-    if importlib.util.find_spec("orchestrator.review") is None:
-        for r in (res[5], res[6]):
-            assert r.is_error and "not available yet" in text(r)
+    assert not res[5].is_error and data(res[5])["result"]["task"]["status"] == "merged"
+    assert not res[6].is_error and data(res[6])["result"]["task"]["status"] == "discarded"
     assert res[7].is_error and "strategy" in text(res[7])
 
 

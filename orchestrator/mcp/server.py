@@ -26,7 +26,7 @@ from orchestrator.board.model import Status, Task
 from orchestrator.cli.app import Repo, to_jsonable
 from orchestrator.errors import OrchestratorError
 from orchestrator.events import EventLog
-from orchestrator.mcp import lead
+from orchestrator.review import diff_text, discard_task, merge_task, review_rows
 
 ACTOR = "mcp"
 F = TypeVar("F", bound=Callable[..., Any])
@@ -124,7 +124,7 @@ def build_server(repo: Repo) -> tuple[MCPServer, FileBoard]:
     @_tool_errors
     def review() -> dict[str, Any]:
         """Tasks awaiting review: branch, diffstat, checks, cost, and overlapping files."""
-        return {"tasks": lead.review_queue(board, layout)}
+        return {"tasks": review_rows(layout, repo.config, board=board)}
 
     @server.tool()
     @_tool_errors
@@ -133,7 +133,7 @@ def build_server(repo: Repo) -> tuple[MCPServer, FileBoard]:
         stat: Annotated[bool, Field(description="Only the per-file summary.")] = False,
     ) -> str:
         """The task's changes: git diff from the commit it started at to its branch."""
-        return lead.task_diff(board, layout, str(id), stat=stat)
+        return diff_text(layout, repo.config, board.get(str(id)).id, stat=stat, board=board)
 
     @server.tool()
     @_tool_errors
@@ -143,8 +143,8 @@ def build_server(repo: Repo) -> tuple[MCPServer, FileBoard]:
             description="How the branch lands on the base branch.")] = "merge",
     ) -> dict[str, Any]:
         """Merge a reviewed task's branch (refused when it would conflict)."""
-        result = lead.review_operation("merge", layout=layout, config=repo.config,
-                                       task_id=str(id), strategy=strategy, actor=ACTOR)
+        result = merge_task(layout, repo.config, board.get(str(id)).id, strategy,
+                            actor=ACTOR, board=board)
         return {"result": to_jsonable(result)}
 
     @server.tool()
@@ -155,8 +155,8 @@ def build_server(repo: Repo) -> tuple[MCPServer, FileBoard]:
             description="Discard even unsaved work (a snapshot ref is kept first).")] = False,
     ) -> dict[str, Any]:
         """Discard a task's work: remove its worktree and branch (fail-closed)."""
-        result = lead.review_operation("discard", layout=layout, config=repo.config,
-                                       task_id=str(id), force=force, actor=ACTOR)
+        result = discard_task(layout, repo.config, board.get(str(id)).id, force,
+                              actor=ACTOR, board=board)
         return {"result": to_jsonable(result)}
 
     @server.tool()
