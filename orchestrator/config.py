@@ -173,6 +173,10 @@ class AgentConfig(_Section):
     """`auto` (bubblewrap where it works), `on` (required) or `off`."""
     network: bool = False
     """Network access for bash inside the sandbox."""
+    auto_allow_sandboxed_bash: bool = True
+    """Let bash run without asking while the sandbox confines it (`default` and
+    `acceptEdits` modes; deny and ask rules still apply), like Claude Code's
+    `autoAllowBashIfSandboxed`. Off: every unmatched command is a permission request."""
     pass_env: list[str] = Field(default_factory=list)
     """Secret-looking environment variables that tools may still see."""
 

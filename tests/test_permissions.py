@@ -208,3 +208,16 @@ def test_broken_settings_file_is_a_clear_config_error(repo: Path) -> None:
     (repo / ".claude/settings.json").write_text('{"permissions": {"allow": "Bash"}}')
     with pytest.raises(ConfigError, match="must be a list"):
         PermissionGate.from_sources(AgentConfig(), repo)
+
+
+def test_sandboxed_bash_runs_without_asking_but_rules_still_apply(repo: Path) -> None:
+    agent = AgentConfig(deny=["Bash(rm:*)"], ask=["Bash(git push:*)"])
+    confined = PermissionGate.from_sources(agent, repo, sandboxed=True)
+    assert bash(confined, "make test") == "allow"
+    assert bash(confined, "rm -rf build") == "deny"
+    assert bash(confined, "git push origin main") == "ask"
+    assert bash(PermissionGate.from_sources(agent, repo), "make test") == "ask"
+    off = AgentConfig(auto_allow_sandboxed_bash=False)
+    assert bash(PermissionGate.from_sources(off, repo, sandboxed=True), "make test") == "ask"
+    plan = AgentConfig(permission_mode="plan")
+    assert bash(PermissionGate.from_sources(plan, repo, sandboxed=True), "make test") == "deny"

@@ -160,7 +160,8 @@ def build_toolset(config: Config, ctx: RunContext) -> Toolset:
     )
     # Project rules come from the main checkout, not the worktree: an agent must not be
     # able to grant itself permissions by editing its own copy of .claude/settings.json.
-    gate = PermissionGate.from_sources(config.agent, ctx.layout.root, root)
+    gate = PermissionGate.from_sources(config.agent, ctx.layout.root, root,
+                                       sandboxed=sandbox.enabled)
     return Toolset(default_tools(config.agent), gate, tctx)
 
 

@@ -21,8 +21,10 @@ Evaluation: deny → ask → allow, then the mode. ``bypassPermissions`` allows
 what no rule decided (deny and ask rules still apply); ``plan`` denies every
 tool that is not read-only, whatever the allow rules say; ``acceptEdits``
 allows file edits and read-only tools; ``default`` allows read-only tools and
-asks for the rest. A tool marked ``needs_allow_rule`` (``web_fetch``) is denied
-in every mode but ``bypassPermissions`` unless an allow or ask rule matches it.
+asks for the rest — except bash while the sandbox confines it
+(``auto_allow_sandboxed_bash``, on by default). A tool marked
+``needs_allow_rule`` (``web_fetch``) is denied in every mode but
+``bypassPermissions`` unless an allow or ask rule matches it.
 A compound shell command (``a && b``, ``a; b``, ``a | b``) is allowed by rules
 only when every part is; any part hitting a deny or ask rule decides for the
 whole. Parts holding command substitution (``$(…)``, backticks)
@@ -119,12 +121,14 @@ class Rule:
 
 class PermissionGate:
     def __init__(self, rules: Iterable[Rule] = (), mode: str = "default",
-                 root: Path | None = None) -> None:
+                 root: Path | None = None, *, sandboxed_bash: bool = False) -> None:
         if mode not in MODES:
             raise ConfigError(f"unknown permission mode {mode!r} (choose from: {', '.join(MODES)})")
         self.rules = list(rules)
         self.mode = mode
         self.root = (root or Path.cwd()).resolve()
+        self.sandboxed_bash = sandboxed_bash
+        """Bash is confined by the sandbox, so an unmatched command runs without asking."""
 
     @classmethod
     def from_rules(cls, *, allow: Iterable[str] = (), ask: Iterable[str] = (),
@@ -134,9 +138,10 @@ class PermissionGate:
 
     @classmethod
     def from_sources(cls, agent: AgentConfig, project_root: Path,
-                     worktree: Path | None = None) -> PermissionGate:
+                     worktree: Path | None = None, *, sandboxed: bool = False) -> PermissionGate:
         """Rules from the config and the project's ``.claude/settings*.json``; path rules
-        are relative to ``worktree`` (default: the project root)."""
+        are relative to ``worktree`` (default: the project root). ``sandboxed``: bash runs
+        under the sandbox, so `AgentConfig.auto_allow_sandboxed_bash` may apply."""
         rules = _parse_lists(
             {"allow": agent.allow, "ask": agent.ask, "deny": agent.deny}, "orchestrator.toml"
         )
@@ -149,7 +154,8 @@ class PermissionGate:
                 settings_mode = perms["defaultMode"]
         if settings_mode is not None and "permission_mode" not in agent.model_fields_set:
             mode = settings_mode
-        return cls(rules, mode, worktree or project_root)
+        return cls(rules, mode, worktree or project_root,
+                   sandboxed_bash=sandboxed and agent.auto_allow_sandboxed_bash)
 
     def check(self, tool: Tool, args: dict[str, Any]) -> Decision:
         subject = tool.permission_subject(args)
@@ -172,6 +178,8 @@ class PermissionGate:
             return Decision("allow", None, "read-only tool")
         if self.mode == "acceptEdits" and edits_files(tool):
             return Decision("allow", None, "acceptEdits mode allows file edits")
+        if self.sandboxed_bash and tool.name == "bash":
+            return Decision("allow", None, "bash runs inside the sandbox")
         return Decision("ask", None, f"{self.mode} mode asks before {tool.name}")
 
     def denies_read(self, path: Path) -> bool:
