@@ -73,11 +73,11 @@ class Teammate:
     # --- the loop -------------------------------------------------------------
     def run(self) -> int:
         from orchestrator.board import open_board
-        from orchestrator.worktree.manager import WorktreeManager
+        from orchestrator.worktree import open_isolation
 
         self.waker.install_signals()
         self.board = open_board(self.layout, self.config.board, actor=self.name)
-        self.isolation = WorktreeManager(self.layout, self.config.worktree, self.board)
+        self.isolation = open_isolation(self.layout, self.config.worktree, self.board)
         self.waker.follow_board(self.board, self.config.board.rescan_seconds)
         self.log.info("teammate ready", pid=os.getpid())
         try:
@@ -224,7 +224,9 @@ class Teammate:
             self.board.fail(task.id, token, result.error or "backend failed", retry=result.retry)
             return
         self.board.renew(task.id, token)  # still ours? never commit over a new owner's work
-        sha = commit_leftovers(ws.path, task, self.name)
+        # a workspace that is no git checkout (hook isolation) cannot be committed: its
+        # isolation snapshots it on keep instead
+        sha = commit_leftovers(ws.path, task, self.name) if (ws.path / ".git").exists() else None
         if sha:
             self.board.events.emit("commit", task.id, actor=self.name, sha=sha,
                                    branch=ws.branch)
