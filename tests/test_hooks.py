@@ -20,6 +20,7 @@ def lines(path: Path) -> list[dict]:
 def test_hook_kinds() -> None:
     assert hook_kind({"event": "task_completed"}) == "review"
     assert hook_kind({"event": "permission_requested"}) == "waiting"
+    assert hook_kind({"event": "plan_submitted"}) == "waiting"
     assert hook_kind({"event": "task_failed", "status": "failed"}) == "failed"
     assert hook_kind({"event": "lease_expired", "status": "failed"}) == "failed"
     assert hook_kind({"event": "task_failed", "status": "pending"}) is None  # will be retried

@@ -3,7 +3,7 @@
     [hooks]
     review  = ["notify-send 'ready for review'"]     # task_completed
     failed  = ["./scripts/page-me"]                  # a task failed for good
-    waiting = ["./scripts/ask-me"]                   # permission_requested
+    waiting = ["./scripts/ask-me"]                   # permission_requested, plan_submitted
     events  = { merged = ["./scripts/deploy"] }      # any other event type
     timeout = 30
 
@@ -44,7 +44,7 @@ def hook_kind(event: dict[str, Any]) -> str | None:
     name = event.get("event")
     if name == "task_completed":
         return "review"
-    if name == "permission_requested":
+    if name in ("permission_requested", "plan_submitted"):
         return "waiting"
     if name in FINAL_FAILURES and event.get("status") == "failed":
         return "failed"
