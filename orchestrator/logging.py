@@ -8,6 +8,7 @@ readably on stderr. Secrets from the environment are masked in both.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -30,11 +31,15 @@ class _JsonFileSink:
 
     def __call__(self, logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
         line = redact(json.dumps(event, default=str, ensure_ascii=False), self.secrets) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line.encode())
+            finally:
+                os.close(fd)
+        except OSError:  # a full or read-only disk must not turn logging into a crash
+            with contextlib.suppress(OSError):
+                os.write(2, line.encode())
         return event
 
 
