@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import errno
 import json
 import os
 import re
@@ -66,6 +67,10 @@ def describe_error(exc: Exception) -> str:
     return str(exc)
 
 
+RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+"""Opening failed for want of file descriptors or memory: the file itself may be fine."""
+
+
 def read_task_file(path: Path) -> tuple[Task, Key]:
     """Read and validate one task file without following symlinks.
 
@@ -74,8 +79,8 @@ def read_task_file(path: Path) -> tuple[Task, Key]:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as exc:
-        if isinstance(exc, FileNotFoundError):
-            raise
+        if isinstance(exc, FileNotFoundError) or exc.errno in RESOURCE_ERRNOS:
+            raise  # the machine's trouble, not the file's: the caller backs off
         raise ValueError(f"cannot open ({exc.strerror}; a symlink?)") from exc
     try:
         st = os.fstat(fd)
@@ -248,8 +253,10 @@ class TaskIndex:
         return list(latest.values())
 
     def _journal_mark(self) -> None:
-        # Created up front, so that its first appearance never looks like a rotation.
-        os.close(os.open(self.dir / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+        # Created up front, so that its first appearance never looks like a rotation
+        # (a read-only or full board is still read: the stat below copes without it).
+        with contextlib.suppress(OSError):
+            os.close(os.open(self.dir / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
         try:
             st = (self.dir / JOURNAL).stat()
         except FileNotFoundError:

@@ -426,7 +426,10 @@ class FileBoard:
                      sync_dir=not forgettable)
         st = path.stat()
         self._index.put(task, (st.st_mtime_ns, st.st_size, st.st_ino))
-        self._journal(task)
+        # The file is written: that is the change. The journal only hints it to other
+        # processes (their rescans find it anyway), so a full disk must not fail the write.
+        with contextlib.suppress(OSError):
+            self._journal(task)
 
     def _journal(self, task: Task) -> None:
         path = self.layout.tasks / JOURNAL
