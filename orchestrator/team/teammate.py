@@ -22,8 +22,10 @@ an orphaned namesake.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -34,6 +36,7 @@ from orchestrator.backends import load_backend
 from orchestrator.board.model import Task, Usage, utcnow
 from orchestrator.config import Config
 from orchestrator.errors import LeaseLost, OrchestratorError
+from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.logging import configure, get_logger
 from orchestrator.protocols import Backend, Board, RunContext
@@ -69,6 +72,8 @@ class Teammate:
         self.board: Board
         self.isolation: Any = None
         self.started_at = utcnow()
+        self.fault: str | None = None
+        """The last error from the board (disk full, read-only, no file descriptors)."""
 
     # --- the loop -------------------------------------------------------------
     def run(self) -> int:
@@ -81,19 +86,24 @@ class Teammate:
         self.waker.follow_board(self.board, self.config.board.rescan_seconds)
         self.log.info("teammate ready", pid=os.getpid())
         try:
-            while True:
-                self.read_mail()
-                if self.warm.is_set():
-                    break
-                self.refresh_config()
-                task = self.board.claim(self.name, lease_seconds=self.config.board.lease_seconds)
-                if task is None:
-                    self.publish("idle")
-                    # board changes wake us; mailboxes are not watched, so look at ours
-                    # on the board's rescan period as well
-                    self.absorb(self.waker.wait(self.config.board.rescan_seconds, self._fds()))
-                    continue
-                self.work(task)
+            while not self.warm.is_set():
+                try:
+                    self.read_mail()
+                    if self.warm.is_set():
+                        break
+                    if self.fault is None or self.healthy():
+                        self.refresh_config()
+                        task = self.board.claim(self.name,
+                                                lease_seconds=self.config.board.lease_seconds)
+                        if task is not None:
+                            self.work(task)
+                            continue
+                        self.publish("idle")
+                except OSError as exc:  # a full or read-only disk, too few open files
+                    self.board_fails(exc)
+                # board changes wake us; mailboxes are not watched (and a failing board
+                # is retried), so look again on the board's rescan period as well
+                self.absorb(self.waker.wait(self.config.board.rescan_seconds, self._fds()))
         finally:
             self.publish("stopped")
             self.answer_shutdown()
@@ -163,8 +173,36 @@ class Teammate:
         self.shutdown_requests = []
 
     def publish(self, state: str, **fields: Any) -> None:
-        status.write_teammate(self.layout, self.name, state, pid=os.getpid(),
-                              started_at=self.started_at, since=utcnow(), **fields)
+        with contextlib.suppress(OSError):  # a hint for `status`; the board is the truth
+            status.write_teammate(self.layout, self.name, state, pid=os.getpid(),
+                                  started_at=self.started_at, since=utcnow(), **fields)
+
+    def board_fails(self, exc: Exception) -> None:
+        """Stop claiming while the machine cannot do a task's work (a full or read-only
+        disk, too few file descriptors): one log line per new error, then `healthy` is
+        probed on every rescan period instead of claiming, so no attempt is burned."""
+        error = f"{type(exc).__name__}: {exc}"
+        kind = f"{type(exc).__name__} {getattr(exc, 'errno', '')}"  # not the file name
+        if kind != self.fault:
+            self.log.error("cannot work; not claiming until this is fixed", error=error)
+            self.fault = kind
+        self.publish("blocked", error=error)
+
+    def healthy(self) -> bool:
+        """Whether what a task needs works again: writing the control plane and the
+        worktree root, and starting a process."""
+        try:
+            for folder in (self.layout.run, self.layout.worktree_root):
+                probe = folder / f".probe-{self.name}"
+                atomic_write(probe, "ok\n")
+                probe.unlink()
+            subprocess.run(["git", "--version"], capture_output=True, check=True)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            self.board_fails(exc)
+            return False
+        self.log.info("working again; claiming", after=self.fault)
+        self.fault = None
+        return True
 
     # --- one task -------------------------------------------------------------
     def work(self, task: Task) -> None:
@@ -182,10 +220,22 @@ class Teammate:
             self._work(task, token, tlog, stop, beat)
         except LeaseLost:
             beat.lost = True
+        except OSError as exc:
+            # The machine, not the task (a full or read-only disk, too few open files): hand
+            # it back without counting an attempt, and let the loop stop claiming for a
+            # while. If even that write fails, the lease expires and the lead requeues it.
+            self.log.error("task interrupted", task=task.id,
+                           error=f"{type(exc).__name__}: {exc}")
+            if not beat.lost:
+                beat.ending = True
+                with contextlib.suppress(OSError, LeaseLost):
+                    self.board.release(task.id, token, reason=f"{type(exc).__name__}: {exc}")
+            raise
         except Exception as exc:  # a run error: record it on the task, keep serving
             self.log.exception("task error", task=task.id)
             tlog.write("error", error=f"{type(exc).__name__}: {exc}")
             if not beat.lost:
+                beat.ending = True
                 try:
                     self.board.fail(task.id, token, f"{type(exc).__name__}: {exc}")
                 except LeaseLost:
@@ -218,9 +268,11 @@ class Teammate:
         if result.usage != Usage():
             self.board.update(task.id, token, usage=task.usage.add(result.usage))
         if result.stopped or self.cold.is_set() or (not result.ok and stop.is_set()):
+            beat.ending = True
             self.board.release(task.id, token, reason="teammate stopping")
             return
         if not result.ok:
+            beat.ending = True
             self.board.fail(task.id, token, result.error or "backend failed", retry=result.retry)
             return
         self.board.renew(task.id, token)  # still ours? never commit over a new owner's work
@@ -239,6 +291,7 @@ class Teammate:
             if beat.lost:
                 return
             if checks["stopped"]:
+                beat.ending = True
                 self.board.release(task.id, token, reason="teammate stopping")
                 return
             self.board.events.emit("checks_passed" if checks["passed"] else "checks_failed",
@@ -246,12 +299,14 @@ class Teammate:
                                    result=checks["result"])
             if not checks["passed"]:
                 self.board.update(task.id, token, checks=checks)
+                beat.ending = True
                 self.board.fail(task.id, token, f"verification failed ({checks['result']}): "
                                 f"{checks['command']}\n{_tail(checks['output_tail'])}")
                 return
             fields["checks"] = checks
         if result.session_id:
             fields["session_id"] = result.session_id
+        beat.ending = True
         done = self.board.complete(task.id, token, **fields)
         self.isolation.keep(done)
         self.log.info("completed", task=task.id, sha=sha)
@@ -277,6 +332,9 @@ class Heartbeat(threading.Thread):
         self.token = token
         self.stop = stop
         self.lost = False
+        self.ending = False
+        """Set just before the run's last board write (complete, fail, release): a renewal
+        refused after it lost nothing, the lease was handed back."""
         self._done = threading.Event()
         self._r, self._w = os.pipe()
         self.interval = mate.config.board.lease_seconds / 3
@@ -298,10 +356,13 @@ class Heartbeat(threading.Thread):
             self.mate.board.renew(self.task_id, self.token,
                                   lease_seconds=self.mate.config.board.lease_seconds)
         except LeaseLost:
-            self.lost = True
+            self.lost = self.lost or not self.ending
             self._done.set()
             return
-        except Exception:  # a transient error (disk, lock): try again next beat
+        except OSError as exc:  # a full or read-only disk: try again next beat
+            self.mate.log.error("heartbeat failed", task=self.task_id,
+                                error=f"{type(exc).__name__}: {exc}")
+        except Exception:  # a transient error (a lock): try again next beat
             self.mate.log.exception("heartbeat failed", task=self.task_id)
         self.mate.read_mail()
 
