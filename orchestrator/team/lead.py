@@ -31,8 +31,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from orchestrator.board.model import Status, utcnow
 from orchestrator.config import Config
@@ -51,6 +52,8 @@ BACKOFF_MAX_SECONDS = 60.0
 HEALTHY_SECONDS = 60.0
 """A teammate that ran this long before crashing starts its back-off from the beginning."""
 COLD_GRACE_SECONDS = 10.0
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -94,6 +97,8 @@ class Lead:
         self.cold_deadline: float | None = None
         self.board: Board
         self.hooks: Hooks
+        self.faults: dict[str, str] = {}
+        """What failed with an OSError (see `guarded`), with the last error."""
 
     # --- life -----------------------------------------------------------------
     def run(self) -> int:
@@ -143,7 +148,9 @@ class Lead:
 
     def loop(self) -> None:
         while True:
-            wake = self.waker.wait(self.timeout(), [c.pidfd for c in self.children if c.alive])
+            timeout = self.guarded("reading the board", self.timeout)
+            wake = self.waker.wait(self.config.board.rescan_seconds if timeout is None
+                                   else timeout, [c.pidfd for c in self.children if c.alive])
             for sig in wake.signals:
                 self.stop(2 if sig == COLD_SIGNAL else self.stopping + 1)
             for child in self.children:
@@ -160,7 +167,7 @@ class Lead:
             for child in self.children:
                 if child.restart_at is not None and now >= child.restart_at:
                     self.spawn(child)
-            if self.burst and self.drained():
+            if self.burst and self.guarded("reading the board", self.drained):
                 self.log.info("burst finished: no claimable work left")
                 self.stop(1)
 
@@ -186,17 +193,37 @@ class Lead:
         except Exception:
             self.log.exception("applying changed settings failed")
         try:
-            for t in self.board.intake():
-                self.log.info("task added", task=t.id, subject=t.subject)
-            for t in self.board.requeue_expired(actor=LEAD):
-                self.log.warning("lease expired", task=t.id, status=str(t.status))
+            self.guarded("board housekeeping", self.housekeeping)
         except Exception:  # one bad pass must not take the supervisor down
             self.log.exception("board housekeeping failed")
-        self.route_mail()
+        self.guarded("reading the lead's mailbox", self.route_mail)
         try:
             self.hooks.poll()  # notification hooks run in their own threads
         except Exception:
             self.log.exception("starting notification hooks failed")
+
+    def housekeeping(self) -> None:
+        for t in self.board.intake():
+            self.log.info("task added", task=t.id, subject=t.subject)
+        for t in self.board.requeue_expired(actor=LEAD):
+            self.log.warning("lease expired", task=t.id, status=str(t.status))
+
+    def guarded(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+        """Run ``fn``; when the control plane cannot be used (a full or read-only disk, too
+        few open files) log one line (once, until it works again) and return None: the
+        supervisor stays up, and leases and the next pass put the board right later."""
+        try:
+            result = fn(*args, **kwargs)
+        except OSError as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            kind = f"{type(exc).__name__} {exc.errno}"  # not the file name
+            if self.faults.get(what) != kind:
+                self.log.error(f"{what} failed", error=error)
+                self.faults[what] = kind
+            return None
+        if self.faults.pop(what, None) is not None:
+            self.log.info(f"{what} works again")
+        return result
 
     def apply_settings(self) -> None:
         """Reload changed config files and apply what is live (see the module docstring)."""
@@ -283,6 +310,25 @@ class Lead:
 
     # --- teammates ------------------------------------------------------------
     def spawn(self, child: Child) -> None:
+        try:
+            child.proc, child.pidfd, child.lead_w = self._start_process(child)
+        except OSError as exc:  # too few file descriptors or processes: try again later
+            delay = min(BACKOFF_BASE_SECONDS * 2 ** child.crashes, BACKOFF_MAX_SECONDS)
+            child.crashes += 1
+            child.restart_at = time.monotonic() + delay
+            self.log.error("cannot start teammate", teammate=child.name, retry_in=delay,
+                           error=f"{type(exc).__name__}: {exc}")
+            return
+        child.started = time.monotonic()
+        child.restart_at = None
+        self.guarded("recording a teammate", status.write_teammate, self.layout, child.name,
+                     "starting", pid=child.proc.pid, since=utcnow())
+        self.guarded("recording an event", self.board.events.emit, "teammate_started",
+                     actor=LEAD, teammate=child.name, pid=child.proc.pid)
+        self.log.info("teammate started", teammate=child.name, pid=child.proc.pid)
+
+    def _start_process(self, child: Child) -> tuple[subprocess.Popen[bytes], int, int]:
+        """The teammate's process, a pidfd to wait on, our end of its lead pipe."""
         r, w = os.pipe()
         cmd = [
             sys.executable, "-m", "orchestrator.team.teammate",
@@ -292,19 +338,20 @@ class Lead:
         if self.console:
             cmd.append("--console")
         try:
-            child.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, pass_fds=(r,),
-                                          start_new_session=True)
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, pass_fds=(r,),
+                                    start_new_session=True)
+        except BaseException:
+            os.close(w)
+            raise
         finally:
             os.close(r)
-        child.lead_w = w
-        child.pidfd = os.pidfd_open(child.proc.pid)
-        child.started = time.monotonic()
-        child.restart_at = None
-        status.write_teammate(self.layout, child.name, "starting", pid=child.proc.pid,
-                              since=utcnow())
-        self.board.events.emit("teammate_started", actor=LEAD, teammate=child.name,
-                               pid=child.proc.pid)
-        self.log.info("teammate started", teammate=child.name, pid=child.proc.pid)
+        try:
+            return proc, os.pidfd_open(proc.pid), w
+        except OSError:
+            proc.kill()
+            proc.wait()
+            os.close(w)
+            raise
 
     def reap(self, child: Child) -> None:
         assert child.proc is not None
@@ -313,18 +360,21 @@ class Lead:
         os.close(child.lead_w)
         child.pidfd = child.lead_w = -1
         how = f"killed by signal {-rc}" if rc < 0 else f"exit code {rc}"
-        st = status.read_teammate(self.layout, child.name) or {}
+        st = self.guarded("reading a teammate", status.read_teammate, self.layout,
+                          child.name) or {}
         if rc != 0 and st.get("backend_pgid"):
             signal_group(st["backend_pgid"], signal.SIGKILL)
         requeued = []
-        if rc != 0:
-            requeued = self.board.requeue_owner(
-                child.name, reason=f"teammate {child.name} died ({how})", actor=LEAD)
-        status.write_teammate(self.layout, child.name, "stopped", pid=child.proc.pid,
-                              exit=how, since=utcnow())
-        self.board.events.emit("teammate_stopped", actor=LEAD, teammate=child.name,
-                               pid=child.proc.pid, exit_code=rc,
-                               requeued=[t.id for t in requeued])
+        if rc != 0:  # when the board cannot be written now, the lease expires later
+            requeued = self.guarded("requeueing a dead teammate's task",
+                                    self.board.requeue_owner, child.name,
+                                    reason=f"teammate {child.name} died ({how})",
+                                    actor=LEAD) or []
+        self.guarded("recording a teammate", status.write_teammate, self.layout, child.name,
+                     "stopped", pid=child.proc.pid, exit=how, since=utcnow())
+        self.guarded("recording an event", self.board.events.emit, "teammate_stopped",
+                     actor=LEAD, teammate=child.name, pid=child.proc.pid, exit_code=rc,
+                     requeued=[t.id for t in requeued])
         if self.stopping or rc == 0 or child.retiring:
             child.retired = True
             self.log.info("teammate stopped", teammate=child.name, exit=how)
