@@ -1,0 +1,448 @@
+"""Chaos test (issue 10): a team works through a board while a driver kills it.
+
+    .venv/bin/python scripts/chaos.py --tasks 200 --teammates 4 [--mate-kills 10]
+        [--lead-kills 2] [--stops 1] [--restarts 1] [--lease 3] [--seed N] [--json]
+
+Every task runs the command backend, which writes ``work_<id>.txt`` holding the
+task id (then sleeps ``--task-seconds``, so kills land mid-task). While the team
+works, the driver — at evenly spread points of progress, in a seeded random
+order — ``kill -9``s a random teammate (preferably a working one), ``kill -9``s
+the lead (its teammates must stop on their own; then ``up`` again), freezes a
+working teammate and its backend with SIGSTOP until its lease has been reaped
+(then SIGCONT: its late writes must be fenced off), and restarts the daemon
+(``down``, ``up``). At the end it runs ``down`` and checks, the way queue
+checkers count sets (lost / duplicated / unexpected):
+
+- lost: a task added but not on the board; not in review: any other end state;
+  unexpected: a task on the board nobody added;
+- completed twice: more than one ``task_completed`` event, or a branch with
+  other than exactly one commit over ``main``;
+- wrong work: a branch whose diff is not exactly ``work_<id>.txt`` holding the id;
+- ``events.jsonl``: every line parses, and each task's last status event
+  matches its status on the board;
+- worktrees: ``git worktree list`` against the board (orphans and missing ones);
+- processes: nothing alive after ``down`` that ran in the repository (leads,
+  teammates, backends), and every pid seen during the run is gone.
+
+Prints the figures; exits 0 only when every count is zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from orchestrator.board import open_board
+from orchestrator.board.model import Status
+from orchestrator.events import EventLog
+from orchestrator.layout import Layout
+from scripts.harness import (
+    WRITE_OWN_FILE,
+    add_tasks,
+    alive,
+    kill_quietly,
+    killpg_quietly,
+    make_repo,
+    orch,
+    processes_in,
+    start_lead,
+    team_env,
+    teammates,
+    wait_until,
+)
+
+STATUS_EVENTS = {"task_created": "pending", "task_claimed": "in_progress",
+                 "task_completed": "review", "task_released": "pending",
+                 "task_cancelled": "cancelled", "task_retried": "pending",
+                 "merged": "merged", "discarded": "discarded"}
+"""Events that set a task's status to a fixed value; others carry it (see `event_status`)."""
+FINAL = {Status.REVIEW, Status.FAILED, Status.CANCELLED, Status.MERGED, Status.DISCARDED}
+
+
+def event_status(e: dict[str, Any]) -> str | None:
+    if e["event"] in STATUS_EVENTS:
+        return STATUS_EVENTS[e["event"]]
+    if e["event"] in ("task_failed", "lease_expired", "task_requeued"):
+        return str(e["status"])
+    if e["event"] == "task_status":
+        return str(e["to"])
+    return None
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True,
+                          check=False).stdout
+
+
+class Driver:
+    """Runs the team and injects the faults; remembers every process it saw."""
+
+    def __init__(self, repo: Path, n_tasks: int, n_mates: int, env: dict[str, str],
+                 command: str, rng: random.Random, say: Any) -> None:
+        self.repo = repo
+        self.n_tasks = n_tasks
+        self.ids: list[str] = []
+        self.backlog = 3 * n_mates
+        """Tasks are fed as the team works, keeping this many unfinished, so the team never
+        runs out of work before the last fault has landed."""
+        self.layout = Layout.at(repo)
+        self.n_mates = n_mates
+        self.env = env
+        self.command = command
+        self.rng = rng
+        self.say = say
+        self.log = repo.parent / "chaos-daemon.log"
+        self.lead: subprocess.Popen[bytes] | None = None
+        self.pids: set[int] = set()
+        self.pgids: set[int] = set()
+        self.figures: dict[str, Any] = {"mate_kills": 0, "lead_kills": 0, "stops": [],
+                                        "restarts": 0, "mates_exit_after_lead_s": []}
+
+    # --- the team -----------------------------------------------------------------
+    def up(self) -> None:
+        self.lead = start_lead(self.repo, ["-n", str(self.n_mates), "--backend", "command",
+                                           "--command", self.command], self.env, self.log)
+        self.pids.add(self.lead.pid)
+        wait_until(lambda: len(self.live_mates()) == self.n_mates, 60, "the team to start")
+
+    def live_mates(self) -> dict[str, dict[str, Any]]:
+        """Teammates of the current lead that are alive (their state files say so)."""
+        out = {}
+        for name, st in teammates(self.layout).items():
+            if alive(st.get("pid")) and st.get("state") != "stopped":
+                self.pids.add(int(st["pid"]))
+                if st.get("backend_pgid"):
+                    self.pgids.add(int(st["backend_pgid"]))
+                out[name] = st
+        return out
+
+    def check_lead(self) -> None:
+        if self.lead is not None and self.lead.poll() is not None:
+            raise SystemExit(f"the lead exited on its own ({self.lead.returncode}); "
+                             f"see {self.log}")
+
+    def board(self) -> list[Any]:
+        with open_board(self.layout) as b:
+            return b.list()
+
+    def progress(self) -> int:
+        """How many tasks are finished; tops the board up to `backlog` unfinished ones."""
+        self.check_lead()
+        self.live_mates()
+        done = sum(t.status in FINAL for t in self.board())
+        more = min(self.n_tasks - len(self.ids), self.backlog - (len(self.ids) - done))
+        if more > 0:
+            self.ids += add_tasks(self.repo, more, first=len(self.ids))
+        return done
+
+    # --- faults ---------------------------------------------------------------------
+    def kill_mate(self) -> None:
+        mates = self.live_mates()
+        working = [s for s in mates.values() if s.get("state") == "working"]
+        victim = self.rng.choice(working or list(mates.values()))
+        kill_quietly(int(victim["pid"]))
+        self.figures["mate_kills"] += 1
+        self.say(f"  kill -9 teammate {victim['name']} (pid {victim['pid']}, "
+                 f"{victim.get('state')} {victim.get('task') or ''})")
+
+    def kill_lead(self) -> None:
+        assert self.lead is not None
+        mates = [int(s["pid"]) for s in self.live_mates().values()]
+        kill_quietly(self.lead.pid)
+        self.lead.wait()
+        t0 = time.monotonic()
+        wait_until(lambda: not any(alive(p) for p in mates), 60,
+                   "the teammates to stop after the lead died")
+        took = round(time.monotonic() - t0, 2)
+        self.figures["lead_kills"] += 1
+        self.figures["mates_exit_after_lead_s"].append(took)
+        self.say(f"  kill -9 lead (pid {self.lead.pid}); its teammates stopped in {took}s; up")
+        self.up()
+
+    def restart(self) -> None:
+        res = orch(self.repo, "down", env=self.env, timeout=120)
+        assert self.lead is not None
+        self.lead.wait(60)
+        self.figures["restarts"] += 1
+        self.say(f"  restart: {res.stdout.strip()}; up")
+        self.up()
+
+    def freeze(self, lease: float) -> None:
+        """SIGSTOP a working teammate and its backend until its lease is reaped."""
+        working = wait_until(lambda: [s for s in self.live_mates().values()
+                                      if s.get("state") == "working" and s.get("backend_pgid")],
+                             60, "a working teammate")
+        victim = self.rng.choice(working)
+        pid, pgid, name = int(victim["pid"]), int(victim["backend_pgid"]), victim["name"]
+        kill_quietly(pid, signal.SIGSTOP)
+        killpg_quietly(pgid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        try:
+            held = {t.id: t.fence for t in self.board()
+                    if t.status is Status.IN_PROGRESS and t.owner == name}
+
+            def reaped() -> bool:
+                self.check_lead()
+                now = {t.id: t for t in self.board()}
+                return all(now[i].status is not Status.IN_PROGRESS or now[i].fence != f
+                           for i, f in held.items())
+
+            if held:
+                wait_until(reaped, lease * 4 + 30, f"the lease of frozen {name} to be reaped",
+                           poll=0.1)
+            else:  # it finished just before the freeze: stay frozen past a lease anyway
+                time.sleep(lease + 0.5)
+        finally:
+            killpg_quietly(pgid, signal.SIGCONT)
+            kill_quietly(pid, signal.SIGCONT)
+        took = round(time.monotonic() - t0, 2)
+
+        def gave_up() -> bool:  # its late writes were refused: it says so, once per task
+            found = {(e["task"], e.get("token")) for e in EventLog(self.layout.events).read()
+                     if e["event"] == "task_abandoned" and e["actor"] == name}
+            return set(held.items()) <= found
+
+        try:
+            wait_until(gave_up, 30, f"frozen {name} to abandon {sorted(held)}")
+            fenced = True
+        except TimeoutError:
+            fenced = False
+        self.figures["stops"].append({"teammate": name, "held": sorted(held),
+                                      "frozen_s": took, "fenced": fenced})
+        self.say(f"  SIGSTOP teammate {name} holding {sorted(held) or 'nothing'} for {took}s "
+                 f"(lease {lease}s); SIGCONT; late writes fenced: {fenced}")
+
+    def down(self) -> None:
+        res = orch(self.repo, "down", env=self.env, timeout=180)
+        if self.lead is not None:
+            self.lead.wait(60)
+        self.say(f"down: {res.stdout.strip()}")
+
+
+def run(repo: Path, *, n_tasks: int, n_mates: int, mate_kills: int, lead_kills: int,
+        stops: int, restarts: int, lease: float, task_seconds: float, max_attempts: int,
+        seed: int, quiet: bool = False) -> dict[str, Any]:
+    def say(msg: str) -> None:
+        if not quiet:
+            print(msg, flush=True)
+
+    rng = random.Random(seed)
+    env = team_env(board_lease_seconds=lease, board_max_attempts=max_attempts)
+    command = f"{WRITE_OWN_FILE}; sleep {task_seconds}"
+    drv = Driver(repo, n_tasks, n_mates, env, command, rng, say)
+    drv.progress()  # the first tasks
+    plan = ["mate"] * mate_kills + ["lead"] * lead_kills + ["stop"] * stops \
+        + ["restart"] * restarts
+    rng.shuffle(plan)
+    # spread the faults over 5 %..60 % of the work, so each lands on a busy team
+    marks = [int(n_tasks * (0.05 + 0.55 * i / (len(plan) - 1))) if len(plan) > 1
+             else n_tasks // 3 for i in range(len(plan))]
+    say(f"chaos: {n_tasks} tasks, {n_mates} teammates, lease {lease}s, seed {seed}; "
+        f"faults: {Counter(plan)}")
+    t0 = time.monotonic()
+    deadline = 300 + n_tasks * 5.0
+    skipped: list[str] = []
+    try:
+        drv.up()
+        for fault, mark in zip(plan, marks, strict=True):
+            [done] = wait_until(lambda mark=mark: (d := drv.progress()) >= mark and [d],
+                                deadline, f"{mark} tasks done", poll=0.1)
+            if done >= n_tasks:
+                skipped.append(fault)
+                continue
+            say(f"[{time.monotonic() - t0:6.1f}s, {done}/{n_tasks} done]")
+            if fault == "mate":
+                drv.kill_mate()
+            elif fault == "lead":
+                drv.kill_lead()
+            elif fault == "stop":
+                drv.freeze(lease)
+            else:
+                drv.restart()
+        wait_until(lambda: drv.progress() >= n_tasks, deadline, "every task to finish",
+                   poll=0.2)
+        drv.down()
+    finally:
+        if drv.lead is not None and drv.lead.poll() is None:
+            kill_quietly(drv.lead.pid)
+            drv.lead.wait()
+    seconds = round(time.monotonic() - t0, 1)
+    left = _leftovers(repo, drv)
+    result = audit(repo, drv.ids)
+    result.update(tasks=n_tasks, teammates=n_mates, seconds=seconds, seed=seed, lease=lease,
+                  faults=drv.figures, faults_skipped=skipped, leftover_processes=left)
+    result["unfenced_stops"] = [s for s in drv.figures["stops"] if not s["fenced"]]
+    result["ok"] = not any(result[k] for k in COUNTS) and not skipped
+    return result
+
+
+COUNTS = ("lost", "not_in_review", "unexpected", "completed_twice", "commits_not_one",
+          "wrong_work", "bad_event_lines", "false_abandons", "events_inconsistent",
+          "orphan_worktrees", "missing_worktrees", "leftover_processes", "unfenced_stops")
+
+
+def _leftovers(repo: Path, drv: Driver) -> list[Any]:
+    """Processes still alive after ``down`` (a short grace for the kernel to reap them)."""
+    def stragglers() -> list[Any]:
+        found = [(p, "seen during the run") for p in drv.pids if alive(p)]
+        found += [(g, "backend group") for g in drv.pgids if alive(g)]
+        return found + [p for p in processes_in(repo) if p[0] not in drv.pids]
+
+    try:
+        wait_until(lambda: not stragglers(), 10, "the team's processes to be gone")
+    except TimeoutError:
+        pass
+    return stragglers()
+
+
+def audit(repo: Path, ids: list[str]) -> dict[str, Any]:
+    """Count what went wrong, set by set (see the module docstring)."""
+    layout = Layout.at(repo)
+    with open_board(layout) as b:
+        board = {t.id: t for t in b.list()}
+    lines = layout.events.read_bytes().split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    events, bad_lines = [], []
+    for i, raw in enumerate(lines, 1):
+        try:
+            rec = json.loads(raw)
+            if not isinstance(rec, dict):
+                raise ValueError("not an object")
+            events.append(rec)
+        except ValueError as exc:
+            bad_lines.append(f"line {i}: {exc}")
+    last: dict[str, str] = {}
+    for e in events:
+        st = event_status(e)
+        if st is not None and e.get("task"):
+            last[e["task"]] = st
+    completions = Counter(e["task"] for e in events if e["event"] == "task_completed")
+    handed_back = {(e["task"], e.get("token")) for e in events
+                   if e["event"] in ("task_completed", "task_failed", "task_released")}
+    lost = [i for i in ids if i not in board]
+    not_review = {i: str(board[i].status) for i in ids if i in board
+                  and board[i].status is not Status.REVIEW}
+    wrong, commits_not_one = {}, {}
+    for tid in ids:
+        t = board.get(tid)
+        if t is None or not t.branch:
+            continue
+        n = len(git(repo, "rev-list", f"main..{t.branch}").split())
+        if n != 1:
+            commits_not_one[tid] = n
+        files = git(repo, "diff", "--name-only", f"main...{t.branch}").split()
+        body = git(repo, "show", f"{t.branch}:work_{tid}.txt").strip()
+        if files != [f"work_{tid}.txt"] or body != tid:
+            wrong[tid] = {"files": files, "content": body[:80]}
+    listed = set()
+    for line in git(repo, "worktree", "list", "--porcelain").splitlines():
+        if line.startswith("worktree "):
+            p = Path(line.split(" ", 1)[1]).resolve()
+            if p != repo.resolve():
+                listed.add(str(p))
+    on_board = {str(Path(t.worktree).resolve()) for t in board.values() if t.worktree}
+    live = {str(Path(t.worktree).resolve()) for t in board.values()
+            if t.worktree and t.status in (Status.REVIEW, Status.IN_PROGRESS, Status.PENDING)}
+    stats = Counter(e["event"] for e in events)
+    return {
+        "lost": lost,
+        "not_in_review": not_review,
+        "unexpected": sorted(set(board) - set(ids)),
+        "completed_twice": {t: c for t, c in completions.items() if c > 1},
+        "commits_not_one": commits_not_one,
+        "wrong_work": wrong,
+        "event_lines": len(lines),
+        "bad_event_lines": bad_lines,
+        "false_abandons": [f"{e['task']} token {e.get('token')}" for e in events
+                           if e["event"] == "task_abandoned"
+                           and (e["task"], e.get("token")) in handed_back],
+        "events_inconsistent": {t.id: {"board": str(t.status), "events": last.get(t.id)}
+                                for t in board.values() if last.get(t.id) != str(t.status)},
+        "orphan_worktrees": sorted(listed - on_board),
+        "missing_worktrees": sorted(p for p in live - listed),
+        "worktrees": len(listed),
+        "attempts": sum(t.attempts for t in board.values()),
+        "max_attempts_used": max((t.attempts for t in board.values()), default=0),
+        "recovery": {k: stats.get(k, 0) for k in (
+            "task_requeued", "lease_expired", "task_abandoned", "task_released",
+            "task_claimed", "task_completed", "teammate_started", "teammate_stopped")},
+    }
+
+
+def report(res: dict[str, Any]) -> str:
+    f, r = res["faults"], res["recovery"]
+    stops = "; ".join(f"{s['teammate']} holding {', '.join(s['held']) or 'nothing'} frozen "
+                      f"{s['frozen_s']}s, late writes fenced: {s['fenced']}"
+                      for s in f["stops"]) or "none"
+    out = [
+        f"chaos: {res['tasks']} tasks, {res['teammates']} teammates, lease {res['lease']}s, "
+        f"seed {res['seed']}: {res['seconds']:.0f} s",
+        f"faults injected: {f['mate_kills']} teammate kill -9, {f['lead_kills']} lead kill -9 "
+        f"(teammates stopped on their own in {f['mates_exit_after_lead_s']} s), "
+        f"{len(f['stops'])} SIGSTOP past the lease ({stops}), {f['restarts']} daemon restart"
+        + (f"; NOT injected (work ran out): {res['faults_skipped']}" if res["faults_skipped"]
+           else ""),
+        f"recovery: {r['task_requeued']} requeued at once on a teammate's death, "
+        f"{r['lease_expired']} lease expired, {r['task_abandoned']} abandoned by a fenced "
+        f"teammate, {r['task_released']} released on stop; {r['task_claimed']} claims for "
+        f"{res['tasks']} tasks; {r['teammate_started']} teammate starts; attempts counted "
+        f"{res['attempts']} (max {res['max_attempts_used']} on one task)",
+        f"lost {len(res['lost'])}, not in review {len(res['not_in_review'])}, unexpected "
+        f"{len(res['unexpected'])}, completed twice {len(res['completed_twice'])} "
+        f"({r['task_completed']} task_completed events), branches with other than one commit "
+        f"{len(res['commits_not_one'])}, branches with other work {len(res['wrong_work'])}",
+        f"events.jsonl: {res['event_lines']} lines, {len(res['bad_event_lines'])} unparseable, "
+        f"{len(res['events_inconsistent'])} tasks whose last status event differs from the "
+        f"board, {len(res['false_abandons'])} 'abandoned' after handing the task back",
+        f"worktrees: {res['worktrees']} in git worktree list, {len(res['orphan_worktrees'])} "
+        f"orphan, {len(res['missing_worktrees'])} missing",
+        f"processes left after down: {len(res['leftover_processes'])}",
+        "RESULT: " + ("PASS" if res["ok"] else "FAIL"),
+    ]
+    if not res["ok"]:
+        out += [f"  {k}: {res[k]}" for k in COUNTS if res[k]]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tasks", type=int, default=200)
+    ap.add_argument("--teammates", type=int, default=4)
+    ap.add_argument("--mate-kills", type=int, default=10)
+    ap.add_argument("--lead-kills", type=int, default=2)
+    ap.add_argument("--stops", type=int, default=1)
+    ap.add_argument("--restarts", type=int, default=1)
+    ap.add_argument("--lease", type=float, default=3.0, help="lease seconds")
+    ap.add_argument("--task-seconds", type=float, default=0.3,
+                    help="how long each task's command sleeps after writing its file")
+    ap.add_argument("--max-attempts", type=int, default=10,
+                    help="board.max_attempts (each kill of a task's teammate counts one)")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--repo", type=Path, help="scratch folder (default: a temp dir)")
+    ap.add_argument("--json", action="store_true", help="print the result as JSON only")
+    args = ap.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
+        repo = make_repo((args.repo or Path(tmp)) / "repo")
+        res = run(repo, n_tasks=args.tasks, n_mates=args.teammates, mate_kills=args.mate_kills,
+                  lead_kills=args.lead_kills, stops=args.stops, restarts=args.restarts,
+                  lease=args.lease, task_seconds=args.task_seconds,
+                  max_attempts=args.max_attempts, seed=seed, quiet=args.json)
+    print(json.dumps(res, indent=1, default=str) if args.json else report(res))
+    return 0 if res["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
