@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board import init_repo, open_board
+from orchestrator.clock import utcnow
 from orchestrator.config import Config
+from orchestrator.team.mailbox import Mailbox
 from orchestrator.team.teammate import Heartbeat, Teammate
 from scripts import faults
 
@@ -72,3 +74,27 @@ def test_a_renewal_refused_after_our_own_completion_is_not_a_lost_lease(repo: Pa
                 os.close(b._r)
                 os.close(b._w)
             mate.waker.close()
+
+
+def test_a_shutdown_request_left_from_an_earlier_run_does_not_stop_a_new_teammate(
+        repo: Path) -> None:
+    """A warm stop mails each teammate a shutdown request; one that exits on the signal
+    before reading it leaves it behind. Its namesake in the next run must not obey it (the
+    chaos run found a restarted team retiring itself this way)."""
+    layout = init_repo(repo)
+    Mailbox(layout, "alice").send("lead", "stop after this step", kind="shutdown_request",
+                                  request_id="old")
+    stamp = utcnow()
+    while utcnow() == stamp:  # the next millisecond: the new teammate starts after it
+        pass
+    mate = Teammate(layout, Config.load(repo), "alice")
+    try:
+        mate.read_mail()
+        assert not mate.warm.is_set()
+        Mailbox(layout, "alice").send("lead", "stop now", kind="shutdown_request",
+                                      request_id="new")
+        mate.read_mail()
+        assert mate.warm.is_set()
+        assert [r["request_id"] for r in mate.shutdown_requests] == ["new"]
+    finally:
+        mate.waker.close()

@@ -153,7 +153,12 @@ class Teammate:
         self._mail_seen = size
         for msg in self.mailbox.read_new():
             kind = msg.get("kind")
-            if kind == "shutdown_request":
+            if kind == "shutdown_request" and str(msg.get("ts", "")) < self.started_at:
+                # sent to a namesake of an earlier run (e.g. by a lead stopped before it
+                # could read it): not for this process, which would otherwise stop at once
+                self.log.info("ignoring a shutdown request older than this teammate",
+                              request_id=msg.get("request_id"))
+            elif kind == "shutdown_request":
                 self.log.info("shutdown requested", by=msg.get("from"),
                               request_id=msg.get("request_id"))
                 self.shutdown_requests.append(msg)
