@@ -30,6 +30,7 @@ Prints the figures; exits 0 only when every count is zero.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import signal
@@ -106,6 +107,8 @@ class Driver:
         self.lead: subprocess.Popen[bytes] | None = None
         self.pids: set[int] = set()
         self.pgids: set[int] = set()
+        self.stall_seconds = 120.0
+        self._last = (-1, time.monotonic())
         self.figures: dict[str, Any] = {"mate_kills": 0, "lead_kills": 0, "stops": [],
                                         "restarts": 0, "mates_exit_after_lead_s": []}
 
@@ -141,6 +144,11 @@ class Driver:
         self.check_lead()
         self.live_mates()
         done = sum(t.status in FINAL for t in self.board())
+        if done != self._last[0]:
+            self._last = (done, time.monotonic())
+        elif time.monotonic() - self._last[1] > self.stall_seconds:
+            raise TimeoutError(f"no progress for {self.stall_seconds:.0f}s at {done}/"
+                               f"{self.n_tasks} done: {teammates(self.layout)}")
         more = min(self.n_tasks - len(self.ids), self.backlog - (len(self.ids) - done))
         if more > 0:
             self.ids += add_tasks(self.repo, more, first=len(self.ids))
@@ -253,6 +261,7 @@ def run(repo: Path, *, n_tasks: int, n_mates: int, mate_kills: int, lead_kills: 
     t0 = time.monotonic()
     deadline = 300 + n_tasks * 5.0
     skipped: list[str] = []
+    stalled: list[str] = []
     try:
         drv.up()
         for fault, mark in zip(plan, marks, strict=True):
@@ -273,6 +282,11 @@ def run(repo: Path, *, n_tasks: int, n_mates: int, mate_kills: int, lead_kills: 
         wait_until(lambda: drv.progress() >= n_tasks, deadline, "every task to finish",
                    poll=0.2)
         drv.down()
+    except TimeoutError as exc:  # stalled: still audit what is there, and say so
+        stalled.append(str(exc))
+        say(f"STALLED: {exc}")
+        with contextlib.suppress(Exception):
+            drv.down()
     finally:
         if drv.lead is not None and drv.lead.poll() is None:
             kill_quietly(drv.lead.pid)
@@ -281,7 +295,8 @@ def run(repo: Path, *, n_tasks: int, n_mates: int, mate_kills: int, lead_kills: 
     left = _leftovers(repo, drv)
     result = audit(repo, drv.ids)
     result.update(tasks=n_tasks, teammates=n_mates, seconds=seconds, seed=seed, lease=lease,
-                  faults=drv.figures, faults_skipped=skipped, leftover_processes=left)
+                  faults=drv.figures, faults_skipped=skipped, leftover_processes=left,
+                  stalled=stalled)
     result["unfenced_stops"] = [s for s in drv.figures["stops"] if not s["fenced"]]
     result["ok"] = not any(result[k] for k in COUNTS) and not skipped
     return result
@@ -289,7 +304,8 @@ def run(repo: Path, *, n_tasks: int, n_mates: int, mate_kills: int, lead_kills: 
 
 COUNTS = ("lost", "not_in_review", "unexpected", "completed_twice", "commits_not_one",
           "wrong_work", "bad_event_lines", "false_abandons", "events_inconsistent",
-          "orphan_worktrees", "missing_worktrees", "leftover_processes", "unfenced_stops")
+          "orphan_worktrees", "missing_worktrees", "leftover_processes", "unfenced_stops",
+          "stalled")
 
 
 def _leftovers(repo: Path, drv: Driver) -> list[Any]:

@@ -40,7 +40,8 @@ def test_chaos_small_every_task_once_nothing_lost_nothing_left(tmp_path: Path) -
                                     "commits_not_one", "wrong_work", "bad_event_lines",
                                     "false_abandons", "events_inconsistent",
                                     "orphan_worktrees", "missing_worktrees",
-                                    "leftover_processes", "unfenced_stops", "faults_skipped")
+                                    "leftover_processes", "unfenced_stops", "faults_skipped",
+                                    "stalled")
                 if out[k]}
     assert not problems, problems
     assert res.returncode == 0 and out["ok"]
