@@ -120,9 +120,9 @@ class HookIsolation:
             self.config, self.layout.root, path, shared.cache_root(self._common_dir()),
             env=ws.env, log=TaskLog(self.layout, task.id, actor="setup"), task_id=task.id,
             git_checkout=branch is not None)
+        extra: dict[str, Any] = {"shared": linked} if linked else {}
         self.events.emit("worktree_created", task.id, path=str(path), branch=branch,
-                         isolation="hooks", reused=reused, port_base=port,
-                         **({"shared": linked} if linked else {}))
+                         isolation="hooks", reused=reused, port_base=port, **extra)
         if self.config.setup and not rec.get("setup"):
             run_setup(self.config.setup, path, ws.env, self.config.setup_timeout,
                       TaskLog(self.layout, task.id, actor="setup"), task.id)
@@ -453,7 +453,7 @@ def _digest(path: Path, skipped: set[str]) -> str:
                 h.update(os.readlink(full).encode())
             else:
                 with open(full, "rb") as fh:
-                    for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                    while chunk := fh.read(1 << 20):
                         h.update(chunk)
             h.update(b"\0")
     return h.hexdigest()

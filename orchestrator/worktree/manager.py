@@ -94,10 +94,11 @@ class WorktreeManager:
         linked = shared.link_shared(self.config, self.layout.root, path, self.cache(),
                                     env=ws.env, log=TaskLog(self.layout, task.id, actor="setup"),
                                     task_id=task.id)
+        extra: dict[str, Any] = {"note": note} if note else {}
+        if linked:
+            extra["shared"] = linked
         self.events.emit("worktree_created", task.id, path=str(path), branch=branch, base=base,
-                         base_commit=base_commit, reused=reused, port_base=port,
-                         **({"note": note} if note else {}), **({"shared": linked} if linked
-                                                                 else {}))
+                         base_commit=base_commit, reused=reused, port_base=port, **extra)
         copy_included(self.repo, self.layout.root, path, self._skip_prefixes())
         self._setup(ws)
         return ws

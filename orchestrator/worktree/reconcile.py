@@ -18,6 +18,7 @@ from orchestrator.worktree.safety import dirty_paths
 from orchestrator.worktree.shared import tree_bytes
 
 if TYPE_CHECKING:
+    from orchestrator.worktree import Workspaces
     from orchestrator.worktree.manager import WorktreeManager
 
 GC_STATUSES = frozenset({Status.MERGED, Status.DISCARDED, Status.CANCELLED})
@@ -94,7 +95,7 @@ def reconcile(m: WorktreeManager, tasks: list[Task]) -> ReconcileReport:
     return report
 
 
-def gc(m: WorktreeManager, tasks: list[Task], dry_run: bool = False) -> GcReport:
+def gc(m: Workspaces, tasks: list[Task], dry_run: bool = False) -> GcReport:
     """Remove the worktrees and branches of merged, discarded and cancelled tasks when
     nothing would be lost; every other one is skipped with the reason."""
     report = GcReport(removed=[], skipped=[], dry_run=dry_run)
@@ -102,7 +103,7 @@ def gc(m: WorktreeManager, tasks: list[Task], dry_run: bool = False) -> GcReport
         if task.status not in GC_STATUSES or not m.exists(task):
             continue
         path, branch = m.path_for(task), m.branch_for(task)
-        row = {"task": task.id, "status": str(task.status), "path": str(path),
+        row: dict[str, Any] = {"task": task.id, "status": str(task.status), "path": str(path),
                "branch": branch, "freed_bytes": disk_use(path) if path.exists() else 0}
         try:
             reasons = m.removal_risks(task)
