@@ -139,6 +139,10 @@ def test_a_frozen_teammate_loses_its_task_and_its_late_writes_are_fenced(repo: P
     with team_cleanup(repo):
         proc = start(repo, "-n", "2", "--command", RESUMABLE, env=env)
         frozen = wait_until(lambda: working_on(repo, task.id), what="the task to start")
+        # freeze only once the first run has marked the worktree, or the next run would
+        # take the long branch of RESUMABLE too
+        started = Layout.at(repo).worktree(task.id) / ".started"
+        wait_until(started.exists, what="the first run to mark the worktree")
         os.kill(frozen["pid"], signal.SIGSTOP)
         os.killpg(frozen["backend_pgid"], signal.SIGSTOP)  # the whole worker is frozen
         try:
