@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.clock import utcnow
+from orchestrator.fsutil import append_line
 
 SECRET_NAME_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
 MIN_SECRET_LEN = 8
@@ -52,11 +53,7 @@ class EventLog:
         record.update(fields)
         line = redact(json.dumps(record, default=str, ensure_ascii=False), self.secrets) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+        append_line(self.path, line.encode())
         return record
 
     def read(self, task: str | None = None) -> Iterator[dict[str, Any]]:

@@ -42,3 +42,14 @@ def atomic_write(path: Path, data: bytes | str, *, durable: bool = True,
         raise
     if durable and sync_dir:
         fsync_dir(path.parent)
+
+
+def append_line(path: Path, line: str | bytes) -> None:
+    """Append one line with a single ``O_APPEND`` write, so concurrent writers never
+    interleave inside a line (creates the file, not its folder)."""
+    data = line.encode() if isinstance(line, str) else line
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)

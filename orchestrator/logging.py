@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from orchestrator.events import redact, secret_values
+from orchestrator.fsutil import append_line
 
 
 class _JsonFileSink:
@@ -32,11 +33,7 @@ class _JsonFileSink:
     def __call__(self, logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
         line = redact(json.dumps(event, default=str, ensure_ascii=False), self.secrets) + "\n"
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line.encode())
-            finally:
-                os.close(fd)
+            append_line(self.path, line.encode())
         except OSError:  # a full or read-only disk must not turn logging into a crash
             with contextlib.suppress(OSError):
                 os.write(2, line.encode())

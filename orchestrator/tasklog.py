@@ -8,13 +8,13 @@ output all land here as JSON lines (``ts``, ``kind``, fields), secrets masked.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from orchestrator.clock import utcnow
 from orchestrator.events import redact, secret_values
+from orchestrator.fsutil import append_line
 from orchestrator.layout import Layout
 
 MAX_FIELD_CHARS = 64_000
@@ -39,11 +39,7 @@ class TaskLog:
             rec[k] = v
         line = redact(json.dumps(rec, default=str, ensure_ascii=False), self._secrets) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+        append_line(self.path, line.encode())
 
     def read(self) -> Iterator[dict[str, Any]]:
         return read_jsonl(self.path)

@@ -42,6 +42,7 @@ from orchestrator.board.index import (
 from orchestrator.board.model import Status, Task, normalize_task_id
 from orchestrator.errors import Conflict, InvalidInput, NotFound
 from orchestrator.fsutil import atomic_write
+from orchestrator.procutil import pid_alive
 
 if TYPE_CHECKING:
     from orchestrator.board.store import FileBoard
@@ -353,20 +354,10 @@ def _recover_stale(inbox: Path) -> None:
     for e in entries:
         name = e.name.rpartition(".")[0]  # strip the random part
         name, _, pid = name.rpartition(".")
-        if not pid.isdigit() or _alive(int(pid)):
+        if not pid.isdigit() or pid_alive(int(pid)):
             continue
         dest = inbox / name
         while dest.exists():
             dest = dest.with_name(f"recovered-{dest.name}")
         with contextlib.suppress(FileNotFoundError):
             os.rename(e.path, dest)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -14,7 +14,6 @@ in use: ``message`` (free text), ``shutdown_request`` / ``shutdown_response``
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from pathlib import Path
@@ -25,7 +24,7 @@ from filelock import FileLock
 from orchestrator.clock import utcnow
 from orchestrator.errors import InvalidInput
 from orchestrator.events import redact
-from orchestrator.fsutil import atomic_write
+from orchestrator.fsutil import append_line, atomic_write
 from orchestrator.layout import Layout
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -55,11 +54,7 @@ class Mailbox:
         line = (redact(json.dumps(msg, default=str, ensure_ascii=False)) + "\n").encode()
         self.dir.mkdir(parents=True, exist_ok=True)
         with self._lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line)
-            finally:
-                os.close(fd)
+            append_line(self.path, line)
         return msg
 
     def all(self) -> list[dict[str, Any]]:

@@ -14,7 +14,6 @@ alive. Every file is written atomically, so readers never see half of one.
 from __future__ import annotations
 
 import json
-import os
 import time
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 from orchestrator.board.model import Status, utcnow
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
+from orchestrator.procutil import pid_alive
 from orchestrator.team.mailbox import LEAD, Mailbox
 
 
@@ -66,22 +66,6 @@ def write_teammate(layout: Layout, name: str, state: str, **fields: Any) -> None
 
 def read_teammate(layout: Layout, name: str) -> dict[str, Any] | None:
     return read_json(teammates_dir(layout) / f"{name}.json")
-
-
-def pid_alive(pid: int | None) -> bool:
-    if not pid or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (exited, not yet reaped) is not alive
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def running_daemon(layout: Layout) -> dict[str, Any] | None:
