@@ -17,7 +17,7 @@ def fsync_dir(path: Path) -> None:
 
 
 def atomic_write(path: Path, data: bytes | str, *, durable: bool = True,
-                 sync_dir: bool = True) -> None:
+                 sync_dir: bool = True, tmp_dir: Path | None = None) -> None:
     """Write ``data`` to ``path`` via temp file + fsync + rename (+ fsync of the folder).
 
     ``durable=False`` skips both fsyncs; the rename alone still keeps readers from
@@ -25,10 +25,13 @@ def atomic_write(path: Path, data: bytes | str, *, durable: bool = True,
     ``sync_dir=False`` fsyncs the data but not the rename: after a power cut the
     old or the new complete file is there (for writes that may be forgotten,
     such as a lease that would have expired anyway).
+    ``tmp_dir`` (same file system) holds the temp file, so that a watcher of
+    ``path``'s folder sees one arriving file instead of a rename inside it.
     """
     if isinstance(data, str):
         data = data.encode()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=tmp_dir or path.parent, prefix=f".{path.name}.",
+                               suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

@@ -113,9 +113,11 @@ def set_nofile(pids: list[int], soft: int | None) -> dict[int, int]:
 def check_files(layout: Layout) -> dict[str, Any]:
     """Every task file readable whole; no temp file left behind."""
     broken, temps = {}, []
-    for f in layout.tasks.iterdir():
-        if f.name.endswith(".tmp"):
-            temps.append(f.name)
+    tmp_dir = layout.tasks / ".tmp"  # where the board's atomic writes stage their files
+    staged = list(tmp_dir.iterdir()) if tmp_dir.is_dir() else []
+    for f in [*layout.tasks.iterdir(), *staged]:
+        if f.is_file() and f.name.endswith(".tmp"):
+            temps.append(str(f.relative_to(layout.tasks)))
         elif f.name.startswith("task_") and f.suffix == ".json":
             try:
                 read_task_file(f)

@@ -311,7 +311,9 @@ class TaskIndex:
         tasks = "[" + ",".join(self.tasks[t].model_dump_json(exclude_defaults=True)
                                for t in ids) + "]"
         with contextlib.suppress(OSError):  # a cache: failing to write it costs speed only
-            atomic_write(self.dir / SNAPSHOT, f"{keys}\n{tasks}\n", durable=False)
+            tmp = self.dir / ".tmp"  # see FileBoard._tmp_dir: no rename inside .tasks
+            tmp.mkdir(exist_ok=True)
+            atomic_write(self.dir / SNAPSHOT, f"{keys}\n{tasks}\n", durable=False, tmp_dir=tmp)
 
     def _load_snapshot(self) -> None:
         """Tasks as of the last snapshot, keyed by their file's stat; the scan that follows

@@ -14,6 +14,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Collection, Iterator
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -390,8 +391,18 @@ class FileBoard:
             while self.layout.task_file(format_task_id(n)).exists():
                 n += 1
         if n > high:
-            atomic_write(self.layout.seq, f"{n}\n", durable=self.config.fsync)
+            atomic_write(self.layout.seq, f"{n}\n", durable=self.config.fsync,
+                         tmp_dir=self._tmp_dir())
         return format_task_id(n)
+
+    def _tmp_dir(self) -> Path:
+        """Temp files of atomic writes live in ``.tasks/.tmp``, not in ``.tasks`` itself:
+        watchdog holds back every event after a rename *within* a watched folder for up
+        to 0.5 s (its getter sleeps out the move-pairing delay), whereas a file arriving
+        from an unwatched folder is reported at once. That keeps drop-to-claim fast."""
+        tmp = self.layout.tasks / ".tmp"
+        tmp.mkdir(exist_ok=True)
+        return tmp
 
     def _highest_on_disk(self) -> int:
         """The highest task number among the files (names only: no stat, no read)."""
@@ -423,7 +434,7 @@ class FileBoard:
         task.updated_at = utcnow()
         path = self.layout.task_file(task.id)
         atomic_write(path, task.model_dump_json(indent=2) + "\n", durable=self.config.fsync,
-                     sync_dir=not forgettable)
+                     sync_dir=not forgettable, tmp_dir=self._tmp_dir())
         st = path.stat()
         self._index.put(task, (st.st_mtime_ns, st.st_size, st.st_ino))
         # The file is written: that is the change. The journal only hints it to other
