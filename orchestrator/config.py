@@ -48,8 +48,9 @@ class BoardConfig(_Section):
     """How long a claim lives without a heartbeat before the lead requeues it."""
     max_attempts: int = Field(default=3, ge=1, json_schema_extra={"agent_writable": True})
     """Default for new tasks: failed or expired runs before a task is `failed`."""
-    rescan_seconds: float = Field(default=5.0, gt=0)
-    """Periodic rescan of `.tasks/`, since file-system events can be lost."""
+    rescan_seconds: float = Field(default=10.0, gt=0)
+    """Periodic rescan of `.tasks/` (and mailbox check of idle teammates), since
+    file-system events can be lost; events wake waiters at once in between."""
     fsync: bool = True
     """Durable task writes (fsync of file and folder). Off only for throwaway boards
     (tests, benchmarks on tmpfs): a power cut may then lose the last writes."""
