@@ -20,7 +20,7 @@ def test_read_positions_are_per_reader_and_nothing_is_deleted(tmp_path: Path) ->
         fh.write('{"torn":')
     new = box.read_new()
     assert [(m["kind"], m["request_id"]) for m in new] == [("shutdown_request", "r1")]
-    assert [m["id"] for m in box.all()][0] == first["id"]
+    assert box.all()[0]["id"] == first["id"]
     assert [m["body"] for m in box.read_new("observer")] == ["hello", "again"]
     assert box.find(request_id="r1")[0]["from"] == "bob"
 

@@ -45,7 +45,7 @@ def test_config_layers(tmp_path: Path) -> None:
     (tmp_path / "orchestrator.toml").write_text("[board]\nlease_seconds = 12\n")
     cfg = Config.load(tmp_path, {"ORCH_TEAM_TEAMMATES": "4"})
     assert cfg.board.lease_seconds == 12 and cfg.team.teammates == 4
-    with pytest.raises(ConfigError, match="board.nope"):
+    with pytest.raises(ConfigError, match=r"board\.nope"):
         (tmp_path / "orchestrator.toml").write_text("[board]\nnope = 1\n")
         Config.load(tmp_path, {})
 
