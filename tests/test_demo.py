@@ -34,6 +34,8 @@ def test_demo_runs_four_tasks_to_review_with_real_edits(tmp_path: Path) -> None:
     assert "def multiply" in calc and "def divide" in calc and "ZeroDivisionError" in calc
     assert "# Changelog" in git(where, "show", "task/task_003-start-a-changelog:CHANGELOG.md")
     assert "def multiply" not in (where / "calc.py").read_text()  # main checkout untouched
+    changed = git(where, "diff", "--name-only", f"main...{first.branch}").split()
+    assert sorted(changed) == ["calc.py", "test_calc.py"]  # no bytecode from the checks
     assert git(where, "status", "--porcelain") == ""
     log = (where / ".tasks" / "logs" / "task_001.jsonl").read_text()
     assert '"kind": "tool_call"' in log and '"name": "bash"' in log

@@ -34,6 +34,7 @@ FILES = {
                     "    # more tests go here\n\n\nif __name__ == '__main__':\n"
                     "    unittest.main()\n",
     "README.md": "# calc\n\nA tiny calculator.\n",
+    ".gitignore": "__pycache__/\n*.pyc\n",
     "orchestrator.toml": f'[team]\nbackend = "scripted"\nteammates = 2\nverify = "{TEST}"\n\n'
                          f'[agent]\npermission_mode = "acceptEdits"\n'
                          f'allow = ["Bash({TEST}:*)"]\n',
