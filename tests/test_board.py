@@ -400,3 +400,15 @@ def test_close_wakes_a_waiting_thread(repo: Path) -> None:
     assert outcome in (["closed"], ["returned"])
     with pytest.raises(BoardClosed):
         board.wait_for_ready(1)
+
+
+def test_writes_stage_in_tmp_and_leave_no_temp_file(board: FileBoard) -> None:
+    staging = board.layout.tasks / ".tmp"
+    board.add("first")
+    assert staging.is_dir() and list(staging.iterdir()) == []
+    staging.rmdir()  # removed by hand: the next write makes it again
+    task = board.add("second")
+    assert board.get(task.id).subject == "second"
+    assert list(staging.iterdir()) == []
+    assert not [p.name for p in board.layout.tasks.iterdir()
+                if p.is_file() and p.name.endswith(".tmp")]

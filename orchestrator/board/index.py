@@ -45,6 +45,8 @@ JOURNAL_MAX_BYTES = 4 << 20
 """Past this size a writer starts a new journal; readers notice and rescan once."""
 MAX_TASK_BYTES = 1 << 20
 SNAPSHOT = ".snapshot.json"
+STAGING = ".tmp"
+"""Where atomic writes of the board stage their temp files (see `staged_write`)."""
 SNAPSHOT_VERSION = 2
 _TASK_LIST = TypeAdapter(list[Task])
 SNAPSHOT_AFTER = 200
@@ -311,9 +313,7 @@ class TaskIndex:
         tasks = "[" + ",".join(self.tasks[t].model_dump_json(exclude_defaults=True)
                                for t in ids) + "]"
         with contextlib.suppress(OSError):  # a cache: failing to write it costs speed only
-            tmp = self.dir / ".tmp"  # see FileBoard._tmp_dir: no rename inside .tasks
-            tmp.mkdir(exist_ok=True)
-            atomic_write(self.dir / SNAPSHOT, f"{keys}\n{tasks}\n", durable=False, tmp_dir=tmp)
+            staged_write(self.dir / SNAPSHOT, f"{keys}\n{tasks}\n", durable=False)
 
     def _load_snapshot(self) -> None:
         """Tasks as of the last snapshot, keyed by their file's stat; the scan that follows
@@ -346,3 +346,21 @@ def _is_drop(name: str) -> bool:
 
 
 DROP_SUFFIXES = (".json", ".md", ".markdown", ".txt")
+
+
+def staged_write(path: Path, data: str, *, durable: bool = True, sync_dir: bool = True) -> None:
+    """`atomic_write` of a file in ``.tasks`` with its temp file in ``.tasks/.tmp``.
+
+    Watchers of ``.tasks`` then see a file arrive instead of a rename inside the folder:
+    watchdog holds back every event after an in-folder rename for up to 0.5 s (its
+    getter sleeps out the move-pairing delay), which would delay claims. The staging
+    folder is made on first use (and again if someone removed it).
+    """
+    staging = path.parent / STAGING
+    try:
+        atomic_write(path, data, durable=durable, sync_dir=sync_dir, tmp_dir=staging)
+    except FileNotFoundError:
+        if staging.is_dir() or not path.parent.is_dir():
+            raise
+        staging.mkdir(exist_ok=True)
+        atomic_write(path, data, durable=durable, sync_dir=sync_dir, tmp_dir=staging)

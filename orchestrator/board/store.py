@@ -14,7 +14,6 @@ import os
 import random
 import time
 from collections.abc import Callable, Collection, Iterator
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -28,6 +27,7 @@ from orchestrator.board.index import (
     TaskIndex,
     describe_error,
     read_task_file,
+    staged_write,
     task_number,
 )
 from orchestrator.board.model import (
@@ -42,7 +42,6 @@ from orchestrator.board.model import (
 from orchestrator.config import BoardConfig
 from orchestrator.errors import Conflict, InvalidInput, LeaseLost, NotFound
 from orchestrator.events import EventLog, secret_values
-from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 
 LOCK_TIMEOUT = 10.0
@@ -391,18 +390,8 @@ class FileBoard:
             while self.layout.task_file(format_task_id(n)).exists():
                 n += 1
         if n > high:
-            atomic_write(self.layout.seq, f"{n}\n", durable=self.config.fsync,
-                         tmp_dir=self._tmp_dir())
+            staged_write(self.layout.seq, f"{n}\n", durable=self.config.fsync)
         return format_task_id(n)
-
-    def _tmp_dir(self) -> Path:
-        """Temp files of atomic writes live in ``.tasks/.tmp``, not in ``.tasks`` itself:
-        watchdog holds back every event after a rename *within* a watched folder for up
-        to 0.5 s (its getter sleeps out the move-pairing delay), whereas a file arriving
-        from an unwatched folder is reported at once. That keeps drop-to-claim fast."""
-        tmp = self.layout.tasks / ".tmp"
-        tmp.mkdir(exist_ok=True)
-        return tmp
 
     def _highest_on_disk(self) -> int:
         """The highest task number among the files (names only: no stat, no read)."""
@@ -433,8 +422,8 @@ class FileBoard:
         """
         task.updated_at = utcnow()
         path = self.layout.task_file(task.id)
-        atomic_write(path, task.model_dump_json(indent=2) + "\n", durable=self.config.fsync,
-                     sync_dir=not forgettable, tmp_dir=self._tmp_dir())
+        staged_write(path, task.model_dump_json(indent=2) + "\n", durable=self.config.fsync,
+                     sync_dir=not forgettable)
         st = path.stat()
         self._index.put(task, (st.st_mtime_ns, st.st_size, st.st_ino))
         # The file is written: that is the change. The journal only hints it to other
