@@ -351,10 +351,10 @@ DROP_SUFFIXES = (".json", ".md", ".markdown", ".txt")
 def staged_write(path: Path, data: str, *, durable: bool = True, sync_dir: bool = True) -> None:
     """`atomic_write` of a file in ``.tasks`` with its temp file in ``.tasks/.tmp``.
 
-    Watchers of ``.tasks`` then see a file arrive instead of a rename inside the folder:
-    watchdog holds back every event after an in-folder rename for up to 0.5 s (its
-    getter sleeps out the move-pairing delay), which would delay claims. The staging
-    folder is made on first use (and again if someone removed it).
+    Watchers of ``.tasks`` then see one event per write (the file arriving) instead of
+    the temp file's create, writes and rename inside the folder; and the portable
+    watchdog observer (see `feed`) holds back every event after an in-folder rename
+    for 0.5 s. The staging folder is made on first use (and again if someone removed it).
     """
     staging = path.parent / STAGING
     try:
