@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -79,6 +80,7 @@ def run_streamed(
         on_start(proc.pid)
     reader = _Reader(proc, log, kind, log_limit)
     reader.start()
+    exited = _ExitWatch(proc)
     timed_out = stopped = False
     deadline = None if timeout is None else started + timeout
     try:
@@ -87,11 +89,8 @@ def run_streamed(
             if deadline is not None:
                 left = deadline - time.monotonic()
                 wait = left if wait is None else min(wait, left)
-            try:
-                proc.wait(timeout=None if wait is None else max(wait, 0.0))
+            if exited.wait(None if wait is None else max(wait, 0.0)):
                 break
-            except subprocess.TimeoutExpired:
-                pass
             if deadline is not None and time.monotonic() >= deadline:
                 timed_out = True
                 kill_group(proc)
@@ -101,6 +100,7 @@ def run_streamed(
                 kill_group(proc)
                 break
     finally:
+        exited.close()
         if proc.poll() is None:  # interrupted (KeyboardInterrupt …): never leave it behind
             kill_group(proc, grace=0)
         reader.join()
@@ -108,6 +108,38 @@ def run_streamed(
         returncode=proc.returncode, seconds=time.monotonic() - started, tail=reader.tail(),
         output_bytes=reader.total, timed_out=timed_out, stopped=stopped,
     )
+
+
+class _ExitWatch:
+    """Waits for a process to exit and wakes the moment it does.
+
+    ``Popen.wait(timeout)`` polls with sleeps of up to 50 ms, which added 25 ms on
+    average to every task; a pidfd (Linux 5.3+) becomes readable at the exit itself.
+    Elsewhere this falls back to ``Popen.wait``.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        try:
+            self.fd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):  # not Linux, an old kernel, or already reaped
+            self.fd = -1
+
+    def wait(self, timeout: float | None) -> bool:
+        """True once the process has exited (and is reaped), False after ``timeout``."""
+        if self.fd < 0:
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        select.select([self.fd], [], [], timeout)
+        return self.proc.poll() is not None
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 def kill_group(proc: subprocess.Popen[bytes], grace: float = KILL_GRACE_SECONDS) -> None:
