@@ -10,6 +10,9 @@ from orchestrator.board.model import Task
 from orchestrator.errors import GitError
 
 TASK_REF = ".task_ref"
+NO_AUTO_MAINTENANCE = ("-c", "maintenance.auto=false")
+"""A task's commit does not start ``git maintenance run --auto``: that is a process more
+on every task's path; a teammate runs it when it goes idle instead (`idle_maintenance`)."""
 
 
 def author(teammate: str) -> tuple[str, str]:
@@ -18,21 +21,36 @@ def author(teammate: str) -> tuple[str, str]:
 
 
 def commit_leftovers(worktree: Path, task: Task, teammate: str) -> str | None:
-    """Stage everything but ``.task_ref`` and commit it; the new sha, or None if clean."""
+    """Stage everything but ``.task_ref`` and commit it; the new sha, or None if clean.
+
+    Three git processes when there is something to commit (add, commit, rev-parse):
+    whether anything is staged is asked only when the commit is refused.
+    """
     name, email = author(teammate)
     env = dict(os.environ, GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email,
                GIT_COMMITTER_NAME=name, GIT_COMMITTER_EMAIL=email)
-    _git(worktree, env, "add", "-A")
-    if (worktree / TASK_REF).exists():  # normally excluded already; never commit it anyway
+    added = _git(worktree, env, "add", "-A", "--verbose")
+    if f"'{TASK_REF}'" in added:  # excluded by info/exclude, so staged only when tracked
         _git(worktree, env, "rm", "-q", "--cached", "--ignore-unmatch", "--", TASK_REF)
-    staged = subprocess.run(["git", "diff", "--cached", "--quiet"], cwd=worktree, env=env,
-                            capture_output=True, check=False)
-    if staged.returncode == 0:
-        return None
-    if staged.returncode != 1:
-        raise GitError(f"git diff --cached failed: {staged.stderr.decode().strip()}", task=task.id)
-    _git(worktree, env, "commit", "-q", "--no-verify", "-m", f"{task.subject}\n\nTask: {task.id}")
+    commit = subprocess.run(
+        ["git", *NO_AUTO_MAINTENANCE, "commit", "-q", "--no-verify",
+         "-m", f"{task.subject}\n\nTask: {task.id}"],
+        cwd=worktree, env=env, capture_output=True, text=True, check=False)
+    if commit.returncode != 0:
+        staged = subprocess.run(["git", "diff", "--cached", "--quiet"], cwd=worktree, env=env,
+                                capture_output=True, check=False)
+        if staged.returncode == 0:
+            return None  # nothing to commit
+        error = commit.stderr.strip() or commit.stdout.strip()
+        raise GitError(f"git commit failed in {worktree}: {error}", task=task.id)
     return _git(worktree, env, "rev-parse", "HEAD")
+
+
+def idle_maintenance(repo: Path) -> None:
+    """``git maintenance run --auto`` (packs loose objects past git's thresholds; quick
+    when there is nothing to do), what git would have run after each commit."""
+    subprocess.run(["git", "maintenance", "run", "--auto", "--quiet"], cwd=repo,
+                   capture_output=True, check=False)
 
 
 def _git(cwd: Path, env: dict[str, str], *args: str) -> str:

@@ -45,7 +45,7 @@ from orchestrator.tasklog import TaskLog
 from orchestrator.team import status
 from orchestrator.team.checks import run_checks
 from orchestrator.team.command import task_env
-from orchestrator.team.commit import commit_leftovers
+from orchestrator.team.commit import commit_leftovers, idle_maintenance
 from orchestrator.team.mailbox import Mailbox
 from orchestrator.team.wake import COLD_SIGNAL, Wake, Waker
 
@@ -72,6 +72,8 @@ class Teammate:
         self.board: Board
         self.isolation: Any = None
         self.started_at = utcnow()
+        self.committed = False
+        """A task was committed since the last `idle_maintenance`."""
         self.fault: str | None = None
         """The last error from the board (disk full, read-only, no file descriptors)."""
 
@@ -99,6 +101,9 @@ class Teammate:
                             self.work(task)
                             continue
                         self.publish("idle")
+                        if self.committed:
+                            self.committed = False
+                            idle_maintenance(self.layout.root)
                 except OSError as exc:  # a full or read-only disk, too few open files
                     self.board_fails(exc)
                 # board changes wake us; mailboxes are not watched (and a failing board
@@ -280,11 +285,12 @@ class Teammate:
             beat.ending = True
             self.board.fail(task.id, token, result.error or "backend failed", retry=result.retry)
             return
-        self.board.renew(task.id, token)  # still ours? never commit over a new owner's work
+        self.still_ours(task.id, token)  # never commit over a new owner's work
         # a workspace that is no git checkout (hook isolation) cannot be committed: its
         # isolation snapshots it on keep instead
         sha = commit_leftovers(ws.path, task, self.name) if (ws.path / ".git").exists() else None
         if sha:
+            self.committed = True
             self.board.events.emit("commit", task.id, actor=self.name, sha=sha,
                                    branch=ws.branch)
             tlog.write("commit", sha=sha)
@@ -315,6 +321,15 @@ class Teammate:
         done = self.board.complete(task.id, token, **fields)
         self.isolation.keep(done)
         self.log.info("completed", task=task.id, sha=sha)
+
+    def still_ours(self, task_id: str, token: int) -> None:
+        """Raise `LeaseLost` unless our lease holds for a good while yet: a read when the
+        heartbeat has kept it fresh, a renewal (a fenced write) otherwise."""
+        lease = self.board.get(task_id).lease
+        margin = self.config.board.lease_seconds / 3
+        if lease is None or lease.token != token or lease.owner != self.name \
+                or lease.expires_at - time.time() < margin:
+            self.board.renew(task_id, token)
 
     def backend_for(self, task: Task) -> Backend:
         name = task.backend or self.config.team.backend
