@@ -13,6 +13,10 @@ from types import TracebackType
 
 from filelock import FileLock
 
+POLL_SECONDS = 0.002
+"""How often a waiting process retries the file lock. filelock's default (50 ms) made
+teammates that finished together queue for worktree creation 50 ms at a time."""
+
 _THREAD_LOCKS: dict[str, threading.RLock] = {}
 _GUARD = threading.Lock()
 
@@ -27,7 +31,7 @@ class RepoLock:
     def __enter__(self) -> RepoLock:
         self._thread.acquire()
         try:
-            self._file.acquire()
+            self._file.acquire(poll_interval=POLL_SECONDS)
         except BaseException:
             self._thread.release()
             raise

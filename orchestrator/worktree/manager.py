@@ -17,6 +17,7 @@ task state (it holds no lease): the teammate records the binding with a fenced
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 from pathlib import Path
 from typing import Any
@@ -341,10 +342,14 @@ class WorktreeManager:
                 fh.write(sep + "".join(f"{w}\n" for w in missing))
 
     def _registered(self, path: Path) -> bool:
-        """Whether git has metadata for a worktree at ``path`` (read from the admin dirs)."""
+        """Whether git has metadata for a worktree at ``path`` (read from the admin dirs).
+
+        git names a worktree's admin dir after the folder (a task id, which needs none of
+        git's clean-up of names; a number is added when the name is taken), so only dirs
+        starting with that name are read, not one per kept worktree."""
         admin_root = self.common_dir() / "worktrees"
         target = (path / ".git").resolve()
-        for gitdir in admin_root.glob("*/gitdir"):
+        for gitdir in admin_root.glob(f"{glob.escape(path.name)}*/gitdir"):
             with contextlib.suppress(OSError):
                 if Path(gitdir.read_text().strip()).resolve() == target:
                     return True
