@@ -15,8 +15,27 @@ def pid_alive(pid: int | None) -> bool:
         return False
     except PermissionError:
         return True
-    try:  # a zombie (exited, not yet reaped) is not alive
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return process_state(pid) != "Z"  # a zombie (exited, not yet reaped) is not alive
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of ``/proc/<pid>/stat`` (``R``, ``S``, ``T`` stopped, ``Z`` …);
+    None when there is no such process (or no /proc)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
-        return True
+        return None
+
+
+def lock_holders() -> set[int]:
+    """Pids holding a file lock (``flock`` or ``fcntl``) now, from ``/proc/locks``."""
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return set()
+    pids = set()
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 4 and fields[1] != "->" and fields[4].isdigit():
+            pids.add(int(fields[4]))
+    return pids

@@ -163,6 +163,10 @@ class Driver:
         self.figures["mate_kills"] += 1
         self.say(f"  kill -9 teammate {victim['name']} (pid {victim['pid']}, "
                  f"{victim.get('state')} {victim.get('task') or ''})")
+        # the lead restarts it after its back-off; the next fault waits for that, so a
+        # daemon restart right after the kill cannot make the restart moot
+        wait_until(lambda: (self.live_mates().get(victim["name"]) or {}).get("pid")
+                   not in (None, victim["pid"]), 60, f"{victim['name']} to be restarted")
 
     def kill_lead(self) -> None:
         assert self.lead is not None
@@ -221,15 +225,21 @@ class Driver:
                      if e["event"] == "task_abandoned" and e["actor"] == name}
             return set(held.items()) <= found
 
+        # Frozen in the middle of a board write (holding the task's lock), it is killed by
+        # the lead instead: then it can write nothing late either.
+        killed = False
         try:
-            wait_until(gave_up, 30, f"frozen {name} to abandon {sorted(held)}")
+            wait_until(lambda: gave_up() or not alive(pid), 30,
+                       f"frozen {name} to abandon {sorted(held)}")
+            killed = not alive(pid) and not gave_up()
             fenced = True
         except TimeoutError:
             fenced = False
         self.figures["stops"].append({"teammate": name, "held": sorted(held),
-                                      "frozen_s": took, "fenced": fenced})
+                                      "frozen_s": took, "fenced": fenced, "killed": killed})
         self.say(f"  SIGSTOP teammate {name} holding {sorted(held) or 'nothing'} for {took}s "
-                 f"(lease {lease}s); SIGCONT; late writes fenced: {fenced}")
+                 f"(lease {lease}s); SIGCONT; late writes fenced: {fenced}"
+                 + (" (killed by the lead: frozen holding the task's lock)" if killed else ""))
 
     def down(self) -> None:
         res = orch(self.repo, "down", env=self.env, timeout=180)

@@ -45,6 +45,8 @@ from orchestrator.events import EventLog, secret_values
 from orchestrator.layout import Layout
 
 LOCK_TIMEOUT = 10.0
+REAP_LOCK_TIMEOUT = 1.0
+"""How long the lead's reaping waits for one task's lock before moving on to the next."""
 SPREAD = 8
 """After losing a race for a candidate, a claimer skips up to this many (tried later)."""
 PROTECTED = frozenset({"id", "status", "owner", "lease", "fence", "created_at", "updated_at"})
@@ -294,16 +296,19 @@ class FileBoard:
         return task
 
     def requeue_expired(self, *, now: float | None = None, actor: str = "lead") -> list[Task]:
+        """Requeue tasks whose lease ran out. A task whose lock stays held (its owner is
+        frozen in the middle of a write) is skipped for this pass, not waited for."""
         def expired(t: Task) -> bool:
             return not t.lease_live(time.time() if now is None else now)
 
-        return self._requeue(expired, "lease expired", "lease_expired", actor)
+        return self._requeue(expired, "lease expired", "lease_expired", actor,
+                             lock_timeout=REAP_LOCK_TIMEOUT)
 
     def requeue_owner(self, owner: str, *, reason: str, actor: str = "lead") -> list[Task]:
         return self._requeue(lambda t: t.owner == owner, reason, "task_requeued", actor)
 
     def _requeue(self, match: Callable[[Task], bool], reason: str, event: str,
-                 actor: str) -> list[Task]:
+                 actor: str, lock_timeout: float = LOCK_TIMEOUT) -> list[Task]:
         """Send matching in-progress tasks back (an attempt counts); checked again under lock."""
         self._index.refresh()
         out = []
@@ -318,8 +323,8 @@ class FileBoard:
                 leases.append(t.lease)
                 _count_attempt(t, reason, True)
 
-            with contextlib.suppress(_Skip, NotFound):
-                task = self._mutate(seen.id, requeue)
+            with contextlib.suppress(_Skip, NotFound, Conflict):
+                task = self._mutate(seen.id, requeue, lock_timeout=lock_timeout)
                 self.events.emit(event, task.id, actor=actor, owner=leases[0].owner,
                                  token=leases[0].token, reason=reason,
                                  attempts=task.attempts, status=task.status)
@@ -448,10 +453,10 @@ class FileBoard:
                 os.replace(path, self.layout.tasks / f"{JOURNAL}.old")
 
     def _mutate(self, task_id: str, change: Callable[[Task], None], *,
-                forgettable: bool = False) -> Task:
+                forgettable: bool = False, lock_timeout: float = LOCK_TIMEOUT) -> Task:
         """Read the task under its lock, apply ``change`` (which may raise), write it back."""
         task_id = self._check_id(task_id)
-        with self._lock(task_id):
+        with self._lock(task_id, lock_timeout):
             task = self._read_locked(task_id)
             try:
                 change(task)

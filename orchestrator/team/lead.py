@@ -39,12 +39,14 @@ from orchestrator.board.model import Status, utcnow
 from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
+from orchestrator.procutil import lock_holders, process_state
 from orchestrator.protocols import Board
 from orchestrator.review.hooks import Hooks
 from orchestrator.settings.live import ConfigWatcher, LiveConfig
 from orchestrator.team import status
 from orchestrator.team.mailbox import LEAD, Mailbox
 from orchestrator.team.proc import signal_group
+from orchestrator.team.spawner import SpawnedProcess, Spawner, SpawnerGone
 from orchestrator.team.wake import COLD_SIGNAL, Waker
 
 BACKOFF_BASE_SECONDS = 1.0
@@ -59,7 +61,7 @@ T = TypeVar("T")
 @dataclass
 class Child:
     name: str
-    proc: subprocess.Popen[bytes] | None = None
+    proc: subprocess.Popen[bytes] | SpawnedProcess | None = None
     pidfd: int = -1
     lead_w: int = -1
     """Our end of the pipe whose closing tells the teammate that the lead is gone."""
@@ -71,6 +73,8 @@ class Child:
     retiring: bool = False
     """Asked to stop because the team shrank; retired when it exits, however it exits."""
     request_ids: list[str] = field(default_factory=list)
+    stopped_since: float | None = None
+    """When the lead first saw the process stopped (SIGSTOP), see `Lead.kill_frozen`."""
 
     @property
     def alive(self) -> bool:
@@ -99,12 +103,15 @@ class Lead:
         self.hooks: Hooks
         self.faults: dict[str, str] = {}
         """What failed with an OSError (see `guarded`), with the last error."""
+        self.spawner: Spawner | None = None
+        """Forks teammates from a process that has imported them (see `spawner`)."""
 
     # --- life -----------------------------------------------------------------
     def run(self) -> int:
         from orchestrator.board import init_repo, open_board
 
         init_repo(self.layout.root)
+        self.start_spawner()  # it imports while the lead recovers
         self.board = open_board(self.layout, self.config.board, actor=LEAD)
         self.hooks = Hooks(self.layout, self.config.hooks, self.board)
         self.live = LiveConfig(self.layout.root, self.config, self.overrides)
@@ -124,6 +131,8 @@ class Lead:
         finally:
             watcher.stop()
             self.shutdown_children()
+            if self.spawner is not None:
+                self.spawner.close()
             self.hooks.close()  # the last events' hooks, then wait for running ones
             self.waker.close()
             self.board.close()
@@ -180,8 +189,9 @@ class Lead:
         if not self.stopping:
             due += [c.restart_at - now_m for c in self.children if c.restart_at is not None]
             for t in self.board.list(Status.IN_PROGRESS):
-                if t.lease is not None:
-                    due.append(t.lease.expires_at - now_w + 0.05)
+                if t.lease is not None:  # one the last pass could not reap: again in a second
+                    left = t.lease.expires_at - now_w + 0.05
+                    due.append(left if left > 0 else 1.0)
         due.append(self.config.board.rescan_seconds)  # the lead's mailbox is not watched
         return max(0.0, min(due))
 
@@ -207,6 +217,31 @@ class Lead:
             self.log.info("task added", task=t.id, subject=t.subject)
         for t in self.board.requeue_expired(actor=LEAD):
             self.log.warning("lease expired", task=t.id, status=str(t.status))
+        self.kill_frozen()
+
+    def kill_frozen(self) -> None:
+        """A teammate stopped (SIGSTOP) in the middle of a write holds a lock the others
+        need (its task's, the worktree lock) for as long as it stays stopped. Stopped for
+        longer than a lease while holding a lock, it is killed, and its task is requeued
+        like any dead teammate's. (One stopped outside a write is left alone: its task is
+        reaped when the lease runs out, and its late writes are fenced off.)"""
+        now = time.monotonic()
+        stopped = []
+        for child in self.children:
+            if child.alive and child.proc is not None \
+                    and process_state(child.proc.pid) == "T":
+                child.stopped_since = child.stopped_since or now
+                if now - child.stopped_since > self.config.board.lease_seconds:
+                    stopped.append(child)
+            else:
+                child.stopped_since = None
+        holding = lock_holders() if stopped else set()
+        for child in stopped:
+            assert child.proc is not None
+            if child.proc.pid in holding:
+                self.log.warning("teammate stopped past its lease while holding a lock; "
+                                 "killing it", teammate=child.name, pid=child.proc.pid)
+                _signal(child.proc, signal.SIGKILL)
 
     def guarded(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
         """Run ``fn``; when the control plane cannot be used (a full or read-only disk, too
@@ -327,16 +362,40 @@ class Lead:
                      actor=LEAD, teammate=child.name, pid=child.proc.pid)
         self.log.info("teammate started", teammate=child.name, pid=child.proc.pid)
 
-    def _start_process(self, child: Child) -> tuple[subprocess.Popen[bytes], int, int]:
+    def start_spawner(self) -> None:
+        try:
+            self.spawner = Spawner().start()
+        except OSError as exc:
+            self.log.warning("no spawner; teammates start as fresh interpreters",
+                             error=f"{type(exc).__name__}: {exc}")
+
+    def _start_process(self, child: Child
+                       ) -> tuple[subprocess.Popen[bytes] | SpawnedProcess, int, int]:
         """The teammate's process, a pidfd to wait on, our end of its lead pipe."""
         r, w = os.pipe()
-        cmd = [
-            sys.executable, "-m", "orchestrator.team.teammate",
+        args = [
             "--root", str(self.layout.root), "--worktree-root", str(self.layout.worktree_root),
-            "--name", child.name, "--lead-fd", str(r), "--overrides", json.dumps(self.overrides),
+            "--name", child.name, "--lead-fd", "{lead_fd}",
+            "--overrides", json.dumps(self.overrides),
         ]
         if self.console:
-            cmd.append("--console")
+            args.append("--console")
+        if self.spawner is not None:
+            try:
+                forked = self.spawner.spawn(args, r)
+            except SpawnerGone as exc:
+                self.log.warning("the spawner is gone; teammates start as fresh interpreters",
+                                 error=str(exc))
+                self.spawner = None
+            except BaseException:
+                os.close(r)
+                os.close(w)
+                raise
+            else:
+                os.close(r)
+                return forked, forked.pidfd, w
+        cmd = [sys.executable, "-m", "orchestrator.team.teammate",
+               *[str(r) if a == "{lead_fd}" else a for a in args]]
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, pass_fds=(r,),
                                     start_new_session=True)
@@ -426,7 +485,7 @@ class Lead:
                 self.reap(child)
 
 
-def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
+def _signal(proc: subprocess.Popen[bytes] | SpawnedProcess, sig: int) -> None:
     try:
         proc.send_signal(sig)
     except ProcessLookupError:

@@ -1,0 +1,128 @@
+"""Teammates forked from the spawner; the exec fallback; a teammate frozen holding a lock."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.board import init_repo
+from orchestrator.config import BoardConfig, Config
+from orchestrator.procutil import pid_alive
+from orchestrator.team.lead import Child, Lead
+from tests.helpers import cmdline
+from tests.test_team_support import (
+    add_tasks,
+    events,
+    finish,
+    mate,
+    start,
+    tasks,
+    team_cleanup,
+    team_env,
+    wait_until,
+    working_on,
+)
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _comm(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
+def _spawner_of(pid: int) -> int | None:
+    parent = _parent(pid)
+    return parent if "orchestrator.team.spawner" in cmdline(parent) else None
+
+
+@pytest.mark.slow
+def test_teammates_are_forked_by_the_spawner_and_their_exits_reach_the_lead(repo: Path) -> None:
+    [task] = add_tasks(repo, 1)
+    with team_cleanup(repo):
+        proc = start(repo, "-n", "2", "--command", "sleep 60", env=team_env())
+        victim = wait_until(lambda: working_on(repo, task.id), what="the task to start")
+        other = mate(repo, "bob" if victim["name"] == "alice" else "alice")
+        for st in (victim, other):
+            spawner = _spawner_of(st["pid"])
+            assert spawner is not None and _parent(spawner) == proc.pid
+            assert _comm(st["pid"]) == f"orch-{st['name']}"
+        os.kill(victim["pid"], signal.SIGKILL)
+        wait_until(lambda: events(repo, "task_requeued"), what="the dead teammate's task back")
+        restarted = wait_until(lambda: (m := mate(repo, victim["name"]))["pid"] != victim["pid"]
+                               and pid_alive(m["pid"]) and m, what="the restart")
+        assert _spawner_of(restarted["pid"]) == _spawner_of(other["pid"])
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)
+        finish(proc)
+        assert not pid_alive(spawner), "the spawner outlived the lead"
+    deaths = [e for e in events(repo, "teammate_stopped") if e["exit_code"] == -9]
+    assert [e["teammate"] for e in deaths] == [victim["name"]]
+
+
+@pytest.mark.slow
+def test_without_the_spawner_teammates_start_as_fresh_interpreters(repo: Path) -> None:
+    add_tasks(repo, 1)
+    with team_cleanup(repo):
+        proc = start(repo, "-n", "1", "--command", "sleep 60", env=team_env())
+        first = wait_until(lambda: (m := mate(repo, "alice")).get("state") == "working" and m,
+                           what="alice to work")
+        spawner = _spawner_of(first["pid"])
+        assert spawner is not None
+        os.kill(spawner, signal.SIGKILL)  # then alice dies too: her exit code is unknown
+        os.kill(first["pid"], signal.SIGKILL)
+        again = wait_until(lambda: (m := mate(repo, "alice"))["pid"] != first["pid"]
+                           and pid_alive(m["pid"]) and m, what="alice to be restarted")
+        assert "orchestrator.team.teammate" in cmdline(again["pid"])
+        assert _parent(again["pid"]) == proc.pid
+        wait_until(lambda: [t for t in tasks(repo) if t.owner == "alice"],
+                   what="the task taken again")
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)
+        _, out = finish(proc)
+    assert "the spawner is gone" in out
+
+
+HOLD_LOCK = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+if sys.argv[2] == "lock":
+    fcntl.flock(fd, fcntl.LOCK_EX)
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_teammate_stopped_past_its_lease_holding_a_lock_is_killed(repo: Path) -> None:
+    layout = init_repo(repo)
+    config = Config(board=BoardConfig(lease_seconds=1))
+    lead = Lead(layout, config, teammates=2)
+    procs = [subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(repo / f"{how}.lock"), how],
+                              stdout=subprocess.PIPE, text=True) for how in ("lock", "nolock")]
+    try:
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline() == "ready\n"
+            os.kill(p.pid, signal.SIGSTOP)
+        holder, idle = procs
+        lead.children = [Child("alice", proc=holder), Child("bob", proc=idle)]
+        wait_until(lambda: all(Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1]
+                               .split()[0] == "T" for p in procs), 10, "both to stop")
+        lead.kill_frozen()  # stopped, but not yet for a lease
+        assert holder.poll() is None and idle.poll() is None
+        wait_until(lambda: (lead.kill_frozen(), holder.poll())[1] is not None, 10,
+                   "the lock holder to be killed")
+        assert holder.returncode == -signal.SIGKILL
+        assert idle.poll() is None, "a stopped teammate holding no lock is left alone"
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+            assert p.stdout is not None
+            p.stdout.close()
+        lead.waker.close()
