@@ -26,6 +26,11 @@ BACKENDS: dict[str, str] = {
 }
 
 
+def backend_module(name: str) -> str:
+    """The module a backend lives in ("" for an unknown name)."""
+    return BACKENDS.get(name, "").partition(":")[0]
+
+
 def load_backend(name: str, config: Config, layout: Layout) -> Backend:
     try:
         target = BACKENDS[name]

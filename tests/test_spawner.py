@@ -52,7 +52,7 @@ def test_teammates_are_forked_by_the_spawner_and_their_exits_reach_the_lead(repo
         for st in (victim, other):
             spawner = _spawner_of(st["pid"])
             assert spawner is not None and _parent(spawner) == proc.pid
-            assert _comm(st["pid"]) == f"orch-{st['name']}"
+            assert _comm(st["pid"]) == f"orch-{st['name']}"  # named by now: it is working
         os.kill(victim["pid"], signal.SIGKILL)
         wait_until(lambda: events(repo, "task_requeued"), what="the dead teammate's task back")
         restarted = wait_until(lambda: (m := mate(repo, victim["name"]))["pid"] != victim["pid"]
@@ -126,3 +126,30 @@ def test_a_teammate_stopped_past_its_lease_holding_a_lock_is_killed(repo: Path) 
             assert p.stdout is not None
             p.stdout.close()
         lead.waker.close()
+
+
+def test_the_spawner_forks_a_teammate_passes_its_lead_pipe_and_reports_its_exit(
+        repo: Path) -> None:
+    """The protocol on its own: a module that cannot be preloaded is skipped, the lead
+    pipe reaches the teammate (closing it stops the teammate), the exit code comes back."""
+    from orchestrator.team.spawner import Spawner
+
+    init_repo(repo)
+    spawner = Spawner().start(preload=["orchestrator.no_such_module"])
+    r, w = os.pipe()
+    try:
+        child = spawner.spawn(["--root", str(repo), "--name", "zed", "--lead-fd", "{lead_fd}"], r)
+        os.close(r)
+        assert child.poll() is None
+        wait_until(lambda: _comm(child.pid) == "orch-zed", 10, "the child to name itself")
+        wait_until(lambda: (mate(repo, "zed") or {}).get("state") == "idle", 30,
+                   "zed to wait for work")
+        os.close(w)  # the lead is gone: the teammate stops on its own
+        w = -1
+        assert child.wait() == 0
+        assert mate(repo, "zed")["state"] == "stopped"
+    finally:
+        if w >= 0:
+            os.close(w)
+        spawner.close()
+    assert spawner.proc is None

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from orchestrator.backends import backend_module
 from orchestrator.board.model import Status, utcnow
 from orchestrator.config import Config
 from orchestrator.layout import Layout
@@ -364,7 +365,7 @@ class Lead:
 
     def start_spawner(self) -> None:
         try:
-            self.spawner = Spawner().start()
+            self.spawner = Spawner().start(preload=[backend_module(self.config.team.backend)])
         except OSError as exc:
             self.log.warning("no spawner; teammates start as fresh interpreters",
                              error=f"{type(exc).__name__}: {exc}")

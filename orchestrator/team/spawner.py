@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib
 import json
 import os
 import select
@@ -38,6 +39,7 @@ import socket
 import subprocess
 import sys
 import traceback
+from collections.abc import Sequence
 from typing import Any
 
 MAX_MESSAGE = 64 * 1024
@@ -57,11 +59,14 @@ class Spawner:
         self.proc: subprocess.Popen[bytes] | None = None
         self._exits: dict[int, int] = {}
 
-    def start(self) -> Spawner:
+    def start(self, preload: Sequence[str] = ()) -> Spawner:
+        """Start the spawner; it imports ``preload`` too (modules a teammate imports only
+        once it runs, such as its backend's), so no teammate pays for them."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "orchestrator.team.spawner", "--fd", str(theirs.fileno())],
+                [sys.executable, "-m", "orchestrator.team.spawner", "--fd", str(theirs.fileno()),
+                 *[a for m in preload for a in ("--preload", m)]],
                 stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), start_new_session=True)
         except BaseException:
             ours.close()
@@ -166,8 +171,18 @@ class SpawnedProcess:
 
 
 # --- the spawner process ------------------------------------------------------------
-def serve(sock: socket.socket) -> int:
+PRELOAD = ("orchestrator.board", "orchestrator.worktree")
+"""What every teammate imports once it runs, besides its own module."""
+
+
+def serve(sock: socket.socket, preload: list[str]) -> int:
     from orchestrator.team import teammate  # the point: imported once, before any fork
+
+    for name in (*PRELOAD, *filter(None, preload)):
+        try:
+            importlib.import_module(name)
+        except ImportError:  # the teammate reports it, if it needs the module at all
+            pass
 
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -265,10 +280,11 @@ def _set_name(name: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="orchestrator.team.spawner")
     p.add_argument("--fd", type=int, required=True)
+    p.add_argument("--preload", action="append", default=[])
     args = p.parse_args(argv)
     sock = socket.socket(fileno=args.fd)
     try:
-        return serve(sock)
+        return serve(sock, args.preload)
     except KeyboardInterrupt:
         return 0
     finally:
