@@ -153,3 +153,26 @@ def test_the_spawner_forks_a_teammate_passes_its_lead_pipe_and_reports_its_exit(
             os.close(w)
         spawner.close()
     assert spawner.proc is None
+
+
+def test_a_hung_spawner_cannot_hang_the_lead(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.team import spawner as mod
+
+    monkeypatch.setattr(mod, "EXIT_TIMEOUT", 1.0)
+    init_repo(repo)
+    spawner = mod.Spawner().start()
+    r, w = os.pipe()
+    try:
+        child = spawner.spawn(["--root", str(repo), "--name", "zed", "--lead-fd", "{lead_fd}"], r)
+        os.close(r)
+        assert spawner.proc is not None
+        frozen = spawner.proc.pid
+        os.kill(frozen, signal.SIGSTOP)  # it can no longer report exits
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.wait() == -signal.SIGKILL  # told by nobody: taken as killed
+        assert spawner.sock is None and not pid_alive(frozen), "the hung spawner was stopped"
+        with pytest.raises(mod.SpawnerGone):
+            spawner.spawn(["--name", "again"], w)
+    finally:
+        os.close(w)
+        spawner.close()

@@ -45,6 +45,9 @@ from typing import Any
 MAX_MESSAGE = 64 * 1024
 REPLY_TIMEOUT = 60.0
 """How long the lead waits for the spawner's answer (it may still be importing)."""
+EXIT_TIMEOUT = 10.0
+"""How long the lead waits for the exit code of a teammate it saw exit (the spawner
+reports it at once; one that does not is treated as gone, so the lead never hangs)."""
 
 
 class SpawnerGone(OSError):
@@ -89,10 +92,10 @@ class Spawner:
             if "error" not in msg and not fds:
                 raise SpawnerGone(f"a malformed answer from the spawner: {msg}")
         except SpawnerGone:
-            self.close()
+            self.close(kill=True)
             raise
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            self.close()
+            self.close(kill=True)
             raise SpawnerGone(f"{type(exc).__name__}: {exc}") from exc
         if "error" in msg:  # the fork failed (too many processes …): like a failed Popen
             raise OSError(msg["error"])
@@ -105,11 +108,11 @@ class Spawner:
             if self.sock is None:
                 return -signal.SIGKILL
             try:
-                self._receive(None if block else 0.0)
+                self._receive(EXIT_TIMEOUT if block else 0.0)
             except TimeoutError:
                 return None
             except (OSError, ValueError):
-                self.close()
+                self.close(kill=True)
         return self._exits.pop(pid)
 
     def _receive(self, timeout: float | None) -> tuple[dict[str, Any], list[int]]:
@@ -129,12 +132,15 @@ class Spawner:
             self._exits[int(msg["exit"])] = int(msg["code"])
         return msg, fds
 
-    def close(self) -> None:
-        """Stop the spawner (its teammates are stopped by the lead, not by this)."""
+    def close(self, *, kill: bool = False) -> None:
+        """Stop the spawner: it exits when its socket closes; ``kill`` for one that stopped
+        answering. (Its teammates are stopped by the lead, not by this.)"""
         if self.sock is not None:
             self.sock.close()
             self.sock = None
         if self.proc is not None:
+            if kill:
+                self.proc.kill()
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
