@@ -95,6 +95,54 @@ class EventLog:
                 time.sleep(poll)
 
 
+    def backwards(self, block: int = 64 * 1024) -> Iterator[dict[str, Any]]:
+        """Every complete event, newest first, reading from the end of the file (so the
+        recent history of a big log costs little)."""
+        try:
+            fh = self.path.open("rb")
+        except FileNotFoundError:
+            return
+        with fh:
+            pos = fh.seek(0, os.SEEK_END)
+            head = b""  # the start of a line that began in an earlier block
+            while pos > 0:
+                step = min(block, pos)
+                pos -= step
+                fh.seek(pos)
+                first, *lines = (fh.read(step) + head).split(b"\n")
+                head = first
+                for raw in reversed(lines):
+                    rec = _parse(raw)
+                    if rec is not None:
+                        yield rec
+            rec = _parse(head)
+            if rec is not None:
+                yield rec
+
+    def last_status_event(self, task: str) -> dict[str, Any] | None:
+        """The newest event that gave ``task`` a status (see `event_status`)."""
+        return next((e for e in self.backwards()
+                     if e.get("task") == task and event_status(e) is not None), None)
+
+
+STATUS_EVENTS = {"task_created": "pending", "task_claimed": "in_progress",
+                 "task_completed": "review", "task_released": "pending",
+                 "task_cancelled": "cancelled", "task_retried": "pending",
+                 "merged": "merged", "discarded": "discarded"}
+"""Events that set a task's status to a fixed value; others carry it (see `event_status`)."""
+
+
+def event_status(e: Mapping[str, Any]) -> str | None:
+    """The status an event gave its task, or None for an event that sets none."""
+    if e.get("event") in STATUS_EVENTS:
+        return STATUS_EVENTS[e["event"]]
+    if e.get("event") in ("task_failed", "lease_expired", "task_requeued"):
+        return str(e.get("status"))
+    if e.get("event") == "task_status":
+        return str(e.get("to"))
+    return None
+
+
 def _parse(raw: bytes) -> dict[str, Any] | None:
     raw = raw.strip()
     if not raw:

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from orchestrator.board import open_board
 from orchestrator.board.model import Status
-from orchestrator.events import EventLog
+from orchestrator.events import EventLog, event_status
 from orchestrator.layout import Layout
 from scripts.harness import (
     WRITE_OWN_FILE,
@@ -63,22 +63,7 @@ from scripts.harness import (
     wait_until,
 )
 
-STATUS_EVENTS = {"task_created": "pending", "task_claimed": "in_progress",
-                 "task_completed": "review", "task_released": "pending",
-                 "task_cancelled": "cancelled", "task_retried": "pending",
-                 "merged": "merged", "discarded": "discarded"}
-"""Events that set a task's status to a fixed value; others carry it (see `event_status`)."""
 FINAL = {Status.REVIEW, Status.FAILED, Status.CANCELLED, Status.MERGED, Status.DISCARDED}
-
-
-def event_status(e: dict[str, Any]) -> str | None:
-    if e["event"] in STATUS_EVENTS:
-        return STATUS_EVENTS[e["event"]]
-    if e["event"] in ("task_failed", "lease_expired", "task_requeued"):
-        return str(e["status"])
-    if e["event"] == "task_status":
-        return str(e["to"])
-    return None
 
 
 def git(repo: Path, *args: str) -> str:

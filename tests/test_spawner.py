@@ -79,7 +79,9 @@ def test_without_the_spawner_teammates_start_as_fresh_interpreters(repo: Path) -
         os.kill(first["pid"], signal.SIGKILL)
         again = wait_until(lambda: (m := mate(repo, "alice"))["pid"] != first["pid"]
                            and pid_alive(m["pid"]) and m, what="alice to be restarted")
-        assert "orchestrator.team.teammate" in cmdline(again["pid"])
+        # (read it again until the exec is through: under load it can be caught mid-exec)
+        wait_until(lambda: "orchestrator.team.teammate" in cmdline(again["pid"]), 30,
+                   "alice to run as a fresh interpreter")
         assert _parent(again["pid"]) == proc.pid
         wait_until(lambda: [t for t in tasks(repo) if t.owner == "alice"],
                    what="the task taken again")
@@ -176,3 +178,45 @@ def test_a_hung_spawner_cannot_hang_the_lead(repo: Path, monkeypatch: pytest.Mon
     finally:
         os.close(w)
         spawner.close()
+
+
+def test_the_lead_logs_the_last_board_write_of_a_teammate_killed_before_logging_it(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.board import open_board
+    from orchestrator.board.model import Status
+    from orchestrator.events import event_status
+
+    layout = init_repo(repo)
+    lead = Lead(layout, Config(), teammates=1)
+    with open_board(layout, actor="alice") as alice, open_board(layout, actor="lead") as board:
+        lead.board = board
+        done, running, again = (alice.add(s) for s in ("done", "running", "again"))
+        tokens = {t.id: alice.claim("alice", task_id=t.id).fence for t in (done, running, again)}
+        alice.release(again.id, tokens[again.id])
+        alice.claim("bob", task_id=again.id)  # taken again since: not alice's write to log
+        with monkeypatch.context() as m:  # the board write lands; the event never does
+            m.setattr(alice.events, "emit", lambda *a, **k: {})
+            alice.complete(done.id, tokens[done.id])
+        for t in (done, running, again):
+            lead.log_lost_write("alice", t.id)
+        last = {t.id: board.events.last_status_event(t.id) for t in (done, running, again)}
+        assert board.get(done.id).status is Status.REVIEW
+    assert last[done.id] is not None and last[done.id]["event"] == "task_completed"
+    assert last[done.id]["actor"] == "alice" and last[done.id]["recovered"] is True
+    assert last[done.id]["token"] == tokens[done.id]
+    for t in (running, again):  # still running, or someone else's now: nothing added
+        assert last[t.id] is not None and event_status(last[t.id]) == "in_progress"
+        assert "recovered" not in last[t.id]
+    lead.waker.close()
+
+
+def test_reading_the_events_log_backwards_sees_every_line_across_blocks(repo: Path) -> None:
+    from orchestrator.events import EventLog
+
+    log = EventLog(repo / "events.jsonl")
+    for i in range(300):
+        log.emit("note", f"task_{i:03d}", text="x" * (i % 37))
+    with (repo / "events.jsonl").open("ab") as fh:
+        fh.write(b'{"torn": ')  # a writer killed mid-line
+    back = [e["task"] for e in log.backwards(block=100)]
+    assert back == [f"task_{i:03d}" for i in reversed(range(300))]

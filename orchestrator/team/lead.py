@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 from orchestrator.backends import backend_module
 from orchestrator.board.model import Status, utcnow
 from orchestrator.config import Config
+from orchestrator.errors import OrchestratorError
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
 from orchestrator.procutil import lock_holders, process_state
@@ -430,6 +431,9 @@ class Lead:
                                     self.board.requeue_owner, child.name,
                                     reason=f"teammate {child.name} died ({how})",
                                     actor=LEAD) or []
+        if rc != 0 and st.get("task"):
+            self.guarded("completing the events log", self.log_lost_write, child.name,
+                         str(st["task"]))
         self.guarded("recording a teammate", status.write_teammate, self.layout, child.name,
                      "stopped", pid=child.proc.pid, exit=how, since=utcnow())
         self.guarded("recording an event", self.board.events.emit, "teammate_stopped",
@@ -445,6 +449,30 @@ class Lead:
         child.restart_at = time.monotonic() + delay
         self.log.warning("teammate died", teammate=child.name, exit=how, restart_in=delay,
                          requeued=[t.id for t in requeued])
+
+    def log_lost_write(self, name: str, task_id: str) -> None:
+        """A teammate killed between its board write and the event that records it leaves
+        the log one line short (the board says ``review``, the log still says it was
+        claimed). When the task still carries that teammate's claim (no claim since),
+        log what the board shows on its behalf, marked ``recovered``."""
+        claimed = self.board.events.last_status_event(task_id)
+        if claimed is None or claimed["event"] != "task_claimed" or claimed["actor"] != name:
+            return
+        try:
+            task = self.board.get(task_id)
+        except OrchestratorError:
+            return
+        if task.status is Status.IN_PROGRESS or task.fence != claimed.get("token"):
+            return  # still running (requeued just now if it was ours), or claimed again
+        if task.status is Status.REVIEW:
+            self.board.events.emit("task_completed", task_id, actor=name,
+                                   token=claimed.get("token"), recovered=True)
+        else:
+            self.board.events.emit("task_status", task_id, actor=name, recovered=True,
+                                   token=claimed.get("token"), error=task.error,
+                                   **{"from": "in_progress", "to": str(task.status)})
+        self.log.warning("logged the last board write of a dead teammate", teammate=name,
+                         task=task_id, status=str(task.status))
 
     def stop(self, level: int) -> None:
         """Warm (1) or cold (2) stop of the whole team; a further signal is cold again."""
