@@ -118,6 +118,10 @@ class Isolation(Protocol):
     def remove(self, task: Task, *, force: bool = False) -> str | None:
         """Fail-closed removal; with ``force`` a snapshot ref is saved first and returned."""
         ...
+    def prepare(self) -> None:
+        """One-time look-ups a long-lived user (a teammate) does at start-up, so that they
+        are not on its first task's path."""
+        ...
 
 
 @dataclass

@@ -85,6 +85,7 @@ class Teammate:
         self.waker.install_signals()
         self.board = open_board(self.layout, self.config.board, actor=self.name)
         self.isolation = open_isolation(self.layout, self.config.worktree, self.board)
+        self.isolation.prepare()
         self.waker.follow_board(self.board, self.config.board.rescan_seconds)
         self.log.info("teammate ready", pid=os.getpid())
         try:

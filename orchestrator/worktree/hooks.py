@@ -93,6 +93,9 @@ class HookIsolation:
         return task.branch
 
     # --- Isolation --------------------------------------------------------------
+    def prepare(self) -> None:
+        """Nothing to look up ahead: the hooks are run per task."""
+
     def create(self, task: Task) -> Workspace:
         check_component(task.id, "task id")
         with self.lock:

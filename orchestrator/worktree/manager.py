@@ -104,6 +104,9 @@ class WorktreeManager:
         self._setup(ws)
         return ws
 
+    def prepare(self) -> None:
+        self._dirs()  # one git call, cached for the life of the manager
+
     def keep(self, task: Task) -> None:
         self.events.emit("worktree_kept", task.id, path=str(self.path_for(task)),
                          branch=self.branch_for(task))
