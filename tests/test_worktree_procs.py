@@ -11,6 +11,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from orchestrator.board import init_repo, open_board
 from orchestrator.board.model import Status, Task
 from orchestrator.config import WorktreeConfig
@@ -92,10 +94,16 @@ def test_threads_of_one_process_share_a_manager_safely(repo: Path) -> None:
     assert git(repo, "worktree", "list").count("\n") == 0
 
 
-def test_kill_9_during_git_worktree_add_then_reconcile(repo: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("branch_exists", [False, True],
+                         ids=["new-branch-checkout", "existing-branch-worktree-add"])
+def test_kill_9_during_the_checkout_of_a_new_worktree_then_reconcile(
+        repo: Path, tmp_path: Path, branch_exists: bool) -> None:
+    """Killed while the files are checked out: inside ``checkout -b`` for a new branch
+    (the worktree is detached, with no index yet), or inside ``git worktree add`` for a
+    branch that exists (the worktree is locked "initializing"). Reconcile clears both."""
     layout = init_repo(repo)
     started = tmp_path / "checkout-started"
-    # a smudge filter that blocks makes the kill land inside `git worktree add`'s checkout
+    # a smudge filter that blocks makes the kill land inside the checkout
     (repo / ".gitattributes").write_text("*.txt filter=slow\n")
     (repo / "big.txt").write_text("content\n")
     git(repo, "add", ".gitattributes", "big.txt")
@@ -104,14 +112,20 @@ def test_kill_9_during_git_worktree_add_then_reconcile(repo: Path, tmp_path: Pat
     git(repo, "config", "filter.slow.clean", "cat")
     with open_board(layout) as board:
         task = board.add("Survive a crash")
+        if branch_exists:
+            git(repo, "branch", "task/task_001-parallel-1", "main")  # what spawn() names it
         claimed = board.claim("alice", task_id=task.id, lease_seconds=30)
         assert claimed is not None
         go = tmp_path / "go"
         go.touch()
         proc = spawn(repo, [1], go)
         wait_for(started, proc)
-        admin = Path(git(repo, "rev-parse", "--git-common-dir"))
-        assert "initializing" in (repo / admin / "worktrees" / "task_001" / "locked").read_text()
+        admin = repo / Path(git(repo, "rev-parse", "--git-common-dir")) / "worktrees" / "task_001"
+        if branch_exists:
+            assert "initializing" in (admin / "locked").read_text()
+        else:
+            assert not (admin / "HEAD").read_text().startswith("ref:")  # detached
+            assert not (admin / "index").exists()
         kill_group(proc)
         git(repo, "config", "--unset", "filter.slow.smudge")
 
@@ -123,7 +137,7 @@ def test_kill_9_during_git_worktree_add_then_reconcile(repo: Path, tmp_path: Pat
         assert git(repo, "status", "--porcelain") == ""  # the repository is usable
 
         # the lease of the killed worker expires; the task is claimable again and its
-        # worktree can be created (from the branch the killed `add` left)
+        # worktree can be created (from the branch, when the killed one had made it)
         assert [t.id for t in board.requeue_expired(now=time.time() + 60)] == [task.id]
         again = board.claim("bob", lease_seconds=30)
         assert again is not None and again.id == task.id and again.lease is not None
@@ -132,7 +146,26 @@ def test_kill_9_during_git_worktree_add_then_reconcile(repo: Path, tmp_path: Pat
         board.update(again.id, again.lease.token, **binding(ws))
         assert (ws.path / "big.txt").read_text() == "content\n"
         assert git(ws.path, "status", "--porcelain") == ""
+        assert git(ws.path, "rev-parse", "--abbrev-ref", "HEAD") == ws.branch
         assert board.get(task.id).worktree == str(ws.path)
+
+
+def test_a_creation_killed_after_its_detached_add_is_made_again(repo: Path) -> None:
+    """Killed between ``worktree add --detach --no-checkout`` and ``checkout -b``: the next
+    create (no reconcile in between) clears it and makes the worktree."""
+    layout = init_repo(repo)
+    (repo / "a.txt").write_text("a\n")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-qm", "a")
+    with open_board(layout) as board:
+        task = board.add("Half made")
+        m = WorktreeManager(layout, WorktreeConfig(), board)
+        path = layout.worktree(task.id)
+        git(repo, "worktree", "add", "--quiet", "--no-checkout", "--detach", str(path), "main")
+        ws = m.create(task)
+    assert ws.path == path and (path / "a.txt").read_text() == "a\n"
+    assert git(path, "rev-parse", "--abbrev-ref", "HEAD") == ws.branch
+    assert git(path, "status", "--porcelain") == ""
 
 
 def test_kill_9_during_setup_then_the_retry_sets_up_again(repo: Path, tmp_path: Path) -> None:

@@ -199,9 +199,11 @@ class WorktreeManager:
         self.ensure_excluded()
         tip, base_commit = self.repo.commits(f"refs/heads/{branch}", self.config.base)
         entry = self._entry(path) if path.exists() or self._registered(path) else None
-        if entry is not None and entry.locked == "initializing":
-            housekeeping.clear_half_made(self, path)  # a killed `git worktree add`: redo it
-            entry = None
+        if entry is not None and (entry.locked == "initializing" or entry.branch is None):
+            # a creation killed inside `git worktree add`, or after a detached add (see
+            # `_new`): cleared when it is one (nothing in it), then made again
+            if housekeeping.clear_half_made(self, path):
+                entry = None
         if entry is not None and entry.prunable:
             self.prune()
             entry = None
@@ -228,7 +230,7 @@ class WorktreeManager:
             base, base_commit = self._recorded_base(task, tip)
             return base, base_commit, True, None
         base, start = self._start_point(task, base_commit)
-        self._add(path, ["--no-track", "-b", branch], [start])
+        self._new(path, branch, start)
         note = f"branch {task.branch} was missing; started afresh" if task.branch else None
         return base, start, False, note
 
@@ -239,6 +241,20 @@ class WorktreeManager:
         self.repo.run("worktree", "add", "--quiet", *sparse, *options, str(path), *rest)
         if sparse:
             self._populate(path)
+
+    def _new(self, path: Path, branch: str, start: str) -> None:
+        """A worktree on a new ``branch`` from ``start``.
+
+        ``worktree add -b`` runs three more git processes (branch, symbolic-ref, reset);
+        a detached add without checkout runs one (update-ref), and ``checkout -b`` then
+        makes the branch and the files in one: about a quarter less git per task. A kill
+        in between leaves a detached worktree with no index, which `_checkout` makes again.
+        """
+        if self.config.sparse_paths:
+            self._add(path, ["--no-track", "-b", branch], [start])
+            return
+        self.repo.run("worktree", "add", "--quiet", "--no-checkout", "--detach", str(path), start)
+        Git(path).run("checkout", "--quiet", "--no-track", "-b", branch)
 
     def _populate(self, path: Path) -> None:
         """Set the sparse patterns (when configured) and check the files out."""

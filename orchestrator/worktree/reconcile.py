@@ -142,19 +142,26 @@ def overview(m: WorktreeManager, tasks: list[Task]) -> list[dict[str, Any]]:
 
 
 def clear_half_made(m: WorktreeManager, only: Path | None = None) -> list[str]:
-    """Worktrees a killed ``git worktree add`` left behind (still locked "initializing"),
-    all of ours or just the one at ``only``. Called under the lock, so no creation of
-    ours is running; their folders hold nothing but a partial checkout, and the branch
-    (with any work) stays."""
+    """Worktrees a killed creation left behind, all of ours or just the one at ``only``:
+    one killed inside ``git worktree add`` (still locked "initializing"), or between a
+    detached add and its checkout, or inside that checkout (detached, no index yet; see
+    `WorktreeManager._new`). Called under the lock, so no creation of ours is running;
+    their folders hold nothing but a partial checkout, and the branch (with any work)
+    stays."""
     cleared = []
     admin_root = m.common_dir() / "worktrees"
     for admin in sorted(admin_root.iterdir()) if admin_root.is_dir() else []:
         try:
-            reason = (admin / "locked").read_text().strip()
             folder = Path((admin / "gitdir").read_text().strip()).parent
+            head = (admin / "HEAD").read_text().strip()
         except (FileNotFoundError, NotADirectoryError):
             continue
-        if reason != "initializing" or not m.manages(folder):
+        try:
+            reason = (admin / "locked").read_text().strip()
+        except (FileNotFoundError, NotADirectoryError):
+            reason = ""
+        detached_unfilled = not head.startswith("ref:") and not (admin / "index").exists()
+        if not (reason == "initializing" or detached_unfilled) or not m.manages(folder):
             continue
         if only is not None and folder.resolve() != only.resolve():
             continue
