@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
 from orchestrator.board.model import Task
 from orchestrator.errors import GitError
+from orchestrator.worktree.safety import worktree_git_dir
 
 TASK_REF = ".task_ref"
+SHA_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 NO_AUTO_MAINTENANCE = ("-c", "maintenance.auto=false")
 """A task's commit does not start ``git maintenance run --auto``: that is a process more
 on every task's path; a teammate runs it when it goes idle instead (`idle_maintenance`)."""
@@ -23,8 +26,9 @@ def author(teammate: str) -> tuple[str, str]:
 def commit_leftovers(worktree: Path, task: Task, teammate: str) -> str | None:
     """Stage everything but ``.task_ref`` and commit it; the new sha, or None if clean.
 
-    Three git processes when there is something to commit (add, commit, rev-parse):
-    whether anything is staged is asked only when the commit is refused.
+    Two git processes when there is something to commit (add, commit): whether anything
+    is staged is asked only when the commit is refused, and the new commit is read from
+    the branch's ref file.
     """
     name, email = author(teammate)
     env = dict(os.environ, GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email,
@@ -43,7 +47,25 @@ def commit_leftovers(worktree: Path, task: Task, teammate: str) -> str | None:
             return None  # nothing to commit
         error = commit.stderr.strip() or commit.stdout.strip()
         raise GitError(f"git commit failed in {worktree}: {error}", task=task.id)
-    return _git(worktree, env, "rev-parse", "HEAD")
+    return _head_commit(worktree) or _git(worktree, env, "rev-parse", "HEAD")
+
+
+def _head_commit(worktree: Path) -> str | None:
+    """The commit HEAD names, read from its branch's ref file (git writes the ref loose on
+    every commit): a process less per task. None when that is not how the repository
+    keeps it (the main checkout, a detached HEAD, a reftable repository)."""
+    git_dir = worktree_git_dir(worktree)
+    if git_dir is None:
+        return None
+    try:
+        head = (git_dir / "HEAD").read_text().strip()
+        common = (git_dir / (git_dir / "commondir").read_text().strip()).resolve()
+        if not head.startswith("ref: refs/heads/"):
+            return None
+        sha = (common / head.removeprefix("ref: ")).read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return sha if SHA_RE.fullmatch(sha) else None
 
 
 def idle_maintenance(repo: Path) -> None:
