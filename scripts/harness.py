@@ -22,6 +22,7 @@ if str(ROOT) not in sys.path:
 
 from orchestrator.board import open_board  # noqa: E402
 from orchestrator.layout import Layout  # noqa: E402
+from orchestrator.procutil import descendants, parent_map  # noqa: E402
 from orchestrator.team import status  # noqa: E402
 
 GIT_ID = {"GIT_AUTHOR_NAME": "harness", "GIT_AUTHOR_EMAIL": "harness@example.com",
@@ -103,30 +104,6 @@ def status_counts(repo: Path) -> dict[str, int]:
 
 
 # --- /proc ---------------------------------------------------------------------------
-def _parents() -> dict[int, int]:
-    out = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                rest = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if rest[0] != "Z":
-                out[int(entry)] = int(rest[1])
-    return out
-
-
-def descendants(pid: int, parents: dict[int, int] | None = None) -> list[int]:
-    parents = _parents() if parents is None else parents
-    found, frontier = [], [pid]
-    while frontier:
-        p = frontier.pop()
-        kids = [c for c, pp in parents.items() if pp == p]
-        found += kids
-        frontier += kids
-    return found
-
-
 def proc_stats(pid: int) -> dict[str, float]:
     """Open files, threads, live descendant processes and resident memory (MB) of ``pid``."""
     fds = len(os.listdir(f"/proc/{pid}/fd"))
@@ -150,7 +127,7 @@ def processes_in(repo: Path, exclude: int | None = None) -> list[tuple[int, str]
     repo = repo.resolve()
     mine = {os.getpid(), exclude}
     found = []
-    for pid in _parents():
+    for pid in parent_map():
         if pid in mine:
             continue
         try:

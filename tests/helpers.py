@@ -6,6 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from orchestrator.procutil import descendants
+
 
 def git(cwd: Path, *args: str) -> str:
     return subprocess.run(
@@ -28,27 +30,7 @@ def make_repo(path: Path, files: dict[str, str] | None = None) -> Path:
 
 def child_pids(pid: int | None = None) -> list[int]:
     """Live (non-zombie) descendants of ``pid`` (default: this process)."""
-    root = os.getpid() if pid is None else pid
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        rest = stat.rsplit(")", 1)[1].split()
-        if rest[0] == "Z":
-            continue
-        parents[int(entry)] = int(rest[1])
-    found: list[int] = []
-    frontier = [root]
-    while frontier:
-        p = frontier.pop()
-        kids = [c for c, pp in parents.items() if pp == p]
-        found.extend(kids)
-        frontier.extend(kids)
-    return found
+    return descendants(os.getpid() if pid is None else pid)
 
 
 def cmdline(pid: int) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.board.model import Task
-from orchestrator.team.commit import _head_commit, commit_leftovers
+from orchestrator.team.commit import _head_commit, commit_leftovers, idle_maintenance
 from tests.helpers import git
 
 
@@ -38,3 +38,28 @@ def test_the_head_commit_is_read_only_where_git_keeps_a_branch_ref_file(repo: Pa
     assert _head_commit(repo) is None  # the main checkout: git is asked instead
     git(wt, "checkout", "-q", "--detach")
     assert _head_commit(wt) is None  # a detached HEAD: asked too
+
+
+def _packs(repo: Path) -> int:
+    return len(list((repo / ".git" / "objects" / "pack").glob("*.pack")))
+
+
+def test_a_task_commit_leaves_git_maintenance_to_the_idle_teammate(repo: Path) -> None:
+    """git would run `maintenance run --auto` after every commit (here: packs past
+    gc.autoPackLimit are merged); a task's commit does not, `idle_maintenance` does."""
+    wt = _worktree(repo)
+    for i in range(3):
+        (repo / f"p{i}.txt").write_text(f"{i}\n")
+        git(repo, "add", f"p{i}.txt")
+        git(repo, "commit", "-qm", f"p{i}")
+        git(repo, "repack", "-q")
+    for key, value in (("gc.autoPackLimit", "2"), ("gc.autoDetach", "false"),
+                       ("maintenance.autoDetach", "false")):
+        git(repo, "config", key, value)
+    before = _packs(repo)
+    assert before > 2
+    (wt / "b.txt").write_text("b\n")
+    assert commit_leftovers(wt, Task(id="task_001", subject="Add b"), "alice")
+    assert _packs(repo) == before  # no maintenance on the task's path
+    idle_maintenance(repo)
+    assert _packs(repo) == 1

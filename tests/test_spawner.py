@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator.board import init_repo
 from orchestrator.config import BoardConfig, Config
-from orchestrator.procutil import pid_alive
+from orchestrator.procutil import pid_alive, process_state, stat_fields
 from orchestrator.team.lead import Child, Lead
 from tests.helpers import cmdline
 from tests.test_team_support import (
@@ -30,7 +30,9 @@ from tests.test_team_support import (
 
 
 def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    fields = stat_fields(pid)
+    assert fields is not None, f"no process {pid}"
+    return int(fields[1])
 
 
 def _comm(pid: int) -> str:
@@ -113,8 +115,8 @@ def test_a_teammate_stopped_past_its_lease_holding_a_lock_is_killed(repo: Path) 
             os.kill(p.pid, signal.SIGSTOP)
         holder, idle = procs
         lead.children = [Child("alice", proc=holder), Child("bob", proc=idle)]
-        wait_until(lambda: all(Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1]
-                               .split()[0] == "T" for p in procs), 10, "both to stop")
+        wait_until(lambda: all(process_state(p.pid) == "T" for p in procs), 10,
+                   "both to stop")
         lead.kill_frozen()  # stopped, but not yet for a lease
         assert holder.poll() is None and idle.poll() is None
         wait_until(lambda: (lead.kill_frozen(), holder.poll())[1] is not None, 10,

@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.board import open_board  # noqa: E402
 from orchestrator.layout import Layout  # noqa: E402
+from orchestrator.procutil import stat_fields  # noqa: E402
 from orchestrator.team import status  # noqa: E402
 
 TASKS = 16
@@ -80,24 +81,25 @@ def burst(tmp: Path, n: int) -> tuple[float, float]:
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = stat_fields(pid) or []
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+def _mb(path: str, key: str) -> float:
+    for line in Path(path).read_text().splitlines():
+        if line.startswith(f"{key}:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def rss_mb(pid: int) -> float:
+    return _mb(f"/proc/{pid}/status", "VmRSS")
 
 
 def pss_mb(pid: int) -> float:
     """Proportional set size: shared pages count for their share only (teammates are
     forked from the spawner and share its imported modules until they write them)."""
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        if line.startswith("Pss:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    return _mb(f"/proc/{pid}/smaps_rollup", "Pss")
 
 
 def idle(tmp: Path, seconds: float) -> tuple[float, dict[str, tuple[float, float]], float]:
