@@ -19,16 +19,24 @@ from orchestrator.config import BoardConfig
 from orchestrator.errors import UserError
 from orchestrator.layout import TASKS_DIR, Layout
 
-__all__ = ["FileBoard", "init_repo", "open_board"]
+__all__ = ["FileBoard", "board_paths", "init_repo", "open_board"]
 
 
 def open_board(layout: Layout, config: BoardConfig | None = None,
-               actor: str = "cli") -> FileBoard:
+               actor: str = "cli", *, create: bool = True) -> FileBoard:
     """The control plane of ``layout``'s repository, as ``config`` says where it lives
-    (today: the file board, folders created when missing). ``actor`` is who this
-    process writes as. A second implementation is chosen here from ``config``."""
-    layout.ensure()
+    (today: the file board; its folders are created when missing unless ``create`` is
+    False). ``actor`` is who this process writes as. A second implementation is chosen
+    here from ``config``; callers type the result as `ControlPlane`."""
+    if create:
+        layout.ensure()
     return FileBoard(layout, config, actor)
+
+
+def board_paths(layout: Layout) -> dict[str, Path]:
+    """Where the file board keeps things, for ``init`` to tell the user."""
+    return {"root": layout.root, "tasks": layout.tasks, "inbox": layout.inbox,
+            "worktrees": layout.worktree_root, "events": layout.events}
 
 
 def init_repo(root: Path, worktree_root: Path | None = None) -> Layout:
