@@ -56,9 +56,10 @@ import builtins
 import threading
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from orchestrator.board.model import Status, Task
+if TYPE_CHECKING:  # the board package imports this module: no cycle at run time
+    from orchestrator.board.model import Status, Task
 
 # --- records -------------------------------------------------------------------------
 
