@@ -442,12 +442,13 @@ class Session:
             if not denials:
                 break
             try:
-                prompt = self.ask(denials, wait=round_no < rounds)
+                answer = self.ask(denials, wait=round_no < rounds)
             except Stopped:
                 return RunResult(ok=False, stopped=True, error="stopped", usage=self.spent,
                                  session_id=stream.session_id)
-            if prompt is None:
+            if answer is None:
                 break
+            prompt = answer
             session = stream.session_id
         summary = (stream.result or {}).get("result")
         return RunResult(ok=True, summary=summary if isinstance(summary, str) else "",

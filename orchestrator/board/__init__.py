@@ -16,6 +16,7 @@ from pathlib import Path
 
 from orchestrator.board.store import FileBoard
 from orchestrator.config import BoardConfig
+from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import UserError
 from orchestrator.layout import TASKS_DIR, Layout
 
@@ -23,7 +24,7 @@ __all__ = ["FileBoard", "board_paths", "init_repo", "open_board"]
 
 
 def open_board(layout: Layout, config: BoardConfig | None = None,
-               actor: str = "cli", *, create: bool = True) -> FileBoard:
+               actor: str = "cli", *, create: bool = True) -> ControlPlane:
     """The control plane of ``layout``'s repository, as ``config`` says where it lives
     (today: the file board; its folders are created when missing unless ``create`` is
     False). ``actor`` is who this process writes as. A second implementation is chosen

@@ -35,7 +35,7 @@ from typing import Any
 from orchestrator.backends import load_backend
 from orchestrator.board.model import Task, Usage, utcnow
 from orchestrator.config import Config
-from orchestrator.controlplane import ControlPlane, TaskLogger
+from orchestrator.controlplane import ControlPlane, Message, TaskLogger
 from orchestrator.errors import LeaseLost, OrchestratorError
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
@@ -65,7 +65,7 @@ class Teammate:
         self.warm = threading.Event()
         """Set on the first stop request: finish the current step, then exit."""
         self.cold = threading.Event()
-        self.shutdown_requests: list[dict[str, Any]] = []
+        self.shutdown_requests: list[Message] = []
         self._backends: dict[str, Backend] = {}
         self.board: ControlPlane
         self.isolation: Any = None
