@@ -475,7 +475,7 @@ class Session:
         res = run_streamed(
             f"{shlex.join(argv)} < {shlex.quote(str(prompt_file))}", cwd=ctx.workspace.path,
             env=self.env, log=stream, timeout=ctx.timeout or self.backend.config.team.task_timeout,
-            stop=ctx.stop, on_start=ctx.settings.get("on_process_start"), log_limit=None)
+            stop=ctx.stop, on_start=ctx.on_process_start, log_limit=None)
         stream.close()
         prompt_file.unlink(missing_ok=True)
         ctx.log.write("backend_finished", backend="claude-code", result=res.describe(),
