@@ -3,14 +3,14 @@
 Each event is one JSON object on one line, written with a single ``O_APPEND``
 ``write`` so that concurrent writers never interleave inside a line. Readers
 skip a torn last line (a writer killed mid-write). Values that look like the
-secrets in this process's environment are masked before they are written.
+secrets in this process's environment are masked before they are written
+(`orchestrator.secrets`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -18,24 +18,10 @@ from typing import Any
 
 from orchestrator.clock import utcnow
 from orchestrator.fsutil import append_line
-
-SECRET_NAME_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
-MIN_SECRET_LEN = 8
-MASK = "***"
-
-
-def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """Values of environment variables whose names say they are secrets."""
-    env = os.environ if environ is None else environ
-    vals = {v for k, v in env.items() if SECRET_NAME_RE.search(k) and len(v) >= MIN_SECRET_LEN}
-    return sorted(vals, key=len, reverse=True)
-
-
-def redact(text: str, secrets: list[str] | None = None) -> str:
-    for s in secret_values() if secrets is None else secrets:
-        if s in text:
-            text = text.replace(s, MASK)
-    return text
+from orchestrator.secrets import MASK as MASK  # re-exported: callers import them from here
+from orchestrator.secrets import SECRET_NAME_RE as SECRET_NAME_RE
+from orchestrator.secrets import redact
+from orchestrator.secrets import secret_values as secret_values
 
 
 class EventLog:

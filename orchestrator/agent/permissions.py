@@ -22,7 +22,9 @@ what no rule decided (deny and ask rules still apply); ``plan`` denies every
 tool that is not read-only, whatever the allow rules say; ``acceptEdits``
 allows file edits and read-only tools; ``default`` allows read-only tools and
 asks for the rest — except bash while the sandbox confines it
-(``auto_allow_sandboxed_bash``, on by default). A tool marked
+(``auto_allow_sandboxed_bash``, on by default). While no sandbox confines bash,
+only a ``Bash(...)`` rule with a specifier allows a command, whatever the mode,
+unless ``allow_unsandboxed_bash`` is set. A tool marked
 ``needs_allow_rule`` (``web_fetch``) is denied in every mode but
 ``bypassPermissions`` unless an allow or ask rule matches it.
 A shell command is parsed (`orchestrator.agent.shell_parse`, tree-sitter-bash):
@@ -61,6 +63,8 @@ from orchestrator.agent.shell_parse import RISKY_ASSIGNMENTS, Command, analyze
 from orchestrator.config import AgentConfig
 from orchestrator.errors import ConfigError
 
+UNCONFINED = ("no sandbox confines bash (it could read every file and process of this "
+              "user), so it asks; agent.allow_unsandboxed_bash = true lets the mode allow it")
 Behavior = Literal["allow", "ask", "deny"]
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 SETTINGS_FILES = (".claude/settings.json", ".claude/settings.local.json")
@@ -124,7 +128,8 @@ class Rule:
 
 class PermissionGate:
     def __init__(self, rules: Iterable[Rule] = (), mode: str = "default",
-                 root: Path | None = None, *, sandboxed_bash: bool = False) -> None:
+                 root: Path | None = None, *, sandboxed_bash: bool = False,
+                 unconfined_bash: bool = False) -> None:
         if mode not in MODES:
             raise ConfigError(f"unknown permission mode {mode!r} (choose from: {', '.join(MODES)})")
         self.rules = list(rules)
@@ -132,6 +137,9 @@ class PermissionGate:
         self.root = (root or Path.cwd()).resolve()
         self.sandboxed_bash = sandboxed_bash
         """Bash is confined by the sandbox, so an unmatched command runs without asking."""
+        self.unconfined_bash = unconfined_bash
+        """No sandbox confines bash and the user did not opt in: neither the mode nor a bare
+        ``Bash`` rule allows a command (a rule with a specifier still does)."""
 
     @classmethod
     def from_rules(cls, *, allow: Iterable[str] = (), ask: Iterable[str] = (),
@@ -141,10 +149,12 @@ class PermissionGate:
 
     @classmethod
     def from_sources(cls, agent: AgentConfig, project_root: Path,
-                     worktree: Path | None = None, *, sandboxed: bool = False) -> PermissionGate:
+                     worktree: Path | None = None, *, sandboxed: bool | None = None
+                     ) -> PermissionGate:
         """Rules from the config and the project's ``.claude/settings*.json``; path rules
         are relative to ``worktree`` (default: the project root). ``sandboxed``: bash runs
-        under the sandbox, so `AgentConfig.auto_allow_sandboxed_bash` may apply."""
+        under the sandbox, so `AgentConfig.auto_allow_sandboxed_bash` may apply; False: it
+        runs unconfined, so bash asks unless `AgentConfig.allow_unsandboxed_bash`."""
         rules = _parse_lists(
             {"allow": agent.allow, "ask": agent.ask, "deny": agent.deny}, "orchestrator.toml"
         )
@@ -158,7 +168,8 @@ class PermissionGate:
         if settings_mode is not None and "permission_mode" not in agent.model_fields_set:
             mode = settings_mode
         return cls(rules, mode, worktree or project_root,
-                   sandboxed_bash=sandboxed and agent.auto_allow_sandboxed_bash)
+                   sandboxed_bash=bool(sandboxed) and agent.auto_allow_sandboxed_bash,
+                   unconfined_bash=sandboxed is False and not agent.allow_unsandboxed_bash)
 
     def check(self, tool: Tool, args: dict[str, Any]) -> Decision:
         subject = tool.permission_subject(args)
@@ -223,14 +234,17 @@ class PermissionGate:
         if self.mode == "plan":
             return Decision("deny", None, "plan mode is read-only")
         allow = list(self._rules("allow", tool))
-        if any(r.specifier in (None, "*") for r in allow):
+        if any(r.specifier in (None, "*") for r in allow) and not self.unconfined_bash:
             texts = ", ".join(r.text for r in allow if r.specifier in (None, "*"))
             return Decision("allow", texts, f"allow rule {texts}")
+        allow = [r for r in allow if r.specifier not in (None, "*")]
         if allow and analysis.commands and not analysis.problems and all(
                 _allowed(c, allow) for c in analysis.commands):
             used = [r.text for r in allow if any(
                 c.matches(r.specifier or "", by_name=False) == "yes" for c in commands)]
             return Decision("allow", ", ".join(used), f"allow rule {', '.join(used)}")
+        if self.unconfined_bash:
+            return Decision("ask", None, UNCONFINED)
         return self._by_mode(tool)
 
     def denies_read(self, path: Path) -> bool:

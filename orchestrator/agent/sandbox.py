@@ -28,26 +28,17 @@ import functools
 import logging
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import ConfigError
-from orchestrator.events import SECRET_NAME_RE
+from orchestrator.secrets import safe_env as safe_env  # re-exported for the tool runners
 
 log = logging.getLogger(__name__)
 
 SANDBOX_MODES = ("auto", "on", "off")
 PROBE_TIMEOUT = 10.0
 _READ_ONLY_IN_GIT_DIR = ("config", "hooks", "info")
-
-
-def safe_env(environ: Mapping[str, str], pass_env: Iterable[str] = ()) -> dict[str, str]:
-    """``environ`` without the variables whose names look secret (API keys, tokens,
-    passwords …), except those named in ``pass_env``. ``GIT_AUTHOR_*`` is not a secret."""
-    keep = set(pass_env)
-    return {k: v for k, v in environ.items()
-            if k in keep or not SECRET_NAME_RE.search(k.upper().replace("AUTHOR", ""))}
 
 
 @dataclass(frozen=True)

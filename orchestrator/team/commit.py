@@ -8,7 +8,8 @@ import subprocess
 from pathlib import Path
 
 from orchestrator.board.model import Task
-from orchestrator.errors import GitError
+from orchestrator.errors import GitError, SecretLeak
+from orchestrator.secrets import commit_leaks, secret_names
 from orchestrator.worktree.safety import worktree_git_dir
 
 TASK_REF = ".task_ref"
@@ -23,8 +24,13 @@ def author(teammate: str) -> tuple[str, str]:
     return f"{teammate} (orchestrator)", f"{teammate}@orchestrator.local"
 
 
-def commit_leftovers(worktree: Path, task: Task, teammate: str) -> str | None:
+def commit_leftovers(worktree: Path, task: Task, teammate: str,
+                     base: str | None = None) -> str | None:
     """Stage everything but ``.task_ref`` and commit it; the new sha, or None if clean.
+
+    Refused (`SecretLeak`, the index reset) when a file that differs from ``base`` (the
+    task's start; default HEAD) — staged now or committed by the agent — holds the value
+    of a known secret (`orchestrator.secrets`).
 
     Two git processes when there is something to commit (add, commit): whether anything
     is staged is asked only when the commit is refused, and the new commit is read from
@@ -36,6 +42,7 @@ def commit_leftovers(worktree: Path, task: Task, teammate: str) -> str | None:
     added = _git(worktree, env, "add", "-A", "--verbose")
     if f"'{TASK_REF}'" in added:  # excluded by info/exclude, so staged only when tracked
         _git(worktree, env, "rm", "-q", "--cached", "--ignore-unmatch", "--", TASK_REF)
+    refuse_leaks(worktree, env, base)
     commit = subprocess.run(
         ["git", *NO_AUTO_MAINTENANCE, "commit", "-q", "--no-verify",
          "-m", f"{task.subject}\n\nTask: {task.id}"],
@@ -48,6 +55,21 @@ def commit_leftovers(worktree: Path, task: Task, teammate: str) -> str | None:
         error = commit.stderr.strip() or commit.stdout.strip()
         raise GitError(f"git commit failed in {worktree}: {error}", task=task.id)
     return _head_commit(worktree) or _git(worktree, env, "rev-parse", "HEAD")
+
+
+def refuse_leaks(worktree: Path, env: dict[str, str], base: str | None) -> None:
+    """`SecretLeak` when a file the task adds or changes holds a known secret value."""
+    known = secret_names()
+    if not known:
+        return
+    names = _git(worktree, env, "diff", "--cached", "--name-only", "-z", "--no-renames",
+                 "--diff-filter=d", base or "HEAD", "--")
+    leaks = commit_leaks(worktree, [n for n in names.split("\0") if n], known)
+    if leaks:
+        _git(worktree, env, "reset", "-q")
+        raise SecretLeak("refused to commit: " + "; ".join(leaks[:5]) + (
+            f" (and {len(leaks) - 5} more)" if len(leaks) > 5 else "")
+            + ". Remove the value (not only the variable name) and run the task again.")
 
 
 def _head_commit(worktree: Path) -> str | None:

@@ -35,11 +35,12 @@ from typing import Any
 from orchestrator.backends import load_backend
 from orchestrator.board.model import Task, Usage, utcnow
 from orchestrator.config import Config
-from orchestrator.errors import LeaseLost, OrchestratorError
+from orchestrator.errors import LeaseLost, OrchestratorError, SecretLeak
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.logging import configure, get_logger
 from orchestrator.protocols import Backend, Board, RunContext
+from orchestrator.secrets import redact
 from orchestrator.settings.live import LiveConfig
 from orchestrator.tasklog import TaskLog
 from orchestrator.team import status
@@ -80,8 +81,10 @@ class Teammate:
     # --- the loop -------------------------------------------------------------
     def run(self) -> int:
         from orchestrator.board import open_board
+        from orchestrator.secrets import protect_process
         from orchestrator.worktree import open_isolation
 
+        protect_process()  # the parent of its tools: no secrets in its /proc (forked: done)
         self.waker.install_signals()
         self.board = open_board(self.layout, self.config.board, actor=self.name)
         self.isolation = open_isolation(self.layout, self.config.worktree, self.board)
@@ -289,7 +292,14 @@ class Teammate:
         self.still_ours(task.id, token)  # never commit over a new owner's work
         # a workspace that is no git checkout (hook isolation) cannot be committed: its
         # isolation snapshots it on keep instead
-        sha = commit_leftovers(ws.path, task, self.name) if (ws.path / ".git").exists() else None
+        try:
+            sha = commit_leftovers(ws.path, task, self.name, ws.base_commit) if (
+                ws.path / ".git").exists() else None
+        except SecretLeak as exc:  # shown on the task; a retry may take the value out
+            beat.ending = True
+            tlog.write("commit_refused", reason=str(exc))
+            self.board.fail(task.id, token, str(exc))
+            return
         if sha:
             self.committed = True
             self.board.events.emit("commit", task.id, actor=self.name, sha=sha,
@@ -313,7 +323,7 @@ class Teammate:
                 self.board.update(task.id, token, checks=checks)
                 beat.ending = True
                 self.board.fail(task.id, token, f"verification failed ({checks['result']}): "
-                                f"{checks['command']}\n{_tail(checks['output_tail'])}")
+                                f"{checks['command']}\n{redact(_tail(checks['output_tail']))}")
                 return
             fields["checks"] = checks
         if result.session_id:
