@@ -178,6 +178,11 @@ class AgentConfig(_Section):
     """Let bash run without asking while the sandbox confines it (`default` and
     `acceptEdits` modes; deny and ask rules still apply), like Claude Code's
     `autoAllowBashIfSandboxed`. Off: every unmatched command is a permission request."""
+    allow_unsandboxed_bash: bool = False
+    """Let the permission mode (`bypassPermissions`) and a bare `Bash` allow rule run bash
+    without asking while no sandbox confines it (`sandbox = "off"`, or `auto` without a
+    working bubblewrap). Off: such commands ask a person, since unconfined they can read
+    every file and process of this user; `Bash(...)` rules with a specifier still allow."""
     pass_env: list[str] = Field(default_factory=list)
     """Secret-looking environment variables that tools may still see."""
 

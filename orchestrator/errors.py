@@ -13,6 +13,7 @@
     │   └── RunError                 something failed while running, with context
     │       ├── LeaseLost            a fenced write with an old token (another owner has it)
     │       ├── GitError             a git command failed (stderr attached)
+    │       │   └── SecretLeak       a commit would add a known secret's value
     │       └── BackendError         an agent backend could not run
     └── (loop signals live in orchestrator.agent.base: they are control flow, not errors)
 
@@ -74,6 +75,10 @@ class LeaseLost(RunError):
 
 class GitError(RunError):
     pass
+
+
+class SecretLeak(GitError):
+    """A commit would add the value of a known secret (`orchestrator.secrets`)."""
 
 
 class BackendError(RunError):

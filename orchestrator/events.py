@@ -4,36 +4,21 @@ means for its task's status.
 The audit log itself is part of the control plane (`orchestrator.controlplane.Events`,
 reached through ``board.events``; the file implementation is
 `orchestrator.board.eventlog`). Values that look like the secrets in this process's
-environment are masked before anything is written.
+environment are masked before anything is written (`orchestrator.secrets`).
 """
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.secrets import MASK as MASK  # re-exported: callers import them from here
+from orchestrator.secrets import SECRET_NAME_RE as SECRET_NAME_RE
+from orchestrator.secrets import redact as redact
+from orchestrator.secrets import secret_values as secret_values
+
 if TYPE_CHECKING:
     from orchestrator.controlplane import Event, Events
-
-SECRET_NAME_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
-MIN_SECRET_LEN = 8
-MASK = "***"
-
-
-def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """Values of environment variables whose names say they are secrets."""
-    env = os.environ if environ is None else environ
-    vals = {v for k, v in env.items() if SECRET_NAME_RE.search(k) and len(v) >= MIN_SECRET_LEN}
-    return sorted(vals, key=len, reverse=True)
-
-
-def redact(text: str, secrets: list[str] | None = None) -> str:
-    for s in secret_values() if secrets is None else secrets:
-        if s in text:
-            text = text.replace(s, MASK)
-    return text
 
 
 STATUS_EVENTS = {"task_created": "pending", "task_claimed": "in_progress",

@@ -63,8 +63,9 @@ def claim(repo: Path) -> Iterator[ClaimFn]:
     def make(script: Any = None, agent: dict[str, Any] | None = None,
              subject: str = "Add a greeting", **fields: Any) -> Claimed:
         layout = init_repo(repo)
-        config = Config.load(repo, environ={}, overrides={"agent": {"sandbox": "off",
-                                                                     **(agent or {})}})
+        # no sandbox (faster), opted in as a user must be for unsandboxed bash to run
+        config = Config.load(repo, environ={}, overrides={"agent": {
+            "sandbox": "off", "allow_unsandboxed_bash": True, **(agent or {})}})
         board = open_board(layout, config.board, actor="alice")
         boards.append(board)
         if script is not None:

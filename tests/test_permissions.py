@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from orchestrator.agent.base import ToolContext, ToolResult
-from orchestrator.agent.permissions import PermissionGate, Rule, split_command
+from orchestrator.agent.permissions import PermissionGate, Rule
+from orchestrator.agent.shell_parse import analyze
 from orchestrator.agent.tools import default_tools
 from orchestrator.config import AgentConfig, Config
 from orchestrator.errors import ConfigError
@@ -73,9 +74,12 @@ def test_deny_rule_hits_any_part_and_beats_allow_and_bypass(tmp_path: Path) -> N
 
 
 def test_quoted_separators_do_not_split() -> None:
-    assert split_command("echo 'a && b' && ls") == ["echo 'a && b'", "ls"]
-    assert split_command('grep "x|y" f | wc -l') == ['grep "x|y" f', "wc -l"]
-    assert split_command("make >out 2>&1 &") == ["make >out 2>&1"]
+    def words(line: str) -> list[tuple[str | None, ...]]:
+        return [c.words for c in analyze(line).walk()]
+
+    assert words("echo 'a && b' && ls") == [("echo", "a && b"), ("ls",)]
+    assert words('grep "x|y" f | wc -l') == [("grep", "x|y", "f"), ("wc", "-l")]
+    assert words("make >out 2>&1 &") == [("make",)]
 
 
 def test_ask_rule_beats_allow(tmp_path: Path) -> None:

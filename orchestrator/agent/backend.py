@@ -146,11 +146,18 @@ def build_toolset(config: Config, ctx: RunContext) -> Toolset:
     from orchestrator.agent.permissions import PermissionGate
     from orchestrator.agent.sandbox import Sandbox, safe_env
     from orchestrator.agent.tools import default_tools
+    from orchestrator.secrets import protect_process
 
+    protect_process()  # this process is the parent of every tool process it runs
     root = ctx.workspace.path
     sandbox = Sandbox.detect(config.agent.sandbox, config.agent.network)
-    if sandbox.notice:
-        ctx.log.write("sandbox", notice=sandbox.notice)
+    notice = sandbox.notice or (None if sandbox.enabled else "sandbox off (agent.sandbox = off)")
+    if notice and not config.agent.allow_unsandboxed_bash:
+        notice += ("; bash commands ask a person first, because unconfined they can read "
+                   "every file and process of this user (set agent.allow_unsandboxed_bash = "
+                   "true to let the permission mode and rules allow them)")
+    if notice:
+        ctx.log.write("sandbox", notice=notice)
     env = safe_env({**os.environ, **ctx.workspace.env}, config.agent.pass_env)
     tctx = ToolContext(
         cwd=root, env=env, task_id=ctx.task.id,

@@ -82,7 +82,8 @@ class Denial:
     def denied_by(self, rules: list[str]) -> str | None:
         """The deny rule (in Claude Code's terms) that covers this call, if any: those
         are the user's final word, never asked again."""
-        from orchestrator.agent.permissions import Rule, split_command
+        from orchestrator.agent.permissions import Rule
+        from orchestrator.agent.shell_parse import line_matches
 
         cmd = self.input.get("command")
         for text in rules:
@@ -92,10 +93,8 @@ class Denial:
             spec = rule.specifier
             if spec is None or spec in ("*", self.subject):
                 return text
-            if self.tool == "Bash" and isinstance(cmd, str) and spec.endswith(":*"):
-                prefix = " ".join(spec[:-2].split())
-                if any(p == prefix or p.startswith(prefix + " ") for p in split_command(cmd)):
-                    return text
+            if self.tool == "Bash" and isinstance(cmd, str) and line_matches(spec, cmd):
+                return text
         return None
 
     @property

@@ -22,15 +22,21 @@ what no rule decided (deny and ask rules still apply); ``plan`` denies every
 tool that is not read-only, whatever the allow rules say; ``acceptEdits``
 allows file edits and read-only tools; ``default`` allows read-only tools and
 asks for the rest — except bash while the sandbox confines it
-(``auto_allow_sandboxed_bash``, on by default). A tool marked
+(``auto_allow_sandboxed_bash``, on by default). While no sandbox confines bash,
+only a ``Bash(...)`` rule with a specifier allows a command, whatever the mode,
+unless ``allow_unsandboxed_bash`` is set. A tool marked
 ``needs_allow_rule`` (``web_fetch``) is denied in every mode but
 ``bypassPermissions`` unless an allow or ask rule matches it.
-A compound shell command (``a && b``, ``a; b``, ``a | b``) is allowed by rules
-only when every part is; any part hitting a deny or ask rule decides for the
-whole. Parts holding command substitution (``$(…)``, backticks)
-are never allowed by a rule with a specifier. Prefix rules on shell commands
-are a convenience, not a wall (``bash -c``, quoting and aliases can dodge
-them): the sandbox is what keeps writes inside the worktree.
+A shell command is parsed (`orchestrator.agent.shell_parse`, tree-sitter-bash):
+deny and ask rules hit when *any* command it runs matches them — every part of a
+list or pipeline, substitutions, and the command inside wrappers (``bash -c``,
+``env``, ``sudo``, ``xargs``, ``find -exec``, ``timeout``…), programs compared by
+name (``/bin/rm`` is ``rm``). An allow rule must cover every command. What cannot
+be known statically (an expansion in the command position, ``eval "$x"``,
+``source``, a shell reading stdin, unparseable input) asks whenever a Bash deny
+or ask rule exists that it could dodge, and is never allowed by a rule with a
+specifier. Rules see the command line, not what programs do with their input
+(``python -c``, ``make``, a script file): the sandbox is the wall.
 
 Sources, merged: ``orchestrator.toml`` (``[agent] allow/ask/deny/permission_mode``),
 then the project's ``.claude/settings.json`` and ``.claude/settings.local.json``
@@ -53,16 +59,17 @@ from urllib.parse import urlsplit
 
 from orchestrator.agent.base import Tool
 from orchestrator.agent.paths import glob_regex
+from orchestrator.agent.shell_parse import RISKY_ASSIGNMENTS, Command, analyze
 from orchestrator.config import AgentConfig
 from orchestrator.errors import ConfigError
 
+UNCONFINED = ("no sandbox confines bash (it could read every file and process of this "
+              "user), so it asks; agent.allow_unsandboxed_bash = true lets the mode allow it")
 Behavior = Literal["allow", "ask", "deny"]
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 SETTINGS_FILES = (".claude/settings.json", ".claude/settings.local.json")
 
 _RULE_RE = re.compile(r"^([A-Za-z0-9_*-]+)(?:\((.*)\))?$", re.DOTALL)
-_ENV_PREFIX_RE = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+")
-_SUBSTITUTION = ("$(", "`", "<(", ">(")
 
 
 def _norm(name: str) -> str:
@@ -121,7 +128,8 @@ class Rule:
 
 class PermissionGate:
     def __init__(self, rules: Iterable[Rule] = (), mode: str = "default",
-                 root: Path | None = None, *, sandboxed_bash: bool = False) -> None:
+                 root: Path | None = None, *, sandboxed_bash: bool = False,
+                 unconfined_bash: bool = False) -> None:
         if mode not in MODES:
             raise ConfigError(f"unknown permission mode {mode!r} (choose from: {', '.join(MODES)})")
         self.rules = list(rules)
@@ -129,6 +137,9 @@ class PermissionGate:
         self.root = (root or Path.cwd()).resolve()
         self.sandboxed_bash = sandboxed_bash
         """Bash is confined by the sandbox, so an unmatched command runs without asking."""
+        self.unconfined_bash = unconfined_bash
+        """No sandbox confines bash and the user did not opt in: neither the mode nor a bare
+        ``Bash`` rule allows a command (a rule with a specifier still does)."""
 
     @classmethod
     def from_rules(cls, *, allow: Iterable[str] = (), ask: Iterable[str] = (),
@@ -138,10 +149,12 @@ class PermissionGate:
 
     @classmethod
     def from_sources(cls, agent: AgentConfig, project_root: Path,
-                     worktree: Path | None = None, *, sandboxed: bool = False) -> PermissionGate:
+                     worktree: Path | None = None, *, sandboxed: bool | None = None
+                     ) -> PermissionGate:
         """Rules from the config and the project's ``.claude/settings*.json``; path rules
         are relative to ``worktree`` (default: the project root). ``sandboxed``: bash runs
-        under the sandbox, so `AgentConfig.auto_allow_sandboxed_bash` may apply."""
+        under the sandbox, so `AgentConfig.auto_allow_sandboxed_bash` may apply; False: it
+        runs unconfined, so bash asks unless `AgentConfig.allow_unsandboxed_bash`."""
         rules = _parse_lists(
             {"allow": agent.allow, "ask": agent.ask, "deny": agent.deny}, "orchestrator.toml"
         )
@@ -155,21 +168,27 @@ class PermissionGate:
         if settings_mode is not None and "permission_mode" not in agent.model_fields_set:
             mode = settings_mode  # type: ignore[assignment]  # an unknown mode fails below
         return cls(rules, mode, worktree or project_root,
-                   sandboxed_bash=sandboxed and agent.auto_allow_sandboxed_bash)
+                   sandboxed_bash=bool(sandboxed) and agent.auto_allow_sandboxed_bash,
+                   unconfined_bash=sandboxed is False and not agent.allow_unsandboxed_bash)
 
     def check(self, tool: Tool, args: dict[str, Any]) -> Decision:
         subject = tool.permission_subject(args)
+        if tool.name == "bash":
+            return self._check_bash(tool, subject or "")
         for behavior in ("deny", "ask"):
             for rule in self._rules(behavior, tool):
-                if self._matches_any_part(rule, tool, subject):
+                if self._matches(rule, tool, subject):
                     return Decision(behavior, rule.text, f"{behavior} rule {rule.text} "
                                     f"({rule.source})")
         if self.mode == "plan" and not tool.read_only:
             return Decision("deny", None, "plan mode is read-only")
-        allow = list(self._rules("allow", tool))
-        if allow and self._allowed_by(allow, tool, subject):
-            texts = ", ".join(r.text for r in allow if self._matches_any_part(r, tool, subject))
+        allow = [r for r in self._rules("allow", tool) if self._matches(r, tool, subject)]
+        if allow:
+            texts = ", ".join(r.text for r in allow)
             return Decision("allow", texts, f"allow rule {texts}")
+        return self._by_mode(tool)
+
+    def _by_mode(self, tool: Tool) -> Decision:
         if self.mode == "bypassPermissions":
             return Decision("allow", None, "bypassPermissions mode")
         if getattr(tool, "needs_allow_rule", False):
@@ -181,6 +200,52 @@ class PermissionGate:
         if self.sandboxed_bash and tool.name == "bash":
             return Decision("allow", None, "bash runs inside the sandbox")
         return Decision("ask", None, f"{self.mode} mode asks before {tool.name}")
+
+    def _check_bash(self, tool: Tool, line: str) -> Decision:
+        """Deny and ask rules hit when any command the line runs matches them (wrappers
+        seen through, programs compared by name); what cannot be known statically
+        asks whenever such a rule could have been dodged; an allow rule must cover
+        every command. See `orchestrator.agent.shell_parse` for what is seen."""
+        analysis = analyze(line)
+        commands = list(analysis.walk())
+        maybe: tuple[Rule, Command] | None = None
+        for behavior in ("deny", "ask"):
+            for rule in self._rules(behavior, tool):
+                if rule.specifier in (None, "*"):
+                    return Decision(behavior, rule.text, f"{behavior} rule {rule.text} "
+                                    f"({rule.source})")
+                for cmd in commands:
+                    hit = cmd.matches(rule.specifier or "", by_name=True)
+                    if hit == "yes":
+                        return Decision(behavior, rule.text, f"{behavior} rule {rule.text} "
+                                        f"({rule.source}) matches `{cmd.text()}`")
+                    if hit == "maybe" and maybe is None:
+                        maybe = (rule, cmd)
+        if maybe is not None:
+            rule, cmd = maybe
+            why = cmd.opaque or "some of its words are only known at run time"
+            return Decision("ask", rule.text, f"`{cmd.text()}` may match {rule.behavior} rule "
+                            f"{rule.text} ({rule.source}): {why}")
+        unknown = analysis.undecidable()
+        guarded = [r for r in self.rules if r.behavior != "allow" and r.covers(tool)]
+        if unknown and guarded:
+            return Decision("ask", None, f"cannot tell statically what it runs ({unknown[0]}), "
+                            f"so {guarded[0].text} could be dodged")
+        if self.mode == "plan":
+            return Decision("deny", None, "plan mode is read-only")
+        allow = list(self._rules("allow", tool))
+        if any(r.specifier in (None, "*") for r in allow) and not self.unconfined_bash:
+            texts = ", ".join(r.text for r in allow if r.specifier in (None, "*"))
+            return Decision("allow", texts, f"allow rule {texts}")
+        allow = [r for r in allow if r.specifier not in (None, "*")]
+        if allow and analysis.commands and not analysis.problems and all(
+                _allowed(c, allow) for c in analysis.commands):
+            used = [r.text for r in allow if any(
+                c.matches(r.specifier or "", by_name=False) == "yes" for c in commands)]
+            return Decision("allow", ", ".join(used), f"allow rule {', '.join(used)}")
+        if self.unconfined_bash:
+            return Decision("ask", None, UNCONFINED)
+        return self._by_mode(tool)
 
     def denies_read(self, path: Path) -> bool:
         """Whether a deny rule on reading covers ``path`` (search tools skip such files)."""
@@ -194,25 +259,6 @@ class PermissionGate:
 
     def _rules(self, behavior: str, tool: Tool) -> Iterable[Rule]:
         return (r for r in self.rules if r.behavior == behavior and r.covers(tool))
-
-    def _allowed_by(self, rules: list[Rule], tool: Tool, subject: str | None) -> bool:
-        if any(r.specifier is None or r.specifier == "*" for r in rules):
-            return True
-        if tool.name != "bash":
-            return any(self._matches(r, tool, subject) for r in rules)
-        parts = split_command(subject or "")
-        return bool(parts) and all(
-            not any(s in part for s in _SUBSTITUTION)
-            and any(_command_matches(r.specifier or "", part) for r in rules)
-            for part in parts
-        )
-
-    def _matches_any_part(self, rule: Rule, tool: Tool, subject: str | None) -> bool:
-        if rule.specifier is None or rule.specifier == "*":
-            return True
-        if tool.name == "bash":
-            return any(_command_matches(rule.specifier, p) for p in split_command(subject or ""))
-        return self._matches(rule, tool, subject)
 
     def _matches(self, rule: Rule, tool: Tool, subject: str | None) -> bool:
         spec = rule.specifier
@@ -258,63 +304,16 @@ def _self_and_parents(path: Path, stop: Path) -> list[Path]:
     return out
 
 
-def split_command(command: str) -> list[str]:
-    """The simple commands of a shell line, split on ``&&``, ``||``, ``;``, ``|``, ``&``
-    and newlines outside quotes; leading ``VAR=value`` assignments and subshell
-    parentheses are dropped so rules see the command itself."""
-    parts: list[str] = []
-    cur: list[str] = []
-    quote: str | None = None
-    i = 0
-    while i < len(command):
-        c = command[i]
-        if quote:
-            cur.append(c)
-            if c == "\\" and quote == '"' and i + 1 < len(command):
-                cur.append(command[i + 1])
-                i += 1
-            elif c == quote:
-                quote = None
-        elif c == "\\" and i + 1 < len(command):
-            cur.append(command[i : i + 2])
-            i += 1
-        elif c in "'\"":
-            quote = c
-            cur.append(c)
-        elif c in ";|&\n" and not _is_redirect(command, i):
-            parts.append("".join(cur))
-            cur = []
-            if command.startswith(("&&", "||", ";;"), i):
-                i += 1
-        else:
-            cur.append(c)
-        i += 1
-    parts.append("".join(cur))
-    out = []
-    for part in parts:
-        part = part.strip().lstrip("({").rstrip(")}").strip()
-        part = _ENV_PREFIX_RE.sub("", part)
-        if part:
-            out.append(" ".join(part.split()))
-    return out
-
-
-def _is_redirect(command: str, i: int) -> bool:
-    """``&`` in ``2>&1``, ``&>`` or ``>&`` is a redirection, not a separator."""
-    return command[i] == "&" and (
-        (i > 0 and command[i - 1] in "<>") or command.startswith("&>", i)
-    )
-
-
-def _command_matches(spec: str, command: str) -> bool:
-    spec = " ".join(spec.split())
-    if spec.endswith(":*"):
-        prefix = spec[:-2].rstrip()
-        return not prefix or command == prefix or command.startswith(prefix + " ")
-    if "*" in spec:
-        regex = ".*".join(re.escape(s) for s in spec.split("*"))
-        return re.fullmatch(regex, command, re.DOTALL) is not None
-    return command == spec
+def _allowed(cmd: Command, rules: list[Rule]) -> bool:
+    """A command is allowed when an allow rule matches it as written, or when it only
+    runs other commands (a wrapper, ``bash -c``) that all are — never through ``sudo``,
+    and never with an assignment that changes what runs (``PATH=…``)."""
+    if RISKY_ASSIGNMENTS.intersection(cmd.assigns):
+        return False
+    if any(cmd.matches(r.specifier or "", by_name=False) == "yes" for r in rules):
+        return True
+    return (cmd.transparent and not cmd.escalates and not cmd.opaque and bool(cmd.runs)
+            and all(_allowed(c, rules) for c in cmd.runs))
 
 
 def _parse_lists(lists: dict[str, Iterable[str]], source: str) -> list[Rule]:

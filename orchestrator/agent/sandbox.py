@@ -5,13 +5,14 @@ Under the sandbox a command sees the whole file system read-only, except:
 - the worktree, writable;
 - a private ``/tmp`` (a fresh tmpfs per command; ``TMPDIR`` points there; a home
   folder under ``/tmp`` is bound back read-only so git still finds its config);
-- the repository's git folder (the worktree's ``.git`` file points into the main
-  repository's ``.git/worktrees/<name>``, and a commit writes objects, refs and
-  logs there), writable so ``git commit`` works in the worktree — except its
-  ``config``, ``hooks`` and ``info``, which stay read-only because changing
-  them would run code outside the sandbox at the user's next git command. The
-  cost: refs of other branches are writable too (they are the user's to
-  review; the snapshot refs of fail-closed removal guard what matters).
+- in a task's worktree, the few paths of the repository's git folder that a
+  commit on the task's own branch needs (its worktree admin folder, new objects,
+  a private copy of its branch ref carried back after the command; see
+  `orchestrator.agent.git_confine`) — the main checkout's index and HEAD, other
+  branches, tags, ``refs/orchestrator/*``, ``config`` and ``hooks`` stay
+  read-only. Elsewhere (a main checkout) its git folder is writable except
+  ``config``, ``hooks`` and ``info``, which would run code outside the sandbox
+  at the user's next git command.
 
 Also: no network (``--unshare-net``) unless allowed, its own pid, ipc and uts
 namespaces (every process of a command dies with it), ``--die-with-parent``
@@ -28,26 +29,18 @@ import functools
 import logging
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.agent.git_confine import GitConfinement
 from orchestrator.errors import ConfigError
-from orchestrator.events import SECRET_NAME_RE
+from orchestrator.secrets import safe_env as safe_env  # re-exported for the tool runners
 
 log = logging.getLogger(__name__)
 
 SANDBOX_MODES = ("auto", "on", "off")
 PROBE_TIMEOUT = 10.0
 _READ_ONLY_IN_GIT_DIR = ("config", "hooks", "info")
-
-
-def safe_env(environ: Mapping[str, str], pass_env: Iterable[str] = ()) -> dict[str, str]:
-    """``environ`` without the variables whose names look secret (API keys, tokens,
-    passwords …), except those named in ``pass_env``. ``GIT_AUTHOR_*`` is not a secret."""
-    keep = set(pass_env)
-    return {k: v for k, v in environ.items()
-            if k in keep or not SECRET_NAME_RE.search(k.upper().replace("AUTHOR", ""))}
 
 
 @dataclass(frozen=True)
@@ -75,8 +68,15 @@ class Sandbox:
         log.warning(notice)
         return cls(enabled=False, network=network, notice=notice)
 
-    def wrap(self, argv: list[str], cwd: Path) -> list[str]:
-        """``argv`` as run inside the sandbox with ``cwd`` writable (unchanged when off)."""
+    def confine_git(self, cwd: Path) -> GitConfinement | None:
+        """What git may write for a command in ``cwd`` (see `git_confine`); pass it to
+        `wrap` and call its ``finish`` when the command is over. None when off or
+        when ``cwd`` is no linked worktree."""
+        return GitConfinement.open(cwd) if self.enabled else None
+
+    def wrap(self, argv: list[str], cwd: Path, git: GitConfinement | None = None) -> list[str]:
+        """``argv`` as run inside the sandbox with ``cwd`` writable (unchanged when off);
+        with ``git``, the repository's git folder is read-only but for what it opens."""
         if not self.enabled:
             return argv
         cwd = cwd.resolve()
@@ -89,6 +89,8 @@ class Sandbox:
         if home.is_relative_to("/tmp"):  # the private /tmp would hide it (git needs its config)
             args += ["--ro-bind", str(home), str(home)]
         args += ["--bind", str(cwd), str(cwd)]
+        if git is not None:
+            return [*args, *git.binds(), "--chdir", str(cwd), "--", *argv]
         git_dir = git_common_dir(cwd)
         if git_dir is not None:
             if not git_dir.is_relative_to(cwd):

@@ -2,7 +2,8 @@
 
 ``Toolset.call`` is the only way the loop runs a tool: it checks the arguments
 against the tool's schema, confines paths to the worktree, asks the gate, runs
-the tool, spills a large result to a file, and records a ``tool_called`` event
+the tool, masks known secret values in its result (`orchestrator.secrets`),
+spills a large result to a file, and records a ``tool_called`` event
 (and ``file_modified`` for file writes). A ``deny`` comes back as an error
 result naming the rule; an ``ask`` raises `PermissionAsked` unless the call was
 already ``approved`` by a person (a deny rule still wins then).
@@ -19,6 +20,7 @@ from orchestrator.agent.paths import PathEscape, confine, shown
 from orchestrator.agent.permissions import Decision, PermissionGate, edits_files
 from orchestrator.agent.spill import RESULT_CAP_CHARS, spill
 from orchestrator.errors import ConfigError
+from orchestrator.secrets import redact
 
 EVENT_SUBJECT_CHARS = 500
 """A longer subject (a heredoc command) is cut in the event; the transcript has it all."""
@@ -96,7 +98,7 @@ class Toolset:
             result = tool.run(args, self.ctx)
         except Exception as exc:  # a tool bug must not end the run; the model sees it
             result = ToolResult(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
-        content = spill(result.content, self.ctx.spill_dir, name, cap=self.result_cap)
+        content = spill(redact(result.content), self.ctx.spill_dir, name, cap=self.result_cap)
         result = ToolResult(content, result.is_error)
         self._event(tool, subject, "approved" if decision.behavior == "ask" else "allow",
                     result.is_error, decision)

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from pathlib import Path
 
+from orchestrator.agent.git_confine import SHA_RE
 from orchestrator.board.model import Task
-from orchestrator.errors import GitError
+from orchestrator.errors import GitError, SecretLeak
+from orchestrator.secrets import commit_leaks, secret_names
 from orchestrator.worktree.safety import worktree_git_dir
 
 TASK_REF = ".task_ref"
-SHA_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
 NO_AUTO_MAINTENANCE = ("-c", "maintenance.auto=false")
 """A task's commit does not start ``git maintenance run --auto``: that is a process more
 on every task's path; a teammate runs it when it goes idle instead (`idle_maintenance`)."""
@@ -23,19 +24,26 @@ def author(teammate: str) -> tuple[str, str]:
     return f"{teammate} (orchestrator)", f"{teammate}@orchestrator.local"
 
 
-def commit_leftovers(worktree: Path, task: Task, teammate: str) -> str | None:
+def commit_leftovers(worktree: Path, task: Task, teammate: str,
+                     base: str | None = None) -> str | None:
     """Stage everything but ``.task_ref`` and commit it; the new sha, or None if clean.
+
+    Refused (`SecretLeak`, the index reset) when a file that differs from ``base`` (the
+    task's start; default HEAD) — staged now or committed by the agent — holds the value
+    of a known secret (`orchestrator.secrets`).
 
     Two git processes when there is something to commit (add, commit): whether anything
     is staged is asked only when the commit is refused, and the new commit is read from
     the branch's ref file.
     """
+    check_head(worktree, task)
     name, email = author(teammate)
     env = dict(os.environ, GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email,
                GIT_COMMITTER_NAME=name, GIT_COMMITTER_EMAIL=email)
     added = _git(worktree, env, "add", "-A", "--verbose")
     if f"'{TASK_REF}'" in added:  # excluded by info/exclude, so staged only when tracked
         _git(worktree, env, "rm", "-q", "--cached", "--ignore-unmatch", "--", TASK_REF)
+    refuse_leaks(worktree, env, base)
     commit = subprocess.run(
         ["git", *NO_AUTO_MAINTENANCE, "commit", "-q", "--no-verify",
          "-m", f"{task.subject}\n\nTask: {task.id}"],
@@ -48,6 +56,42 @@ def commit_leftovers(worktree: Path, task: Task, teammate: str) -> str | None:
         error = commit.stderr.strip() or commit.stdout.strip()
         raise GitError(f"git commit failed in {worktree}: {error}", task=task.id)
     return _head_commit(worktree) or _git(worktree, env, "rev-parse", "HEAD")
+
+
+def check_head(worktree: Path, task: Task) -> None:
+    """`GitError` unless the worktree's ``.git`` leads back to it and its HEAD is the
+    task's branch: an agent outside the sandbox (or a person) may have pointed them at
+    another repository or at ``main``, and this commit must not follow."""
+    dot_git = worktree / ".git"
+    if not dot_git.is_file():
+        return  # a checkout of its own (not a linked worktree): nothing shared to protect
+    git_dir = worktree_git_dir(worktree)
+    if git_dir is None:
+        raise GitError(f"{dot_git} does not lead back to this worktree; not committing",
+                       task=task.id)
+    if task.branch:
+        try:
+            head = (git_dir / "HEAD").read_text().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise GitError(f"cannot read the worktree's HEAD: {exc}", task=task.id) from exc
+        if head != f"ref: refs/heads/{task.branch}":
+            raise GitError(f"the worktree's HEAD is not on the task's branch {task.branch} "
+                           f"({head[:100]}); not committing", task=task.id)
+
+
+def refuse_leaks(worktree: Path, env: dict[str, str], base: str | None) -> None:
+    """`SecretLeak` when a file the task adds or changes holds a known secret value."""
+    known = secret_names()
+    if not known:
+        return
+    names = _git(worktree, env, "diff", "--cached", "--name-only", "-z", "--no-renames",
+                 "--diff-filter=d", base or "HEAD", "--")
+    leaks = commit_leaks(worktree, [n for n in names.split("\0") if n], known)
+    if leaks:
+        _git(worktree, env, "reset", "-q")
+        raise SecretLeak("refused to commit: " + "; ".join(leaks[:5]) + (
+            f" (and {len(leaks) - 5} more)" if len(leaks) > 5 else "")
+            + ". Remove the value (not only the variable name) and run the task again.")
 
 
 def _head_commit(worktree: Path) -> str | None:

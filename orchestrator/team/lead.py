@@ -110,7 +110,9 @@ class Lead:
     # --- life -----------------------------------------------------------------
     def run(self) -> int:
         from orchestrator.board import init_repo, open_board
+        from orchestrator.secrets import protect_process
 
+        protect_process()  # an ancestor of every tool process: no secrets in its /proc
         init_repo(self.layout.root)
         self.start_spawner()  # it imports while the lead recovers
         self.board = open_board(self.layout, self.config.board, actor=LEAD)

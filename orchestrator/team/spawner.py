@@ -182,7 +182,10 @@ PRELOAD = ("orchestrator.board", "orchestrator.worktree")
 
 
 def serve(sock: socket.socket, preload: list[str]) -> int:
+    from orchestrator.secrets import protect_process
     from orchestrator.team import teammate  # the point: imported once, before any fork
+
+    protect_process()  # before any fork: every teammate inherits the scrubbed environment
 
     for name in (*PRELOAD, *filter(None, preload)):
         try:

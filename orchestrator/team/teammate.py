@@ -36,11 +36,12 @@ from orchestrator.backends import load_backend
 from orchestrator.board.model import Task, Usage, utcnow
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane, Message, TaskLogger
-from orchestrator.errors import LeaseLost, OrchestratorError
+from orchestrator.errors import LeaseLost, OrchestratorError, SecretLeak
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.logging import configure, get_logger
 from orchestrator.protocols import Backend, RunContext
+from orchestrator.secrets import redact
 from orchestrator.settings.live import LiveConfig
 from orchestrator.team import status
 from orchestrator.team.checks import run_checks
@@ -82,8 +83,10 @@ class Teammate:
     # --- the loop -------------------------------------------------------------
     def run(self) -> int:
         from orchestrator.board import open_board
+        from orchestrator.secrets import protect_process
         from orchestrator.worktree import open_isolation
 
+        protect_process()  # the parent of its tools: no secrets in its /proc (forked: done)
         self.waker.install_signals()
         self.board = open_board(self.layout, self.config.board, actor=self.name)
         self.isolation = open_isolation(self.layout, self.config.worktree, self.board)
@@ -280,7 +283,13 @@ class Teammate:
         claim.still_ours(margin=self.config.board.lease_seconds / 3)
         # a workspace that is no git checkout (hook isolation) cannot be committed: its
         # isolation snapshots it on keep instead
-        sha = commit_leftovers(ws.path, task, self.name) if (ws.path / ".git").exists() else None
+        try:
+            sha = commit_leftovers(ws.path, task, self.name, ws.base_commit) if (
+                ws.path / ".git").exists() else None
+        except SecretLeak as exc:  # shown on the task; a retry may take the value out
+            tlog.write("commit_refused", reason=str(exc))
+            claim.fail(str(exc))
+            return
         if sha:
             self.committed = True
             self.board.events.emit("commit", task.id, actor=self.name, sha=sha,
@@ -302,7 +311,7 @@ class Teammate:
             if not checks["passed"]:
                 claim.update(checks=checks)
                 claim.fail(f"verification failed ({checks['result']}): "
-                                f"{checks['command']}\n{_tail(checks['output_tail'])}")
+                           f"{checks['command']}\n{redact(_tail(checks['output_tail']))}")
                 return
             fields["checks"] = checks
         if result.session_id:

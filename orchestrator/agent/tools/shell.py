@@ -61,15 +61,22 @@ class BashTool:
         timeout = float(args.get("timeout", self.default_timeout))
         argv = [shutil.which("bash", path=ctx.env.get("PATH")) or "/bin/bash", "-c", command]
         sandbox = ctx.services.get("sandbox")
+        git = None
         if isinstance(sandbox, Sandbox):
-            argv = sandbox.wrap(argv, ctx.cwd)
+            git = sandbox.confine_git(ctx.cwd)
+            argv = sandbox.wrap(argv, ctx.cwd, git)
         try:
-            proc = subprocess.Popen(argv, cwd=ctx.cwd, env=dict(ctx.env),
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        except OSError as exc:
-            return ToolResult(f"bash: cannot start: {exc}", is_error=True)
-        output, timed_out = _collect(proc, timeout)
+            try:
+                proc = subprocess.Popen(argv, cwd=ctx.cwd, env=dict(ctx.env),
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+            except OSError as exc:
+                return ToolResult(f"bash: cannot start: {exc}", is_error=True)
+            output, timed_out = _collect(proc, timeout)
+        finally:
+            note = git.finish() if git is not None else None
+        if note:
+            output = f"{output.rstrip()}\n{note}".lstrip()
         code = proc.returncode
         if timed_out:
             return ToolResult(f"{output}\n[timed out after {timeout:g} s; the command and its "

@@ -1,0 +1,206 @@
+"""Secrets never reach tools, transcripts or commits (issue 16, part 3).
+
+Which values are secret and how they are masked; bash without a sandbox asks;
+the processes above every tool keep their secrets out of /proc/<pid>/environ;
+a commit that would add a secret's value is refused with the reason on the task.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.agent.base import ToolContext
+from orchestrator.agent.permissions import PermissionGate
+from orchestrator.agent.tools import default_tools
+from orchestrator.agent.toolset import Toolset
+from orchestrator.board import open_board
+from orchestrator.board.model import Status, Task
+from orchestrator.config import AgentConfig
+from orchestrator.errors import SecretLeak
+from orchestrator.layout import Layout
+from orchestrator.secrets import redact, safe_env, secret_names
+from orchestrator.team.commit import commit_leftovers
+from tests.helpers import git
+from tests.test_sandbox import needs_bwrap
+from tests.test_team_support import cli, team_cleanup, team_env
+
+KEY = "sk-ant-api03-L2-test-key-0123456789abcdef"
+DB_PASSWORD = "hunter2-very-secret"
+DB_URL = f"postgres://app:{DB_PASSWORD}@db.internal:5432/prod"
+SECRET_ENV = {"ANTHROPIC_API_KEY": KEY, "DATABASE_URL": DB_URL}
+
+
+def test_which_values_are_secret() -> None:
+    env = {**SECRET_ENV, "ANTHROPIC_CUSTOM_HEADERS": "x-api: abcdefgh123",
+           "REDIS_URL": "redis://:pw12@cache/0", "ANTHROPIC_MODEL": "claude-sonnet-4-6",
+           "ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "GIT_AUTHOR_NAME": "Ann Author",
+           "HOME": "/home/somebody", "PLAIN_URL": "https://example.com/a:b@c", "GH_TOKEN": "short"}
+    found = secret_names(env)
+    assert found[KEY] == "ANTHROPIC_API_KEY"
+    assert found[DB_URL] == found[DB_PASSWORD] == found[f"app:{DB_PASSWORD}@"] == "DATABASE_URL"
+    assert found["x-api: abcdefgh123"] == "ANTHROPIC_CUSTOM_HEADERS"  # every ANTHROPIC_*…
+    assert "claude-sonnet-4-6" not in found and "http://127.0.0.1:9" not in found  # …but these
+    assert found[":pw12@"] == "REDIS_URL" and "pw12" not in found  # too short on its own
+    assert not {"Ann Author", "/home/somebody", "short"} & set(found)
+    text = f"url={DB_URL} pw={DB_PASSWORD} key={KEY} again {DB_PASSWORD}"
+    assert redact(text, sorted(found, key=len, reverse=True)) == "url=*** pw=*** key=*** again ***"
+
+
+def test_safe_env_drops_secret_names_and_urls_with_passwords() -> None:
+    env = {**SECRET_ENV, "PLAIN_DB": "postgres://h/db", "PATH": "/bin",
+           "GIT_AUTHOR_EMAIL": "a@b.c", "ANTHROPIC_BASE_URL": "https://u:pass1234@proxy/"}
+    assert safe_env(env) == {"PLAIN_DB": "postgres://h/db", "PATH": "/bin",
+                             "GIT_AUTHOR_EMAIL": "a@b.c"}
+    assert safe_env(env, ["DATABASE_URL"])["DATABASE_URL"] == DB_URL
+
+
+BASH = next(t for t in default_tools() if t.name == "bash")
+
+
+@pytest.mark.parametrize(("agent", "sandboxed", "want"), [
+    ({"permission_mode": "bypassPermissions"}, False, "ask"),
+    ({"allow": ["Bash"]}, False, "ask"),
+    ({"allow": ["Bash(*)"], "permission_mode": "bypassPermissions"}, False, "ask"),
+    ({"allow": ["Bash(make:*)"]}, False, "allow"),  # an explicit rule is consent
+    ({"permission_mode": "bypassPermissions", "allow_unsandboxed_bash": True}, False, "allow"),
+    ({"allow": ["Bash"], "allow_unsandboxed_bash": True}, False, "allow"),
+    ({}, True, "allow"),  # confined: auto-allowed as before
+    ({"permission_mode": "bypassPermissions"}, True, "allow"),
+])
+def test_without_a_sandbox_bash_asks_unless_the_user_opted_in(
+        repo: Path, agent: dict[str, object], sandboxed: bool, want: str) -> None:
+    gate = PermissionGate.from_sources(AgentConfig(**agent), repo, sandboxed=sandboxed)
+    decision = gate.check(BASH, {"command": "make test"})
+    assert decision.behavior == want, decision.reason
+    if want == "ask":
+        assert "allow_unsandboxed_bash" in decision.reason
+
+
+def test_tool_results_and_spills_are_masked(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", DB_URL)
+    (repo / "config.txt").write_text(f"db = {DB_URL}\npassword = {DB_PASSWORD}\n" + "x" * 90_000)
+    spill = repo.parent / "spill"
+    ctx = ToolContext(cwd=repo, env=safe_env(os.environ), spill_dir=spill)
+    ts = Toolset(default_tools(), PermissionGate.from_rules(root=repo, allow=["Bash"]), ctx)
+    out = ts.call("bash", {"command": "head -c 300 config.txt; echo; echo $DATABASE_URL."})
+    assert DB_PASSWORD not in out.content and "db = ***\npassword = ***" in out.content
+    assert out.content.rstrip().endswith("\n.")  # the variable itself never reached the tool
+    big = ts.call("read", {"file_path": "config.txt"})
+    assert DB_PASSWORD not in big.content
+    assert all(DB_PASSWORD not in f.read_text() for f in spill.rglob("*") if f.is_file())
+
+
+def _worktree(repo: Path) -> Path:
+    wt = repo.parent / "wt"
+    git(repo, "worktree", "add", "-q", "-b", "task/001-x", str(wt))
+    return wt
+
+
+def test_a_commit_adding_a_secret_is_refused_with_the_reason(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for k, v in SECRET_ENV.items():
+        monkeypatch.setenv(k, v)
+    wt = _worktree(repo)
+    base = git(wt, "rev-parse", "HEAD")
+    task = Task(id="task_001", subject="Add things")
+    (wt / "ok.txt").write_text("nothing to see\n")
+    (wt / "deep/er").mkdir(parents=True)
+    (wt / "deep/er/settings.py").write_text(f"DB = '{DB_URL}'\n")
+    (wt / "link").symlink_to(f"/tmp/{DB_PASSWORD}")
+    with pytest.raises(SecretLeak) as err:
+        commit_leftovers(wt, task, "alice", base)
+    msg = str(err.value)
+    assert "deep/er/settings.py holds the value of $DATABASE_URL" in msg
+    assert "link holds the value of $DATABASE_URL" in msg and "ok.txt" not in msg
+    assert DB_PASSWORD not in msg
+    assert git(wt, "diff", "--cached", "--name-only") == ""  # the index is as it was
+    assert git(wt, "rev-parse", "HEAD") == base
+
+    (wt / "deep/er/settings.py").write_text("DB = os.environ['DATABASE_URL']\n")
+    (wt / "link").unlink()
+    assert commit_leftovers(wt, task, "alice", base)  # the value gone: committed
+
+    # a commit the agent made itself is caught too (the task's branch against its base)
+    (wt / "notes.md").write_text(f"key: {KEY}\n")
+    git(wt, "add", "notes.md")
+    git(wt, "commit", "-qm", "agent commit")
+    with pytest.raises(SecretLeak, match=r"notes\.md holds the value of \$ANTHROPIC_API_KEY"):
+        commit_leftovers(wt, task, "alice", base)
+
+
+PROTECT = """
+import os, subprocess, sys
+from orchestrator.secrets import protect_process
+import time
+t = time.perf_counter()
+protect_process()
+ms = (time.perf_counter() - t) * 1000
+probe = 'tr "\\\\0" "\\\\n" < /proc/$PPID/environ; echo "child: $ANTHROPIC_API_KEY"'
+out = subprocess.run(["sh", "-c", probe], capture_output=True, text=True)
+print(out.stdout + out.stderr)
+print("parent:", os.environ["ANTHROPIC_API_KEY"])
+print(f"cost {ms:.2f} ms")
+"""
+
+
+def test_protect_process_hides_secrets_from_proc_but_not_from_itself(repo: Path) -> None:
+    env = {**os.environ, **SECRET_ENV, "HARMLESS": "visible-value"}
+    out = subprocess.run([sys.executable, "-c", PROTECT], env=env, capture_output=True,
+                         text=True, check=True, cwd=Path(__file__).parent.parent).stdout
+    assert f"child: {KEY}" in out and f"parent: {KEY}" in out  # children still get it
+    environ = out.split("child:")[0]
+    assert KEY not in environ and DB_PASSWORD not in environ
+    # root can still read a non-dumpable process's environ: then it is the scrubbed one
+    assert "HARMLESS=visible-value" in environ or "Permission denied" in environ
+
+
+# --- end to end: a real team, real tools, with and without the sandbox -----------
+
+ANCESTORS = r"""p=$PPID; n=0
+while [ "$p" -gt 0 ] && [ $n -lt 30 ]; do
+  n=$((n+1))
+  if e=$(tr '\0' '\n' < /proc/$p/environ 2>/dev/null); then
+    echo "pid $p readable $(printf '%s\n' "$e" | grep -c .) vars"
+    printf '%s\n' "$e" | grep -E '^(ANTHROPIC_API_KEY|DATABASE_URL)='
+  else echo "pid $p unreadable"; fi
+  p=$(sed 's/.*) //' /proc/$p/stat | cut -d' ' -f2)
+done > probe.txt; cat probe.txt; echo key=${ANTHROPIC_API_KEY:-none}"""
+
+
+@pytest.mark.parametrize("sandbox", [pytest.param("auto", marks=needs_bwrap), "off"])
+def test_a_team_keeps_secrets_from_tools_logs_and_commits(repo: Path, sandbox: str) -> None:
+    with open_board(Layout.at(repo)) as board:
+        probe = board.add("Probe the ancestors", metadata={"script": [
+            [{"tool": "bash", "args": {"command": ANCESTORS}}], "probed"]})
+        leak = board.add("Leak a secret", metadata={"script": [
+            [{"tool": "write", "args": {"file_path": "leak.txt",
+                                        "content": f"the key is {KEY}\n"}}], "leaked"]})
+    env = team_env(team_backend="scripted", board_max_attempts=1, agent_sandbox=sandbox,
+                   agent_permission_mode="bypassPermissions",
+                   agent_allow_unsandboxed_bash="true")
+    env.update(SECRET_ENV)
+    with team_cleanup(repo):
+        res = cli(repo, "up", "--burst", "-n", "1", env=env)
+    with open_board(Layout.at(repo)) as board:
+        done, failed = board.get(probe.id), board.get(leak.id)
+    assert done.status == Status.REVIEW, (done.error, res.stdout, res.stderr)
+    report = (Path(done.worktree or "") / "probe.txt").read_text()
+    assert "pid " in report
+    assert KEY not in report and DB_PASSWORD not in report
+    if sandbox == "off":  # the walk went up through teammate, spawner and lead
+        assert report.count("pid ") >= 3, report
+        for line in report.splitlines():
+            if line.startswith(("ANTHROPIC_API_KEY=", "DATABASE_URL=")):
+                assert set(line.split("=", 1)[1]) == {"*"}, line
+    assert failed.status == Status.FAILED
+    assert "leak.txt holds the value of $ANTHROPIC_API_KEY" in (failed.error or "")
+    history = git(repo, "log", "-p", "--all")
+    layout = Layout.at(repo)
+    seen = [history, layout.events.read_text(), res.stdout, res.stderr,
+            *(p.read_text() for p in layout.logs.glob("*.jsonl"))]
+    assert not [s for s in seen if KEY in s or DB_PASSWORD in s]
