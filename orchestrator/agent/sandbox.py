@@ -9,7 +9,8 @@ Under the sandbox a command sees the whole file system read-only, except:
   repository's ``.git/worktrees/<name>``, and a commit writes objects, refs and
   logs there), writable so ``git commit`` works in the worktree — except its
   ``config``, ``hooks`` and ``info``, which stay read-only because changing
-  them would run code outside the sandbox at the user's next git command. The
+  them would run code outside the sandbox at the user's next git command, and
+  ``orchestrator/registry`` (what removal trusts, `orchestrator.worktree.registry`). The
   cost: refs of other branches are writable too (they are the user's to
   review; the snapshot refs of fail-closed removal guard what matters).
 
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 
 SANDBOX_MODES = ("auto", "on", "off")
 PROBE_TIMEOUT = 10.0
-_READ_ONLY_IN_GIT_DIR = ("config", "hooks", "info")
+_READ_ONLY_IN_GIT_DIR = ("config", "hooks", "info", "orchestrator/registry")
 
 
 def safe_env(environ: Mapping[str, str], pass_env: Iterable[str] = ()) -> dict[str, str]:
