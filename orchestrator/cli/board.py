@@ -31,7 +31,17 @@ def _board(repo: Path | None) -> FileBoard:
     r = open_repo(repo)
     board = open_board(r.layout, r.config.board, actor="cli")
     board.intake()
+    say_rejected(board)
     return board
+
+
+def say_rejected(board: FileBoard) -> None:
+    """One line on stderr for the dropped files this command's intake rejected."""
+    from orchestrator.board.intake import rejected_line
+
+    line = rejected_line(board.rejected_files, board.layout.root)
+    if line:
+        typer.echo(line, err=True)
 
 
 def _with_problem(task: Task, problems: dict[str, str]) -> dict[str, Any]:
