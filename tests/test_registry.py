@@ -219,3 +219,20 @@ def test_the_registry_is_read_only_inside_the_sandbox(repo: Path) -> None:
                          capture_output=True, text=True, timeout=60, check=False)
     assert json.loads(record.read_text())["branch"] == a.branch
     assert git(cwd, "log", "-1", "--format=%s") == "ok", out.stderr  # commits still work
+
+
+def test_a_cancelled_task_with_commits_can_be_cleaned_up(repo: Path) -> None:
+    layout, config = Layout.at(repo), Config.load(repo)
+    a = keep(repo, "cancelled later", {"c.txt": "c\n"})
+    with open_board(layout) as board:
+        board.cancel(a.id)
+        report = open_isolation(layout, config.worktree, board).gc(board.list())
+    [skipped] = report.skipped
+    assert "1 commit" in skipped["reason"] and f"discard {a.id} --force" in skipped["reason"]
+    with pytest.raises(UnsafeRemoval, match="1 commit"):
+        discard_task(layout, config, a.id)
+    res = discard_task(layout, config, a.id, force=True)
+    assert res.task.status is Status.CANCELLED  # what happened to it stays; its leftovers go
+    assert git(repo, "show", f"{res.snapshot}:c.txt") == "c"
+    assert not Path(a.worktree or "").exists() and not git(repo, "branch", "--list",
+                                                            a.branch or "")

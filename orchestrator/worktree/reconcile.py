@@ -116,7 +116,10 @@ def gc(m: Workspaces, tasks: list[Task], dry_run: bool = False) -> GcReport:
             if not dry_run:
                 m.remove(task)  # checks again, under the lock
         except (UnsafeRemoval, RunError, InvalidInput) as exc:
-            report.skipped.append({**row, "reason": str(exc)})
+            hint = (f" (orchestrator discard {task.id} --force removes it, keeping a snapshot)"
+                    if isinstance(exc, UnsafeRemoval) and task.status is Status.CANCELLED
+                    else "")
+            report.skipped.append({**row, "reason": str(exc) + hint})
         else:
             report.removed.append(row)
             report.freed_bytes += row["freed_bytes"]
