@@ -236,3 +236,28 @@ def test_a_cancelled_task_with_commits_can_be_cleaned_up(repo: Path) -> None:
     assert git(repo, "show", f"{res.snapshot}:c.txt") == "c"
     assert not Path(a.worktree or "").exists() and not git(repo, "branch", "--list",
                                                             a.branch or "")
+
+
+def test_gitignored_files_are_kept_not_deleted_with_the_worktree(repo: Path) -> None:
+    layout, config = Layout.at(repo), Config.load(repo)
+    (repo / ".gitignore").write_text("*.env\nbuild/\n")
+    (repo / "shared.env").write_text("same as in the main checkout\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "ignore")
+    a = keep(repo, "merged with a secret", {"a.txt": "a\n"})
+    b = keep(repo, "discarded with a build", {"b.txt": "b\n"})
+    wa, wb = Path(a.worktree or ""), Path(b.worktree or "")
+    (wa / "local.env").write_text("API_TOKEN=only-here\n")
+    (wa / "shared.env").write_text("same as in the main checkout\n")  # as .worktreeinclude
+    (wb / "build").mkdir()
+    (wb / "build" / "out.bin").write_bytes(b"\x00built")
+    res = merge_task(layout, config, a.id)
+    assert res.removed and res.note and "gitignored files are kept in" in res.note
+    kept = Path(res.note.rsplit(" ", 1)[1])
+    assert (kept / "local.env").read_text() == "API_TOKEN=only-here\n"
+    assert not (kept / "shared.env").exists() and not (kept / ".task_ref").exists()
+    assert kept.is_relative_to(Path(git(repo, "rev-parse", "--absolute-git-dir")))
+    out = discard_task(layout, config, b.id, force=True)
+    assert out.kept_ignored and (Path(out.kept_ignored) / "build" / "out.bin").read_bytes() \
+        == b"\x00built"
+    assert not wa.exists() and not wb.exists()

@@ -116,6 +116,8 @@ def discard(
         typer.echo(f"discarded {result.task.id}: {result.task.subject}")
     if result.snapshot:
         typer.echo(f"its work is kept under {result.snapshot}")
+    if result.kept_ignored:
+        typer.echo(f"its gitignored files are kept in {result.kept_ignored}")
 
 
 @app.command("retry")

@@ -26,6 +26,8 @@ class DiscardResult(BaseModel):
     task: Task
     snapshot: str | None = None
     """The snapshot ref that keeps the discarded work (forced discards only)."""
+    kept_ignored: str | None = None
+    """Where the worktree's gitignored files were moved (None: it had none)."""
 
 
 def discard_task(layout: Layout, config: Config, task_id: str, force: bool = False, *,
@@ -47,4 +49,6 @@ def discard_task(layout: Layout, config: Config, task_id: str, force: bool = Fal
             task = b.set_status(task.id, Status.DISCARDED, actor=actor)
         b.events.emit("discarded", task.id, actor=actor, branch=task.branch, snapshot=snapshot,
                       forced=force)
-    return DiscardResult(task=task, snapshot=snapshot)
+    kept = getattr(manager, "kept_ignored", None)
+    return DiscardResult(task=task, snapshot=snapshot,
+                         kept_ignored=str(kept) if kept is not None else None)

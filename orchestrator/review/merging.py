@@ -238,6 +238,9 @@ def _cleanup(layout: Layout, config: Config, board: Board, task: Task, target: s
                       "later)"
     else:
         result.removed = True
+        kept = getattr(manager, "kept_ignored", None)
+        if kept is not None:
+            result.note = f"its gitignored files are kept in {kept}"
 
 
 def _named(paths: list[str]) -> str:

@@ -13,7 +13,9 @@ task state (it holds no lease): the teammate records the binding with a fenced
   it never deletes a branch checked out anywhere or a base branch; it is fail-closed
   (`orchestrator.worktree.safety`); ``force`` saves a snapshot under
   ``refs/orchestrator/snapshots/<task_id>`` first, and so does any deletion of a branch
-  whose commits no other ref holds.
+  whose commits no other ref holds. Gitignored files (a local secrets file, say) are not
+  deleted with the folder: they are moved to ``<git-common-dir>/orchestrator/kept/<task>/``
+  (`orchestrator.worktree.setup.keep_ignored`).
 - Creation and removal hold one lock per repository (concurrent ``git worktree
   add`` races on ``.git/worktrees``); setup commands run outside it.
 """
@@ -40,7 +42,7 @@ from orchestrator.worktree.lock import RepoLock
 from orchestrator.worktree.names import branch_name, check_branch, check_component, check_prefix
 from orchestrator.worktree.reconcile import GcReport, ReconcileReport
 from orchestrator.worktree.registry import Record, Registry, in_namespace
-from orchestrator.worktree.setup import PortBlocks, copy_included, run_setup
+from orchestrator.worktree.setup import PortBlocks, copy_included, keep_ignored, run_setup
 from orchestrator.worktree.stacked import kept_blockers, merge_branches
 
 SETUP_MARKER = "orchestrator-setup-done"
@@ -78,6 +80,8 @@ class WorktreeManager:
                                 config.port_base, config.port_block)
         self._git_dirs: tuple[Path, Path] | None = None
         self._registry: Registry | None = None
+        self.kept_ignored: Path | None = None
+        """Where the last `remove` kept the worktree's gitignored files (None: it had none)."""
 
     # --- names ------------------------------------------------------------------
     def path_for(self, task: Task) -> Path:
@@ -166,7 +170,11 @@ class WorktreeManager:
             snap = None
             if reasons or safety.held_elsewhere(self.repo, co.tips, branch) is False:
                 snap = safety.snapshot(self.repo, task.id, co, branch)
+            self.kept_ignored = None
             if co.path is not None:
+                self.kept_ignored = keep_ignored(self.layout.root, path, self._ignored_skip(),
+                                                 self.common_dir() / "orchestrator" / "kept"
+                                                 / task.id)
                 self.repo.run("worktree", "remove", "--force", "--force", str(path))
             else:
                 self.prune()
@@ -174,9 +182,15 @@ class WorktreeManager:
                 self.repo.run("update-ref", "-d", f"refs/heads/{branch}", co.branch_tip)
             self.registry().forget(task.id)
         self.ports.free(task.id)
+        kept = {"kept_ignored": str(self.kept_ignored)} if self.kept_ignored else {}
         self.events.emit("worktree_removed", task.id, path=str(path), branch=branch,
-                         snapshot=snap, forced=force and bool(reasons))
+                         snapshot=snap, forced=force and bool(reasons), **kept)
         return snap
+
+    def _ignored_skip(self) -> set[str]:
+        """Gitignored paths a removal need not keep: ``.task_ref`` and the shared folders
+        (links into the cache)."""
+        return {safety.TASK_REF, *shared.folders(self.config)}
 
     # --- reading ------------------------------------------------------------------
     def status(self, task: Task) -> dict[str, Any]:

@@ -115,6 +115,9 @@ def gc(m: Workspaces, tasks: list[Task], dry_run: bool = False) -> GcReport:
                 raise UnsafeRemoval("; ".join(reasons))
             if not dry_run:
                 m.remove(task)  # checks again, under the lock
+                kept = getattr(m, "kept_ignored", None)
+                if kept is not None:
+                    row["kept_ignored"] = str(kept)
         except (UnsafeRemoval, RunError, InvalidInput) as exc:
             hint = (f" (orchestrator discard {task.id} --force removes it, keeping a snapshot)"
                     if isinstance(exc, UnsafeRemoval) and task.status is Status.CANCELLED
