@@ -9,6 +9,7 @@ then whatever the CLI passes as overrides. Unknown keys and bad values are a
 from __future__ import annotations
 
 import os
+import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -354,9 +355,24 @@ def user_config_file(environ: Mapping[str, str] | None = None) -> Path:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text()) if path.is_file() else {}
+        return tomllib.loads(_config_text(path)) if path.is_file() else {}
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read configuration {path}: {exc}") from exc
+
+
+def _config_text(path: Path) -> str:
+    """A config file's text: a regular file only, opened without blocking (a FIFO named
+    orchestrator.toml must not hang every command)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode()
 
 
 def _merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
@@ -372,12 +388,13 @@ def _merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
 
 def _read_files(root: Path) -> dict[str, Any]:
     own = root / "orchestrator.toml"
+    py = root / "pyproject.toml"
+    path = own if own.exists() else py
     try:
         if own.exists():
-            return tomllib.loads(own.read_text())
-        py = root / "pyproject.toml"
+            return tomllib.loads(_config_text(own))
         if py.exists():
-            return dict(tomllib.loads(py.read_text()).get("tool", {}).get("orchestrator", {}))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read configuration: {exc}") from exc
+            return dict(tomllib.loads(_config_text(py)).get("tool", {}).get("orchestrator", {}))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read configuration {path}: {exc}") from exc
     return {}

@@ -249,3 +249,44 @@ def test_max_turns_from_the_task_ends_the_run_without_retry_and_keeps_the_usage(
     assert str(result.error).startswith("budget: Claude Code stopped: error_max_turns")
     assert result.usage.cost_usd > 0 and result.session_id
     assert (c.workspace.path / "one.txt").exists() and not (c.workspace.path / "two.txt").exists()
+
+
+SLOW_MCP_SERVER = r'''
+import json, sys, time
+time.sleep(float(sys.argv[1]))  # a server that takes its time to start
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg["method"] == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"],
+                  "capabilities": {"tools": {}}, "serverInfo": {"name": "slow", "version": "1"}}
+    elif msg["method"] == "tools/list":
+        result = {"tools": [{"name": "ping", "description": "Answers pong.",
+                             "inputSchema": {"type": "object", "properties": {}}}]}
+    elif msg["method"] == "tools/call":
+        result = {"content": [{"type": "text", "text": "pong"}]}
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"],
+                          "error": {"code": -32601, "message": "no such method"}}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+'''
+
+
+def test_a_slow_mcp_server_s_tools_are_there_on_the_first_turn(repo: Path) -> None:
+    claude_binary()
+    (repo / "slow_mcp.py").write_text(SLOW_MCP_SERVER)
+    (repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"slow": {
+        "command": sys.executable, "args": [str(repo / "slow_mcp.py"), "2.5"]}}}))
+    subprocess.run(["git", "add", "slow_mcp.py", ".mcp.json"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "a slow MCP server"], cwd=repo, check=True)
+    with LoopbackAPI() as api:
+        cc = ClaudeScript(api, lambda wt: [write(wt / "done.txt", "done\n"), "Done."])
+        with open_board(Layout.at(repo)) as board:
+            board.add("Use the tools you have")
+        res = cli(repo, "up", "--burst", "-n", "1", "--backend", "claude-code",
+                  env={**team_env(), **claude_env(api)})
+        assert res.returncode == 0, res.stdout + res.stderr
+        first = cc.conversations()[0]
+        assert "mcp__slow__ping" in {t["name"] for t in first["tools"]}

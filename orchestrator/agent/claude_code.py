@@ -399,7 +399,10 @@ class ClaudeCodeBackend:
                              if "model" in self.config.agent.model_fields_set else None)
         if model:
             base += ["--model", model]
-        env.update(CLAUDE_CONFIG_DIR=str(cdir), DISABLE_AUTOUPDATER="1")
+        # MCP_CONNECTION_NONBLOCKING=0: headless Claude Code otherwise starts the first turn
+        # while the MCP servers are still connecting, and a slow one's tools are missing
+        env.update(CLAUDE_CONFIG_DIR=str(cdir), DISABLE_AUTOUPDATER="1",
+                   MCP_CONNECTION_NONBLOCKING="0")
         return Session(self, ctx, base, rules["allow"], rules["deny"], env, cdir).run()
 
     def _fail(self, ctx: RunContext, error: str, *, retry: bool,

@@ -12,7 +12,8 @@ Under the sandbox a command sees the whole file system read-only, except:
   branches, tags, ``refs/orchestrator/*``, ``config`` and ``hooks`` stay
   read-only. Elsewhere (a main checkout) its git folder is writable except
   ``config``, ``hooks`` and ``info``, which would run code outside the sandbox
-  at the user's next git command.
+  at the user's next git command, and ``orchestrator/registry`` (what removal
+  trusts, `orchestrator.worktree.registry`).
 
 Also: no network (``--unshare-net``) unless allowed, its own pid, ipc and uts
 namespaces (every process of a command dies with it), ``--die-with-parent``
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 
 SANDBOX_MODES = ("auto", "on", "off")
 PROBE_TIMEOUT = 10.0
-_READ_ONLY_IN_GIT_DIR = ("config", "hooks", "info")
+_READ_ONLY_IN_GIT_DIR = ("config", "hooks", "info", "orchestrator/registry")
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ import errno
 import json
 import os
 import re
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -78,14 +79,16 @@ def read_task_file(path: Path) -> tuple[Task, Key]:
 
     Raises FileNotFoundError, or ValueError with the reason the file is unreadable.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:  # O_NONBLOCK: a FIFO named like a task file never blocks the board
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         if isinstance(exc, FileNotFoundError) or exc.errno in RESOURCE_ERRNOS:
             raise  # the machine's trouble, not the file's: the caller backs off
         raise ValueError(f"cannot open ({exc.strerror}; a symlink?)") from exc
     try:
         st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file (a folder, FIFO, socket or device)")
         if st.st_size > MAX_TASK_BYTES:
             raise ValueError(f"file is {st.st_size} bytes, over the 1 MiB limit")
         data = os.read(fd, MAX_TASK_BYTES + 1)

@@ -16,14 +16,27 @@ cannot be read goes to ``.tasks/rejected/`` with ``<name>.error.txt`` beside it
 and a ``task_rejected`` event: nothing the user wrote is ever deleted.
 A task file in ``.tasks/`` that does not validate (written by hand) is
 normalised in place the same way, or rejected.
+
+One bad file never stops intake: each file is handled alone, and whatever goes wrong
+with it (an error of ours included) rejects that file with the reason, or, when even
+the move fails, leaves it with a one-line warning; then intake goes on. Only regular
+files are ever opened, and without blocking (``lstat`` first; a FIFO, socket, device,
+folder or symlink is moved to ``rejected/`` unopened); names (`MAX_NAME_BYTES`),
+sizes (1 MiB) and nesting (`MAX_DEPTH`) are bounded. A file that does not parse and
+was modified less than `SETTLE_SECONDS` ago may still be being written: it is left
+for the next pass, and a burst (``up --burst``) is not finished while one waits.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import json
+import logging
 import os
 import re
+import stat
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -46,10 +59,17 @@ from orchestrator.procutil import pid_alive
 
 if TYPE_CHECKING:
     from orchestrator.board.store import FileBoard
+    from orchestrator.layout import Layout
 
 SETTLE_SECONDS = 2.0
 """A file that does not parse yet and was modified this recently may still be being written."""
 PROCESSING = ".processing"
+MAX_NAME_BYTES = 150
+"""A dropped file's name, in bytes (file systems allow 255; we add suffixes to it)."""
+MAX_DEPTH = 32
+"""How deeply a dropped JSON document or front-matter list may nest."""
+
+log = logging.getLogger(__name__)
 
 ALIASES = {
     "title": "subject", "subject": "subject",
@@ -90,12 +110,29 @@ def parse_drop(name: str, data: bytes) -> Draft:
         except json.JSONDecodeError as exc:
             raise InvalidInput(f"malformed JSON: {exc.msg} (line {exc.lineno}, column "
                                f"{exc.colno})") from None
+        except RecursionError:
+            raise InvalidInput(f"JSON nested more than {MAX_DEPTH} levels deep") from None
+        check_depth(raw)
         if not isinstance(raw, dict):
             raise InvalidInput(f"expected a JSON object, got {type(raw).__name__}")
         return normalize(raw)
     if suffix in (".md", ".markdown", ".txt"):
         return normalize(parse_markdown(text))
     raise InvalidInput(f"unsupported file type {suffix or '(none)'!r}: drop .json or .md files")
+
+
+def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
+    """`InvalidInput` when lists and objects in ``value`` nest deeper than ``limit``
+    (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            raise InvalidInput(f"JSON nested more than {limit} levels deep")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
 
 
 def parse_markdown(text: str) -> dict[str, Any]:
@@ -128,10 +165,12 @@ def parse_markdown(text: str) -> dict[str, Any]:
     return raw
 
 
-def _scalar(value: str) -> Any:
+def _scalar(value: str, depth: int = 0) -> Any:
     if value.startswith("[") and value.endswith("]"):
+        if depth >= MAX_DEPTH:
+            raise InvalidInput(f"front matter list nested more than {MAX_DEPTH} levels deep")
         inner = value[1:-1].strip()
-        return [_scalar(v.strip()) for v in inner.split(",")] if inner else []
+        return [_scalar(v.strip(), depth + 1) for v in inner.split(",")] if inner else []
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
         return value[1:-1]
     if re.fullmatch(r"-?\d+", value):
@@ -195,32 +234,68 @@ def _task_id(value: Any) -> str:
 
 
 # --- running ----------------------------------------------------------------------
-def run_intake(board: FileBoard, actor: str | None = None) -> list[Task]:
-    """Process every dropped file once; returns the tasks created."""
+def run_intake(board: FileBoard, actor: str | None = None,
+               rejected: list[Path] | None = None) -> list[Task]:
+    """Process every dropped file once; returns the tasks created. Where each rejected
+    file went is appended to ``rejected``."""
     layout = board.layout
     actor = actor or board.actor
-    _recover_stale(layout.inbox)
+    moved: list[Path] = [] if rejected is None else rejected
+    with contextlib.suppress(OSError):
+        _recover_stale(layout.inbox)
     created: list[Task] = []
     for path, rel in _dropped(layout.tasks, layout.inbox):
-        task = _take(board, path, rel, actor)
+        try:
+            task = _take(board, path, rel, actor, moved)
+        except Exception as exc:  # one file never stops the others
+            if _machine_trouble(exc):
+                raise  # a full or read-only disk: the caller backs off
+            log.warning("intake: left %s in place: %s", _printable(rel), _reason(exc))
+            continue
         if task is not None:
             created.append(task)
     board._index.refresh()
     for task_id in list(board._index.broken):
-        task = _repair(board, task_id, actor)
+        try:
+            task = _repair(board, task_id, actor, moved)
+        except Exception as exc:
+            if _machine_trouble(exc):
+                raise
+            log.warning("intake: left task file %s in place: %s", task_id, _reason(exc))
+            continue
         if task is not None:
             created.append(task)
     return created
 
 
+def settling(layout: Layout) -> float | None:
+    """Seconds until the last dropped file that is still settling (modified or moved in
+    less than `SETTLE_SECONDS` ago) will be taken in or rejected; None when none is. A
+    burst (``up --burst``) is not finished while one is. A file that stays longer (intake
+    could not move it, and warned) does not hold a burst up."""
+    now = time.time()
+    left = []
+    for path, _ in _dropped(layout.tasks, layout.inbox):
+        try:
+            st = path.lstat()
+        except OSError:
+            continue
+        age = now - st.st_ctime  # written, or moved in (mv, cp -p), this long ago
+        if age < SETTLE_SECONDS + 1.0:
+            left.append(max(SETTLE_SECONDS + 1.0 - max(age, 0.0), 0.05))
+    return min(left) if left else None
+
+
 def _dropped(tasks: Path, inbox: Path) -> list[tuple[Path, str]]:
+    """Files (and, in the inbox, anything else that is not hidden) to take in."""
     found: list[tuple[Path, str]] = []
     for folder, prefix in ((inbox, "inbox/"), (tasks, "")):
         try:
             with os.scandir(folder) as it:
                 names = [e.name for e in it if not e.name.startswith(".")
-                         and not e.name.endswith(".tmp") and not e.is_dir(follow_symlinks=False)]
-        except FileNotFoundError:
+                         and not e.name.endswith(".tmp")
+                         and (folder == inbox or not e.is_dir(follow_symlinks=False))]
+        except (FileNotFoundError, NotADirectoryError):
             continue
         if folder == tasks:  # task files stay; only files people dropped here are taken
             names = [n for n in names if n.lower().endswith(DROP_SUFFIXES)
@@ -229,20 +304,42 @@ def _dropped(tasks: Path, inbox: Path) -> list[tuple[Path, str]]:
     return found
 
 
-def _take(board: FileBoard, path: Path, rel: str, actor: str) -> Task | None:
+def _problem(path: Path, st: os.stat_result, root: Path) -> str | None:
+    """Why a dropped file is refused before it is ever opened (None: it may be read)."""
+    name = path.name
+    if _printable(name) != name:
+        return "the file name is not UTF-8"
+    if len(name.encode()) > MAX_NAME_BYTES:
+        return f"the file name is {len(name.encode())} bytes long, over the " \
+               f"{MAX_NAME_BYTES}-byte limit"
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(path)
+        try:
+            outside = not path.resolve().is_relative_to(root)
+        except (OSError, RuntimeError):
+            outside = True
+        return (f"symlink to {_printable(target)[:200]}"
+                f"{' outside the repository' if outside else ''}: drop the file itself, "
+                "not a link")
+    if stat.S_ISDIR(st.st_mode):
+        return "a folder, not a task file"
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket"
+                if stat.S_ISSOCK(st.st_mode) else "a device")
+        return f"{kind}, not a regular file (not opened)"
+    if st.st_size > MAX_TASK_BYTES:
+        return f"file is {st.st_size} bytes, over the 1 MiB limit"
+    return None
+
+
+def _take(board: FileBoard, path: Path, rel: str, actor: str,
+          moved: list[Path]) -> Task | None:
     try:
         st = path.lstat()
     except FileNotFoundError:
         return None
-    problem: str | None = None
-    if path.is_symlink():
-        target = os.readlink(path)
-        outside = not path.resolve().is_relative_to(board.layout.root)
-        problem = (f"symlink to {target}{' outside the repository' if outside else ''}: "
-                   "drop the file itself, not a link")
-    elif st.st_size > MAX_TASK_BYTES:
-        problem = f"file is {st.st_size} bytes, over the 1 MiB limit"
-    elif time.time() - st.st_mtime < SETTLE_SECONDS:
+    problem = _problem(path, st, board.layout.root)
+    if problem is None and 0 <= time.time() - st.st_mtime < SETTLE_SECONDS:
         try:
             parse_drop(path.name, _read(path))
         except (InvalidInput, OSError):
@@ -256,15 +353,60 @@ def _take(board: FileBoard, path: Path, rel: str, actor: str) -> Task | None:
         draft = parse_drop(path.name, _read(mine))
         task = board.create(dict(draft.fields, source=rel), actor=actor,
                             task_id=draft.task_id, source=rel)
-    except (InvalidInput, Conflict, OSError) as exc:
-        reject(board, mine, path.name, rel, str(exc), actor)
+    except Exception as exc:  # ours or the file's: the file is rejected, the reason kept
+        if _machine_trouble(exc):
+            os.rename(mine, path)  # not the file's fault: taken in when the fault is gone
+            raise
+        try:
+            moved.append(reject(board, mine, path.name, rel, _reason(exc), actor))
+        except Exception:
+            with contextlib.suppress(OSError):
+                os.rename(mine, path)  # back where the user put it
+            raise
         return None
     mine.unlink()
     _add_blocks(board, task.id, draft.blocks)
     return task
 
 
-def _repair(board: FileBoard, task_id: str, actor: str) -> Task | None:
+MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EMFILE,
+                            errno.ENFILE, errno.ENOMEM})
+
+
+def _machine_trouble(exc: BaseException) -> bool:
+    """A full or read-only disk, too few file descriptors: the machine's trouble, not the
+    file's."""
+    return isinstance(exc, OSError) and exc.errno in MACHINE_ERRNOS
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for why a file was refused: our own errors as they are, others with their
+    type."""
+    if isinstance(exc, ValidationError):
+        return describe_error(exc)
+    if isinstance(exc, InvalidInput | Conflict):
+        text = str(exc)
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return _printable(" ".join(text.split()))[:500]
+
+
+def _printable(name: str) -> str:
+    """``name`` with bytes that are not UTF-8 (``surrogateescape``) shown as U+FFFD."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _safe_name(name: str) -> str:
+    """A name for ``rejected/`` that any file system takes: UTF-8, bounded in length."""
+    clean = _printable(name)
+    if len(clean.encode()) <= MAX_NAME_BYTES:
+        return clean
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    head = clean.encode()[:MAX_NAME_BYTES - 40].decode("utf-8", "ignore")
+    return f"{head}-{digest}{Path(clean).suffix[:20]}"
+
+
+def _repair(board: FileBoard, task_id: str, actor: str, moved: list[Path]) -> Task | None:
     """A task file that does not validate: normalise it in place, or reject it."""
     path = board.layout.task_file(task_id)
     with board._lock(task_id):
@@ -276,17 +418,22 @@ def _repair(board: FileBoard, task_id: str, actor: str) -> Task | None:
         except ValueError as exc:
             strict = str(exc)
         try:
-            if path.is_symlink():
-                raise InvalidInput(f"symlink to {os.readlink(path)}: task files must be files")
+            st = path.lstat()
+        except FileNotFoundError:
+            return None
+        problem = _problem(path, st, board.layout.root)
+        try:
+            if problem is not None:
+                raise InvalidInput(f"{problem}: task files must be regular files")
             draft = parse_drop(path.name, _read(path))
             if draft.task_id not in (None, task_id):
                 raise InvalidInput(f"id {draft.task_id} in the file does not match its name")
             task = Task(id=task_id, **dict(draft.fields, source=path.name))
-        except (InvalidInput, ValidationError, OSError) as exc:
-            why = describe_error(exc) if isinstance(exc, ValidationError) else str(exc)
-            if not path.is_symlink() and time.time() - path.lstat().st_mtime < SETTLE_SECONDS:
+        except Exception as exc:  # the file's or ours: rejected with the reason
+            if problem is None and 0 <= time.time() - st.st_mtime < SETTLE_SECONDS:
                 return None
-            reject(board, path, path.name, path.name, f"{why} (as a task file: {strict})", actor)
+            moved.append(reject(board, path, path.name, path.name,
+                                f"{_reason(exc)} (as a task file: {strict})", actor))
             board._index.load(task_id)
             return None
         # the event first: once the file is valid the task can be claimed
@@ -301,16 +448,34 @@ def reject(board: FileBoard, path: Path, name: str, rel: str, reason: str, actor
     """Move a dropped file to ``.tasks/rejected/`` with the reason beside it."""
     rejected = board.layout.rejected
     rejected.mkdir(parents=True, exist_ok=True)
+    name = _safe_name(name)
     dest = rejected / name
     n = 0
     while dest.exists() or dest.is_symlink() or dest.with_name(dest.name + ".error.txt").exists():
         n += 1
         dest = rejected / f"{name}.{n}"
     os.rename(path, dest)
-    atomic_write(dest.with_name(dest.name + ".error.txt"), f"{rel}: {reason}\n")
-    board.events.emit("task_rejected", None, actor=actor, file=rel,
+    atomic_write(dest.with_name(dest.name + ".error.txt"), f"{_printable(rel)}: {reason}\n")
+    board.events.emit("task_rejected", None, actor=actor, file=_printable(rel),
                       moved_to=str(dest.relative_to(board.layout.root)), reason=reason)
     return dest
+
+
+def rejected_line(paths: list[Path], root: Path) -> str | None:
+    """What a command says about the files its intake rejected:
+    ``1 file rejected: .tasks/rejected/bad.json — see bad.json.error.txt``."""
+    if not paths:
+        return None
+    shown = "; ".join(f"{_rel_to(p, root)} — see {p.name}.error.txt" for p in paths[:3])
+    more = f" (and {len(paths) - 3} more)" if len(paths) > 3 else ""
+    return f"{len(paths)} file{'s' if len(paths) != 1 else ''} rejected: {shown}{more}"
+
+
+def _rel_to(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
 
 
 def _add_blocks(board: FileBoard, task_id: str, blocks: list[str]) -> None:
@@ -326,8 +491,12 @@ def _add_blocks(board: FileBoard, task_id: str, blocks: list[str]) -> None:
 
 
 def _read(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    """The file's bytes (at most 1 MiB + 1): only a regular file, never blocking on one
+    that is not (O_NONBLOCK, then fstat), never following a symlink."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InvalidInput("not a regular file (not read)")
         return os.read(fd, MAX_TASK_BYTES + 1)
     finally:
         os.close(fd)
@@ -337,7 +506,7 @@ def _claim(path: Path, inbox: Path) -> Path | None:
     """Rename the file into a private name; only one process wins the rename."""
     folder = inbox / PROCESSING
     folder.mkdir(parents=True, exist_ok=True)
-    mine = folder / f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    mine = folder / f"{_safe_name(path.name)}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
     try:
         os.rename(path, mine)
     except FileNotFoundError:

@@ -20,6 +20,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Collection, Iterator
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -121,6 +122,8 @@ class FileBoard:
         self._problems: tuple[int, dict[str, str]] = (-1, {})
         self._holder: str | None = None  # the lease owner of the last fenced write, for events
         self._closed = False
+        self.rejected_files: list[Path] = []
+        """Where the last `intake` moved the files it rejected (for the command to say)."""
 
     def __enter__(self) -> FileBoard:
         return self
@@ -246,7 +249,8 @@ class FileBoard:
     def intake(self) -> builtins.list[Task]:
         from orchestrator.board.intake import run_intake
 
-        return run_intake(self)
+        self.rejected_files = []
+        return run_intake(self, rejected=self.rejected_files)
 
     # --- claims and leases ---------------------------------------------------------
     def claim(self, owner: str, *, lease_seconds: float | None = None,

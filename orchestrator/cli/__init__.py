@@ -11,7 +11,6 @@ import importlib
 import os
 import sys
 
-from orchestrator.cli.app import app
 from orchestrator.errors import OrchestratorError
 
 #: Command modules, imported for their side effect of registering on `app`.
@@ -28,6 +27,11 @@ def _load_commands() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from orchestrator.mcp.handshake import early
+
+    early(sys.argv[1:] if argv is None else argv)  # `mcp`: answer initialize first
+    from orchestrator.cli.app import app
+
     _load_commands()
     try:
         app(args=argv, prog_name="orchestrator")  # click's standalone mode: usage errors exit 2

@@ -31,7 +31,20 @@ def _board(repo: Path | None) -> ControlPlane:
     r = open_repo(repo)
     board = open_board(r.layout, r.config.board, actor="cli")
     board.intake()
+    say_rejected(board)
     return board
+
+
+def say_rejected(board: ControlPlane) -> None:
+    """One line on stderr for the dropped files this command's intake rejected (a board
+    with no inbox of files has none)."""
+    from orchestrator.board.intake import rejected_line
+
+    files = getattr(board, "rejected_files", None)
+    layout = getattr(board, "layout", None)
+    line = rejected_line(files, layout.root) if files and layout is not None else None
+    if line:
+        typer.echo(line, err=True)
 
 
 def _with_problem(task: Task, problems: dict[str, str]) -> dict[str, Any]:

@@ -13,9 +13,13 @@ from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
 @app.command("mcp")
 def mcp_serve(repo: RepoOpt = None) -> None:
     """Serve the board over MCP on stdio (claude mcp add orchestrator -- orchestrator mcp)."""
+    from orchestrator.mcp.handshake import first_line
+
+    r = open_repo(repo)
+    first = first_line()  # before the SDK is imported: the client waits on this
     from orchestrator.mcp.server import serve
 
-    serve(open_repo(repo))
+    serve(r, first)
 
 
 @app.command("mcp-status")

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.board.model import Status
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
 from orchestrator.errors import InvalidInput
 from orchestrator.review import diff_text, discard_task, merge_task, retry_task, review_rows
@@ -108,9 +109,15 @@ def discard(
     if json_:
         print_json(result)
         return
-    typer.echo(f"discarded {result.task.id}: {result.task.subject}")
+    if result.task.status is Status.CANCELLED:
+        typer.echo(f"removed the worktree and branch of cancelled {result.task.id}: "
+                   f"{result.task.subject}")
+    else:
+        typer.echo(f"discarded {result.task.id}: {result.task.subject}")
     if result.snapshot:
         typer.echo(f"its work is kept under {result.snapshot}")
+    if result.kept_ignored:
+        typer.echo(f"its gitignored files are kept in {result.kept_ignored}")
 
 
 @app.command("retry")

@@ -72,6 +72,8 @@ def gc(
         branch = f", branch {row['branch']}" if row["branch"] else ""
         typer.echo(f"{verb} {row['task']} ({row['status']}): {_short(Path(row['path']), root)}"
                    f"{branch} ({human_bytes(row['freed_bytes'])})")
+        if row.get("kept_ignored"):
+            typer.echo(f"  its gitignored files are kept in {row['kept_ignored']}")
     for row in report.cache:
         typer.echo(f"{verb} unused cache entry {_short(Path(row['entry']), root)} "
                    f"({human_bytes(row['freed_bytes'])})")

@@ -7,7 +7,8 @@ Tools: add_task, list_tasks, get_task, cancel_task, review, diff, merge, discard
 events. Arguments are named as in the task model (``subject``, ``description``,
 ``blocked_by``, ``priority``, ``id``). Every error we raise on purpose (unknown
 task, refused transition, bad id) comes back as an MCP tool error with its one
-line of text; the server keeps running.
+line of text; the server keeps running. A boolean argument must be a JSON boolean:
+``"true"`` (a string) is refused, not taken as true.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from orchestrator.board.index import describe_error
 from orchestrator.board.model import Status, Task
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import OrchestratorError
+from orchestrator.mcp.handshake import INSTRUCTIONS, SERVER_NAME, FirstLine
 from orchestrator.repo import Repo, to_jsonable
 from orchestrator.review import diff_text, discard_task, merge_task, review_rows
 
@@ -32,13 +34,6 @@ ACTOR = "mcp"
 F = TypeVar("F", bound=Callable[..., Any])
 
 TaskId = Annotated[str | int, Field(description="The task id: task_007 (or just 7).")]
-INSTRUCTIONS = """\
-The orchestrator task board of one git repository. Teammate agents claim pending
-tasks, each in its own git worktree and branch, and leave finished work in
-`review`. Add tasks with add_task (blocked_by makes one wait for others), watch
-them with list_tasks / get_task / events, and review finished work with review and
-diff, then merge or discard it."""
-
 
 def _tool_errors(fn: F) -> F:
     """Our own errors become MCP tool errors with their one line of text."""
@@ -81,7 +76,7 @@ def build_server(repo: Repo) -> tuple[MCPServer, ControlPlane]:
     """The MCP server over ``repo``'s board (close the board when done serving)."""
     board = open_board(repo.layout, repo.config.board, actor=ACTOR)
     layout = repo.layout
-    server = BoardServer("orchestrator", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = BoardServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
 
     @server.tool()
     @_tool_errors
@@ -134,7 +129,8 @@ def build_server(repo: Repo) -> tuple[MCPServer, ControlPlane]:
     @_tool_errors
     def diff(
         id: TaskId,
-        stat: Annotated[bool, Field(description="Only the per-file summary.")] = False,
+        stat: Annotated[bool, Field(description="Only the per-file summary.",
+                                    strict=True)] = False,
     ) -> str:
         """The task's changes: git diff from the commit it started at to its branch."""
         return diff_text(layout, repo.config, board.get(str(id)).id, stat=stat, board=board)
@@ -156,7 +152,8 @@ def build_server(repo: Repo) -> tuple[MCPServer, ControlPlane]:
     def discard(
         id: TaskId,
         force: Annotated[bool, Field(
-            description="Discard even unsaved work (a snapshot ref is kept first).")] = False,
+            description="Discard even unsaved work (a snapshot ref is kept first).",
+            strict=True)] = False,
     ) -> dict[str, Any]:
         """Discard a task's work: remove its worktree and branch (fail-closed)."""
         result = discard_task(layout, repo.config, board.get(str(id)).id, force,
@@ -183,10 +180,111 @@ def build_server(repo: Repo) -> tuple[MCPServer, ControlPlane]:
     return server, board
 
 
-def serve(repo: Repo) -> None:
-    """Serve the board over stdio until the client closes the connection."""
+def serve(repo: Repo, first: FirstLine | None = None) -> None:
+    """Serve the board over stdio until the client closes the connection. ``first``: the
+    line `orchestrator.mcp.handshake.answer_initialize` read (and maybe answered) before
+    the SDK was imported. A line that is not JSON gets JSON-RPC's parse error (-32700),
+    one that is JSON but no JSON-RPC message an invalid request (-32600), and the server
+    goes on."""
+    import anyio
+
     server, board = build_server(repo)
     try:
-        server.run("stdio")
+        anyio.run(_serve_stdio, server, first)
     finally:
         board.close()
+
+
+async def _serve_stdio(server: MCPServer, first: FirstLine | None) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read_stream, write_stream):
+        lowlevel = server._lowlevel_server
+        reader = _AnswerBadLines(read_stream, write_stream, first)
+        writer = _DropAnswer(write_stream, first.answered if first else None)
+        await lowlevel.run(reader, writer, lowlevel.create_initialization_options())
+
+
+class _Wrapped:
+    """A stream of the SDK's stdio transport with some of its methods replaced."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:  # close, aclose, clone, last_context …
+        return getattr(self._inner, name)
+
+    async def __aenter__(self) -> Any:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._inner.__aexit__(*exc)
+
+
+class _DropAnswer(_Wrapped):
+    """The write stream, without the SDK's answer to the request answered already."""
+
+    def __init__(self, inner: Any, request_id: str | int | None) -> None:
+        super().__init__(inner)
+        self._id = request_id
+
+    async def send(self, item: Any) -> None:
+        if self._id is not None and getattr(item.message, "id", None) == self._id \
+                and not hasattr(item.message, "method"):
+            self._id = None
+            return
+        await self._inner.send(item)
+
+
+class _AnswerBadLines(_Wrapped):
+    """The read stream: the first line (read before the SDK was imported) replayed, then
+    the transport's; each line it could not parse (an exception item, which the SDK
+    would only log) is answered with a JSON-RPC error."""
+
+    def __init__(self, inner: Any, write: Any, first: FirstLine | None = None) -> None:
+        super().__init__(inner)
+        self._write = write
+        self._replay = first.line if first is not None and first.line.strip() else None
+
+    def __aiter__(self) -> _AnswerBadLines:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def receive(self) -> Any:
+        from mcp.shared.message import SessionMessage
+        from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+
+        while True:
+            if self._replay is not None:
+                item = _parse(self._replay)
+                self._replay = None
+            else:
+                item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            bad_json = isinstance(item, ValidationError) and any(
+                e["type"] == "json_invalid" for e in item.errors())
+            error = (ErrorData(code=PARSE_ERROR, message="Parse error: not JSON") if bad_json
+                     else ErrorData(code=INVALID_REQUEST,
+                                    message="Invalid request: not a JSON-RPC message"))
+            await self._write.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=None,
+                                                               error=error)))
+
+
+def _parse(line: bytes) -> Any:
+    """A line as the SDK's stdio transport reads it: a message, or the exception."""
+    from mcp.shared.message import SessionMessage
+    from mcp_types import jsonrpc_message_adapter
+
+    try:
+        return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except Exception as exc:
+        return exc

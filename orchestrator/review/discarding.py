@@ -5,6 +5,10 @@ the refusal says what (uncommitted changes, commits not in the base). With
 ``force`` the work is first saved under ``refs/orchestrator/snapshots/<task>``
 (a commit holding the worktree's content, with the branch tip as a parent), so
 even a forced discard can be undone by hand. The task becomes ``discarded``.
+
+A cancelled task keeps its worktree and branch (it may have commits); discarding it
+cleans them up the same way (fail-closed, ``force`` snapshots first), and it stays
+``cancelled``: what happened to the task does not change, only its leftovers go.
 """
 
 from __future__ import annotations
@@ -22,22 +26,29 @@ class DiscardResult(BaseModel):
     task: Task
     snapshot: str | None = None
     """The snapshot ref that keeps the discarded work (forced discards only)."""
+    kept_ignored: str | None = None
+    """Where the worktree's gitignored files were moved (None: it had none)."""
 
 
 def discard_task(layout: Layout, config: Config, task_id: str, force: bool = False, *,
                  actor: str = "cli", board: ControlPlane | None = None) -> DiscardResult:
     """Remove a task's worktree and branch (fail-closed) and mark it ``discarded``.
 
-    Allowed from ``review`` and ``failed``; `UnsafeRemoval` when work would be lost and
-    ``force`` is not given (nothing is changed then)."""
+    Allowed from ``review`` and ``failed``, and for a ``cancelled`` task's leftovers (it
+    stays cancelled); `UnsafeRemoval` when work would be lost and ``force`` is not given
+    (nothing is changed then)."""
     from orchestrator.worktree import open_isolation
 
     with using_board(layout, config, board, actor) as b:
         task = b.get(task_id)
-        check_transition(task.id, task.status, Status.DISCARDED)
+        if task.status is not Status.CANCELLED:
+            check_transition(task.id, task.status, Status.DISCARDED)
         manager = open_isolation(layout, config.worktree, b, actor="review")
         snapshot = manager.remove(task, force=force)
-        task = b.set_status(task.id, Status.DISCARDED, actor=actor)
+        if task.status is not Status.CANCELLED:
+            task = b.set_status(task.id, Status.DISCARDED, actor=actor)
         b.events.emit("discarded", task.id, actor=actor, branch=task.branch, snapshot=snapshot,
                       forced=force)
-    return DiscardResult(task=task, snapshot=snapshot)
+    kept = getattr(manager, "kept_ignored", None)
+    return DiscardResult(task=task, snapshot=snapshot,
+                         kept_ignored=str(kept) if kept is not None else None)

@@ -35,7 +35,14 @@ from pydantic import BaseModel
 from orchestrator.board.model import Status, Task
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
-from orchestrator.errors import Conflict, GitError, InvalidInput, NotFound, RunError
+from orchestrator.errors import (
+    Conflict,
+    GitError,
+    InvalidInput,
+    NotFound,
+    RunError,
+    UnsafeRemoval,
+)
 from orchestrator.layout import Layout
 from orchestrator.review.common import using_board
 from orchestrator.review.diff import Changes, changes, current_branch, merge_conflicts
@@ -75,6 +82,7 @@ def merge_task(layout: Layout, config: Config, task_id: str, strategy: str = "me
         task = b.get(task_id)
         if task.status is not Status.REVIEW:
             raise Conflict(f"{task.id} is {task.status}: only a task in review can be merged")
+        _owned_branch(layout, config, b, task)
         ch = changes(repo, task)
         main = current_branch(repo)
         target = _target(repo, task, into, main)
@@ -103,6 +111,18 @@ def merge_task(layout: Layout, config: Config, task_id: str, strategy: str = "me
                              branch=ch.branch, removed=False)
         _cleanup(layout, config, b, task, target, strategy, result)
     return result
+
+
+def _owned_branch(layout: Layout, config: Config, board: ControlPlane, task: Task) -> None:
+    """Refuse a task whose file names a branch the orchestrator did not make for it: merging
+    it would land, then delete, someone else's branch."""
+    from orchestrator.worktree import open_isolation
+
+    manager = open_isolation(layout, config.worktree, board, actor="review")
+    try:
+        manager.owned_branch(task)
+    except UnsafeRemoval as exc:
+        raise Conflict(f"{exc}; nothing was merged") from exc
 
 
 def _target(repo: Git, task: Task, into: str | None, main: str | None) -> str:
@@ -218,6 +238,9 @@ def _cleanup(layout: Layout, config: Config, board: ControlPlane, task: Task, ta
                       "later)"
     else:
         result.removed = True
+        kept = getattr(manager, "kept_ignored", None)
+        if kept is not None:
+            result.note = f"its gitignored files are kept in {kept}"
 
 
 def _named(paths: list[str]) -> str:

@@ -17,8 +17,9 @@ until something happens:
                              teammate, wait for them); second: cold (SIGTERM again,
                              SIGKILL whoever is still there after `COLD_GRACE_SECONDS`)
 
-In ``burst`` mode the lead stops the team as soon as nothing is claimable and
-nothing is in progress, and exits 1 if a task failed during the run.
+In ``burst`` mode the lead stops the team as soon as nothing is claimable, nothing
+is in progress and no dropped file is still settling in the inbox, and exits 1 if a
+task failed or a dropped file was rejected during the run.
 """
 
 from __future__ import annotations
@@ -106,6 +107,8 @@ class Lead:
         """What failed with an OSError (see `guarded`), with the last error."""
         self.spawner: Spawner | None = None
         """Forks teammates from a process that has imported them (see `spawner`)."""
+        self.rejected = 0
+        """Dropped files rejected during this run (a burst with any exits 1)."""
 
     # --- life -----------------------------------------------------------------
     def run(self) -> int:
@@ -130,7 +133,10 @@ class Lead:
             failed = {t.id for t in self.board.list(Status.FAILED)} - failed_before
             if failed:
                 self.log.warning("tasks failed", tasks=sorted(failed))
-            return 1 if self.burst and failed else 0
+            if self.rejected:
+                self.log.warning("dropped files rejected during this run (see the board's "
+                                 "rejected files)", count=self.rejected)
+            return 1 if self.burst and (failed or self.rejected) else 0
         finally:
             watcher.stop()
             self.shutdown_children()
@@ -142,8 +148,6 @@ class Lead:
 
     def recover(self) -> None:
         """Start-up after any kind of exit: orphans, worktrees, leases, intake."""
-        from orchestrator.worktree import open_isolation
-
         for st in self.board.team.all():
             if st.host is None and status.pid_alive(st.pid):
                 self.log.warning("a teammate of an earlier run is still alive", name=st.name,
@@ -153,10 +157,15 @@ class Lead:
                 self.log.warning("killed an orphaned backend", name=st.name,
                                  pgid=st.backend_pgid)
             self.board.team.publish(st.name, "stopped")
+        self.guarded("reconciling worktrees", self.reconcile)
+        self.tick()
+
+    def reconcile(self) -> None:
+        from orchestrator.worktree import open_isolation
+
         manager = open_isolation(self.layout, self.config.worktree, self.board)
         report = manager.reconcile(self.board.list())
         self.log.info("worktrees reconciled", report=_plain(report))
-        self.tick()
 
     def loop(self) -> None:
         while True:
@@ -195,32 +204,39 @@ class Lead:
                 if t.lease is not None:  # one the last pass could not reap: again in a second
                     left = t.lease.expires_at - now_w + 0.05
                     due.append(left if left > 0 else 1.0)
+        if self.burst and not self.stopping:
+            from orchestrator.board.intake import settling
+
+            wait = settling(self.layout)  # a drop still settling: look again when it has
+            if wait is not None:
+                due.append(wait)
         due.append(self.config.board.rescan_seconds)  # the lead's mailbox is not watched
         return max(0.0, min(due))
 
     def tick(self) -> None:
-        """What every wake-up does: settings, intake, reap expired leases, read the lead's
-        mailbox."""
-        try:
-            self.apply_settings()
-        except Exception:
-            self.log.exception("applying changed settings failed")
-        try:
-            self.guarded("board housekeeping", self.housekeeping)
-        except Exception:  # one bad pass must not take the supervisor down
-            self.log.exception("board housekeeping failed")
+        """What every wake-up does: settings, intake, reap expired leases, kill frozen
+        teammates, read the lead's mailbox, start notification hooks. Each step stands
+        alone: one that fails is logged (one line) and the others still run."""
+        self.guarded("applying changed settings", self.apply_settings)
+        self.guarded("intake", self.intake)
+        self.guarded("reaping expired leases", self.reap_expired)
+        self.guarded("checking for frozen teammates", self.kill_frozen)
         self.guarded("reading the lead's mailbox", self.route_mail)
-        try:
-            self.hooks.poll()  # notification hooks run in their own threads
-        except Exception:
-            self.log.exception("starting notification hooks failed")
+        self.guarded("starting notification hooks", self.hooks.poll)
 
-    def housekeeping(self) -> None:
+    def intake(self) -> None:
+        from orchestrator.board.intake import rejected_line
+
         for t in self.board.intake():
             self.log.info("task added", task=t.id, subject=t.subject)
+        line = rejected_line(getattr(self.board, "rejected_files", []), self.layout.root)
+        if line:
+            self.log.warning(line)
+            self.rejected += len(getattr(self.board, "rejected_files", []))
+
+    def reap_expired(self) -> None:
         for t in self.board.requeue_expired(actor=LEAD):
             self.log.warning("lease expired", task=t.id, status=str(t.status))
-        self.kill_frozen()
 
     def kill_frozen(self) -> None:
         """A teammate stopped (SIGSTOP) in the middle of a write holds a lock the others
@@ -247,14 +263,16 @@ class Lead:
                 _signal(child.proc, signal.SIGKILL)
 
     def guarded(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
-        """Run ``fn``; when the control plane cannot be used (a full or read-only disk, too
-        few open files) log one line (once, until it works again) and return None: the
-        supervisor stays up, and leases and the next pass put the board right later."""
+        """Run ``fn``; when it fails — the control plane cannot be used (a full or read-only
+        disk, too few open files), or any other error — log one line (once, until it works
+        again) and return None: the supervisor stays up, the other steps still run, and
+        leases and the next pass put the board right later."""
         try:
             result = fn(*args, **kwargs)
-        except OSError as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            kind = f"{type(exc).__name__} {exc.errno}"  # not the file name
+        except Exception as exc:
+            error = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
+            kind = (f"{type(exc).__name__} {exc.errno}" if isinstance(exc, OSError)
+                    else error)  # an OSError by its kind, not the file name
             if self.faults.get(what) != kind:
                 self.log.error(f"{what} failed", error=error)
                 self.faults[what] = kind
@@ -344,7 +362,12 @@ class Lead:
                 self.log.info("message", sender=sender, kind=kind, body=msg.get("body"))
 
     def drained(self) -> bool:
-        return not self.board.ready() and not self.board.list(Status.IN_PROGRESS)
+        """Nothing claimable, nothing running, and no dropped file still settling in the
+        inbox (it becomes a task or is rejected once it settles)."""
+        from orchestrator.board.intake import settling
+
+        return not self.board.ready() and not self.board.list(Status.IN_PROGRESS) \
+            and settling(self.layout) is None
 
     # --- teammates ------------------------------------------------------------
     def spawn(self, child: Child) -> None:

@@ -83,17 +83,25 @@ class HookIsolation:
 
     # --- names ------------------------------------------------------------------
     def path_for(self, task: Task) -> Path:
-        """The task's workspace: as registered, as recorded on the task, or the path the
-        create command is offered."""
+        """The task's workspace: as registered, else the path the create command is
+        offered. The task file's ``worktree`` is never trusted: it is data anyone can edit."""
         rec = self._read().get(task.id)
         if rec:
             return Path(rec["path"])
-        if task.worktree:
-            return Path(task.worktree)
         return self.layout.worktree(check_component(task.id, "task id"))
 
     def branch_for(self, task: Task) -> str | None:
         return task.branch
+
+    def owned_branch(self, task: Task) -> str | None:
+        """The branch the task's registered workspace has checked out, which the task file
+        must name; `UnsafeRemoval` otherwise (None: no workspace, or not a git checkout)."""
+        rec = self._read().get(task.id)
+        branch = _git_head(Path(rec["path"]))[0] if rec else None
+        if task.branch and task.branch != branch:
+            raise UnsafeRemoval(f"{task.id}: its task file names branch {task.branch!r}, but "
+                                f"its workspace is on {branch or 'no branch'}; not touching it")
+        return branch
 
     # --- Isolation --------------------------------------------------------------
     def prepare(self) -> None:

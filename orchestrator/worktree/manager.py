@@ -8,8 +8,14 @@ task state (it holds no lease): the teammate records the binding with a fenced
   its work), re-creates it from the task's branch when only the folder is gone,
   and otherwise starts a new branch from the base: the configured ref, or the
   branch of a blocker kept for review, or a merge of several such branches.
-- ``remove`` is fail-closed (`orchestrator.worktree.safety`); ``force`` saves a
-  snapshot under ``refs/orchestrator/snapshots/<task_id>`` first.
+- ``remove`` acts only on what the orchestrator made for the task, as its registry
+  (`orchestrator.worktree.registry`) records it, never on a branch a task file names;
+  it never deletes a branch checked out anywhere or a base branch; it is fail-closed
+  (`orchestrator.worktree.safety`); ``force`` saves a snapshot under
+  ``refs/orchestrator/snapshots/<task_id>`` first, and so does any deletion of a branch
+  whose commits no other ref holds. Gitignored files (a local secrets file, say) are not
+  deleted with the folder: they are moved to ``<git-common-dir>/orchestrator/kept/<task>/``
+  (`orchestrator.worktree.setup.keep_ignored`).
 - Creation and removal hold one lock per repository (concurrent ``git worktree
   add`` races on ``.git/worktrees``); setup commands run outside it.
 """
@@ -34,7 +40,8 @@ from orchestrator.worktree.git import Git, WorktreeEntry, list_worktrees
 from orchestrator.worktree.lock import RepoLock
 from orchestrator.worktree.names import branch_name, check_branch, check_component, check_prefix
 from orchestrator.worktree.reconcile import GcReport, ReconcileReport
-from orchestrator.worktree.setup import PortBlocks, copy_included, run_setup
+from orchestrator.worktree.registry import Record, Registry, in_namespace
+from orchestrator.worktree.setup import PortBlocks, copy_included, keep_ignored, run_setup
 from orchestrator.worktree.stacked import kept_blockers, merge_branches
 
 SETUP_MARKER = "orchestrator-setup-done"
@@ -75,22 +82,50 @@ class WorktreeManager:
         self.ports = PortBlocks(layout.run / "ports.json", layout.locks / "ports.lock",
                                 config.port_base, config.port_block)
         self._git_dirs: tuple[Path, Path] | None = None
+        self._registry: Registry | None = None
+        self.kept_ignored: Path | None = None
+        """Where the last `remove` kept the worktree's gitignored files (None: it had none)."""
 
     # --- names ------------------------------------------------------------------
     def path_for(self, task: Task) -> Path:
         return self.layout.worktree(check_component(task.id, "task id"))
 
     def branch_for(self, task: Task) -> str:
-        """The task's recorded branch, or ``<prefix><id>-<slug>`` for a new one."""
+        """The branch the registry records for the task; else the task file's branch when
+        it is in the task's namespace (a board made before the registry); else
+        ``<prefix><id>-<slug>`` for a new one. `InvalidInput` for a branch outside it."""
+        rec = self.registry().get(task.id)
+        if rec is not None:
+            return rec.branch
         if task.branch:
-            return check_branch(task.branch)
+            branch = check_branch(task.branch)
+            if not in_namespace(branch, self.prefix, task.id):
+                raise InvalidInput(
+                    f"{task.id}: its task file names branch {branch!r}, which the orchestrator "
+                    f"did not create for it (not {self.prefix}{task.id}-…); not using it")
+            return branch
         return branch_name(self.prefix, task.id, task.slug)
+
+    def owned_branch(self, task: Task) -> str | None:
+        """The branch the orchestrator made for the task, checked against the task file;
+        `UnsafeRemoval` when they differ or the branch is not the orchestrator's (None:
+        the task has no branch yet)."""
+        return self._owned(task, self.path_for(task))
+
+    def registry(self) -> Registry:
+        if self._registry is None:
+            self._registry = Registry(self.common_dir())
+        return self._registry
 
     # --- Isolation --------------------------------------------------------------
     def create(self, task: Task) -> Workspace:
         path, branch = self.path_for(task), self.branch_for(task)
         with self.lock:
             base, base_commit, reused, note = self._checkout(task, path, branch)
+            rec = self.registry().get(task.id)
+            if rec is None or rec.branch != branch or Path(rec.path) != path:
+                self.registry().put(Record(task.id, branch, str(path),
+                                           self._prefix_of(task, branch), adopted=reused))
         port = self.ports.allocate(task.id)
         ws = Workspace(task.id, path, branch, base, base_commit,
                        env=task_env(task.id, path, port, self.config.port_block))
@@ -115,8 +150,9 @@ class WorktreeManager:
                          branch=self.branch_for(task))
 
     def remove(self, task: Task, *, force: bool = False) -> str | None:
-        path, branch = self.path_for(task), self.branch_for(task)
+        path = self.path_for(task)
         with self.lock:
+            branch = self._owned(task, path)
             bases = self._bases(task)
             co = safety.inspect(self.repo, path, branch, bases, self.common_dir())
             if co.path is None and path.exists():
@@ -126,27 +162,49 @@ class WorktreeManager:
                 if self._registered(path):
                     self.prune()
                 self.ports.free(task.id)
+                self.registry().forget(task.id)
                 return None
+            if co.branch_tip is not None and branch is not None:
+                self._check_deletable(task, branch, bases)
             reasons = safety.risks(self.repo, co, branch, bases)
             if reasons and not force:
                 raise UnsafeRemoval(f"{task.id}: not removing {path}: {'; '.join(reasons)} "
                                     "(--force saves a snapshot first)")
-            snap = safety.snapshot(self.repo, task.id, co, branch) if reasons else None
+            snap = None
+            if reasons or safety.held_elsewhere(self.repo, co.tips, branch) is False:
+                snap = safety.snapshot(self.repo, task.id, co, branch)
+            self.kept_ignored = None
             if co.path is not None:
+                self.kept_ignored = keep_ignored(self.layout.root, path, self._ignored_skip(),
+                                                 self.common_dir() / "orchestrator" / "kept"
+                                                 / task.id)
                 self.repo.run("worktree", "remove", "--force", "--force", str(path))
             else:
                 self.prune()
             if co.branch_tip is not None:
                 self.repo.run("update-ref", "-d", f"refs/heads/{branch}", co.branch_tip)
+            self.registry().forget(task.id)
         self.ports.free(task.id)
+        kept = {"kept_ignored": str(self.kept_ignored)} if self.kept_ignored else {}
         self.events.emit("worktree_removed", task.id, path=str(path), branch=branch,
-                         snapshot=snap, forced=force and bool(reasons))
+                         snapshot=snap, forced=force and bool(reasons), **kept)
         return snap
+
+    def _ignored_skip(self) -> set[str]:
+        """Gitignored paths a removal need not keep: ``.task_ref`` and the shared folders
+        (links into the cache)."""
+        return {safety.TASK_REF, *shared.folders(self.config)}
 
     # --- reading ------------------------------------------------------------------
     def status(self, task: Task) -> dict[str, Any]:
-        """What is on disk for the task: folder, branch, dirty or clean, commits ahead, disk use."""
-        path, branch = self.path_for(task), self.branch_for(task)
+        """What is on disk for the task: folder, branch, dirty or clean, commits ahead, disk use.
+        A branch the task file names outside the task's namespace is not looked at."""
+        path = self.path_for(task)
+        branch: str | None
+        try:
+            branch = self.branch_for(task)
+        except InvalidInput:
+            branch = None
         co = safety.inspect(self.repo, path, branch, self._bases(task), self.common_dir())
         dirty: list[str] | None = None
         if co.path is not None:
@@ -177,8 +235,18 @@ class WorktreeManager:
         return shared.cache_root(self.common_dir())
 
     def removal_risks(self, task: Task) -> list[str]:
-        branch, bases = self.branch_for(task), self._bases(task)
-        co = safety.inspect(self.repo, self.path_for(task), branch, bases, self.common_dir())
+        path = self.path_for(task)
+        try:
+            branch = self._owned(task, path)
+        except UnsafeRemoval as exc:
+            return [str(exc)]
+        bases = self._bases(task)
+        co = safety.inspect(self.repo, path, branch, bases, self.common_dir())
+        if co.branch_tip is not None and branch is not None:
+            try:
+                self._check_deletable(task, branch, bases)
+            except UnsafeRemoval as exc:
+                return [str(exc)]
         return safety.risks(self.repo, co, branch, bases)
 
     # --- housekeeping -------------------------------------------------------------
@@ -195,6 +263,68 @@ class WorktreeManager:
 
     def overview(self, tasks: list[Task]) -> list[dict[str, Any]]:
         return housekeeping.overview(self, tasks)
+
+    # --- ownership ----------------------------------------------------------------
+    def _owned(self, task: Task, path: Path) -> str | None:
+        """The branch removal may act on: the registry's record (or one adopted from a
+        board made before the registry), which the task file must agree with. None when
+        the task has no branch at all; `UnsafeRemoval` for anything not ours."""
+        rec = self.registry().get(task.id) or self._adopt(task, path)
+        if rec is None:
+            return None
+        if task.branch and task.branch != rec.branch:
+            raise UnsafeRemoval(
+                f"{task.id}: its task file names branch {task.branch!r}, but the orchestrator "
+                f"created {rec.branch!r} for it; not touching either (correct the task file)")
+        if Path(rec.path).resolve() != path.resolve() \
+                or not in_namespace(rec.branch, rec.prefix, task.id):
+            raise UnsafeRemoval(f"{task.id}: its registry record {self.registry().root} "
+                                "does not match the task; not touching it")
+        return rec.branch
+
+    def _adopt(self, task: Task, path: Path) -> Record | None:
+        """A record for a task of a board made before the registry: its branch must be in
+        its namespace and, when its worktree is there, be what git has checked out in it."""
+        candidate = task.branch or branch_name(self.prefix, task.id, task.slug)
+        try:
+            check_branch(candidate)
+        except InvalidInput as exc:
+            raise UnsafeRemoval(f"{task.id}: {exc}; not touching it") from exc
+        if not in_namespace(candidate, self.prefix, task.id):
+            raise UnsafeRemoval(
+                f"{task.id}: its task file names branch {candidate!r}, which the orchestrator "
+                f"did not create for it (no registry record, and not {self.prefix}{task.id}-…); "
+                "not touching it")
+        git_dir = safety.worktree_git_dir(path, self.common_dir())
+        if git_dir is not None:
+            try:
+                head = (git_dir / "HEAD").read_text().strip()
+            except OSError:
+                head = ""
+            if head != f"ref: refs/heads/{candidate}":
+                raise UnsafeRemoval(f"{task.id}: its worktree {path} is not on {candidate} "
+                                    "and no registry record says what was made; not touching it")
+        elif not self.repo.branch_exists(candidate):
+            return None
+        rec = Record(task.id, candidate, str(path), self.prefix, adopted=True)
+        self.registry().put(rec)
+        return rec
+
+    def _check_deletable(self, task: Task, branch: str, bases: list[str]) -> None:
+        """`UnsafeRemoval` when ``branch`` is a base of the task, the configured base, or
+        checked out in the main checkout or any worktree but the task's own."""
+        where = safety.checked_out_at(self.common_dir(), branch, self.path_for(task))
+        if where is not None:
+            raise UnsafeRemoval(f"{task.id}: {branch} is checked out in {where}; not deleting it")
+        if branch in bases or branch == self._base_name():
+            raise UnsafeRemoval(f"{task.id}: {branch} is a base branch; not deleting it")
+
+    def _prefix_of(self, task: Task, branch: str) -> str:
+        """The prefix ``branch`` was made with: the configured one, or the one recorded."""
+        if in_namespace(branch, self.prefix, task.id):
+            return self.prefix
+        rec = self.registry().get(task.id)
+        return rec.prefix if rec is not None else self.prefix
 
     # --- internals ----------------------------------------------------------------
     def _checkout(self, task: Task, path: Path, branch: str) -> tuple[str, str, bool, str | None]:

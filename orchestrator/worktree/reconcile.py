@@ -100,19 +100,29 @@ def gc(m: Workspaces, tasks: list[Task], dry_run: bool = False) -> GcReport:
     nothing would be lost; every other one is skipped with the reason."""
     report = GcReport(removed=[], skipped=[], dry_run=dry_run)
     for task in tasks:
-        if task.status not in GC_STATUSES or not m.exists(task):
+        if task.status not in GC_STATUSES:
             continue
-        path, branch = m.path_for(task), m.branch_for(task)
+        path = m.path_for(task)
         row: dict[str, Any] = {"task": task.id, "status": str(task.status), "path": str(path),
-               "branch": branch, "freed_bytes": disk_use(path) if path.exists() else 0}
+                               "branch": task.branch, "freed_bytes": 0}
         try:
+            if not m.exists(task):
+                continue
+            row.update(branch=m.branch_for(task),
+                       freed_bytes=disk_use(path) if path.exists() else 0)
             reasons = m.removal_risks(task)
             if reasons:
                 raise UnsafeRemoval("; ".join(reasons))
             if not dry_run:
                 m.remove(task)  # checks again, under the lock
-        except (UnsafeRemoval, RunError) as exc:
-            report.skipped.append({**row, "reason": str(exc)})
+                kept = getattr(m, "kept_ignored", None)
+                if kept is not None:
+                    row["kept_ignored"] = str(kept)
+        except (UnsafeRemoval, RunError, InvalidInput) as exc:
+            hint = (f" (orchestrator discard {task.id} --force removes it, keeping a snapshot)"
+                    if isinstance(exc, UnsafeRemoval) and task.status is Status.CANCELLED
+                    else "")
+            report.skipped.append({**row, "reason": str(exc) + hint})
         else:
             report.removed.append(row)
             report.freed_bytes += row["freed_bytes"]

@@ -133,6 +133,41 @@ def risks(repo: Git, co: Checkout, branch: str | None, bases: Sequence[str]) -> 
     return reasons
 
 
+def held_elsewhere(repo: Git, tips: Sequence[str], branch: str | None) -> bool:
+    """Whether every commit of ``tips`` is reachable from a ref other than ``branch`` (or
+    from the main checkout's HEAD): deleting the branch then loses nothing. Worktree HEADs
+    do not count (``--single-worktree``): the task's own worktree is going too."""
+    if not tips:
+        return True
+    exclude = [f"--exclude=refs/heads/{branch}"] if branch else []
+    out = repo.run("rev-list", "-n1", *tips, "--not", "--single-worktree", *exclude, "--all")
+    return not out.stdout.strip()
+
+
+def checked_out_at(common_dir: Path, branch: str, own: Path | None = None) -> str | None:
+    """Where ``branch`` is checked out: the main checkout or a worktree (its folder), read
+    from the HEAD files of git's metadata (no git process); None when nowhere. The
+    worktree at ``own`` (the task's own, being removed) does not count."""
+    ref = f"ref: refs/heads/{branch}"
+    mine = own.resolve() if own is not None else None
+    heads: list[tuple[Path, Path | None]] = [(common_dir / "HEAD", None)]
+    admin_root = common_dir / "worktrees"
+    for admin in sorted(admin_root.iterdir()) if admin_root.is_dir() else []:
+        try:
+            folder = Path((admin / "gitdir").read_text().strip()).parent
+        except OSError:
+            folder = admin
+        if folder.resolve() != mine:
+            heads.append((admin / "HEAD", folder))
+    for head, where in heads:
+        try:
+            if head.read_text().strip() == ref:
+                return "the main checkout" if where is None else str(where)
+        except OSError:
+            continue
+    return None
+
+
 def snapshot(repo: Git, task_id: str, co: Checkout, branch: str | None) -> str | None:
     """Save the worktree's full content (tracked and untracked, not ignored) as a commit
     whose parents are the branch tip, HEAD and any earlier snapshot of the task, under

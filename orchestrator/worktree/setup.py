@@ -9,12 +9,14 @@
 
 from __future__ import annotations
 
+import filecmp
 import json
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -68,6 +70,34 @@ def copy_included(git: Git, root: Path, worktree: Path, skip: Sequence[str] = ()
         shutil.copy2(root / rel, dst, follow_symlinks=False)
         copied.append(rel)
     return copied
+
+
+def keep_ignored(main: Path, worktree: Path, skip: set[str], into: Path) -> Path | None:
+    """Move the worktree's gitignored files (git collapses an ignored folder to one entry)
+    into a new folder under ``into``, so removing the worktree deletes none of them; a
+    file identical to the main checkout's (what ``.worktreeinclude`` copied in) and the
+    ``skip`` paths are left to go. The folder they went to, or None when there were none.
+    A rename each (one git process to list them); across file systems, a copy."""
+    listed = Git(worktree).run("ls-files", "-z", "--others", "--ignored", "--exclude-standard",
+                               "--directory")
+    keep = []
+    for rel in (p.rstrip("/") for p in listed.stdout.split("\0") if p):
+        src, twin = worktree / rel, main / rel
+        if rel in skip or (src.is_file() and not src.is_symlink() and twin.is_file()
+                           and filecmp.cmp(src, twin, shallow=False)):
+            continue
+        keep.append(rel)
+    if not keep:
+        return None
+    dest = into / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    n = 0
+    while dest.exists():
+        n += 1
+        dest = dest.with_name(f"{dest.name.split('.')[0]}.{n}")
+    for rel in keep:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(worktree / rel, dest / rel)
+    return dest
 
 
 def run_setup(commands: Sequence[str], cwd: Path, env: Mapping[str, str], timeout: float,
