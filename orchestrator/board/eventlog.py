@@ -86,7 +86,15 @@ class EventLog:
         for k, v in fields.items():
             if k not in record:
                 record[k] = v
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            body = self._append(record, task)
+        except FileNotFoundError:  # the folder is not there (yet)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            body = self._append(record, task)
+        return Event.from_dict(json.loads(body))
+
+    def _append(self, record: dict[str, Any], task: str | None) -> bytes:
+        """Write ``record`` with the next seq, and its index record (under the lock)."""
         with self._locked():
             log_fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
@@ -105,7 +113,7 @@ class EventLog:
                     os.close(idx_fd)
             finally:
                 os.close(log_fd)
-        return Event.from_dict(json.loads(body))
+        return body
 
     # --- reading -----------------------------------------------------------------
     def read(self, *, since: int = 0, task: str | None = None) -> Iterator[Event]:
