@@ -54,7 +54,9 @@ def secrets_of(name: str, value: str) -> list[str]:
     found = [value] if is_secret_name(name) and len(value) >= MIN_SECRET_LEN else []
     for m in URL_PASSWORD_RE.finditer(value):
         found += [value] if len(value) >= MIN_SECRET_LEN else []
-        found.append(m.group(0).split("://", 1)[1])  # user:password@
+        userinfo = m.group(0).split("://", 1)[1]  # user:password@
+        if len(userinfo) >= MIN_PASSWORD_LEN:
+            found.append(userinfo)
         if len(m.group(2)) >= MIN_PASSWORD_LEN:
             found.append(m.group(2))
     return found

@@ -194,6 +194,8 @@ def test_a_team_keeps_secrets_from_tools_logs_and_commits(repo: Path, sandbox: s
     assert KEY not in report and DB_PASSWORD not in report
     if sandbox == "off":  # the walk went up through teammate, spawner and lead
         assert report.count("pid ") >= 3, report
+        notice = (Layout.at(repo).logs / f"{probe.id}.jsonl").read_text()
+        assert "sandbox off (agent.sandbox = off); bash runs unconfined" in notice
         for line in report.splitlines():
             if line.startswith(("ANTHROPIC_API_KEY=", "DATABASE_URL=")):
                 assert set(line.split("=", 1)[1]) == {"*"}, line

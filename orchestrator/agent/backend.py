@@ -156,6 +156,8 @@ def build_toolset(config: Config, ctx: RunContext) -> Toolset:
         notice += ("; bash commands ask a person first, because unconfined they can read "
                    "every file and process of this user (set agent.allow_unsandboxed_bash = "
                    "true to let the permission mode and rules allow them)")
+    elif notice:
+        notice += "; bash runs unconfined (agent.allow_unsandboxed_bash = true)"
     if notice:
         ctx.log.write("sandbox", notice=notice)
     env = safe_env({**os.environ, **ctx.workspace.env}, config.agent.pass_env)

@@ -65,7 +65,7 @@ class Sandbox:
         if mode == "on":
             raise ConfigError(f"agent.sandbox = on, but {problem}; install bubblewrap "
                               "(scripts/install does) or set agent.sandbox = auto")
-        notice = f"sandbox off: {problem}; bash runs unconfined in the worktree"
+        notice = f"sandbox off: {problem}"
         log.warning(notice)
         return cls(enabled=False, network=network, notice=notice)
 

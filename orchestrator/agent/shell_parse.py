@@ -422,7 +422,7 @@ class _Reader:
     def env_split(self, cmd: Command, args: list[Word], i: int) -> None:
         """``env -S 'cmd args' more``: the string is split into words like a shell would."""
         a = args[i] or ""
-        value: str | None
+        value: Word
         if a.startswith("-S") and len(a) > 2:
             value, rest = a[2:], args[i + 1:]
         elif "=" in a:
