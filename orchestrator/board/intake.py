@@ -288,7 +288,7 @@ def settling(layout: Layout) -> float | None:
 
 def _dropped(tasks: Path, inbox: Path) -> list[tuple[Path, str]]:
     """Files (and, in the inbox, anything else that is not hidden) to take in."""
-    found = []
+    found: list[tuple[Path, str]] = []
     for folder, prefix in ((inbox, "inbox/"), (tasks, "")):
         try:
             with os.scandir(folder) as it:

@@ -159,10 +159,10 @@ def checked_out_at(common_dir: Path, branch: str, own: Path | None = None) -> st
             folder = admin
         if folder.resolve() != mine:
             heads.append((admin / "HEAD", folder))
-    for head, folder in heads:
+    for head, where in heads:
         try:
             if head.read_text().strip() == ref:
-                return "the main checkout" if folder is None else str(folder)
+                return "the main checkout" if where is None else str(where)
         except OSError:
             continue
     return None
