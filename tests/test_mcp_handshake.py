@@ -96,3 +96,16 @@ def test_a_string_is_not_a_boolean(repo: Path) -> None:
     with open_board(Layout.at(repo)) as board:
         assert board.get(a).status is Status.REVIEW
     assert git(repo, "branch", "--list", f"task/{a}")
+
+
+def test_list_tasks_says_which_drops_it_rejected(repo: Path) -> None:
+    import os
+
+    from orchestrator.board import init_repo
+
+    layout = init_repo(repo)
+    bad = layout.inbox / "bad.json"
+    bad.write_text("{ nope")
+    os.utime(bad, (1, 1))
+    _, [res] = call(repo, [("list_tasks", {})])
+    assert json.loads(text(res)) == {"tasks": [], "rejected": [".tasks/rejected/bad.json"]}

@@ -330,7 +330,7 @@ def _read_settings(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from exc
     perms = data.get("permissions", {}) if isinstance(data, dict) else None
     if not isinstance(perms, dict):

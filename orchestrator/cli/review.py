@@ -50,6 +50,8 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
                        f"{', '.join(merge['conflicts'])}")
         if row.get("error"):
             typer.echo(f"! {row['error']}")
+        for warning in row.get("warnings", []):
+            typer.echo(f"! {row['id']}: {warning}")
 
 
 @app.command("diff")

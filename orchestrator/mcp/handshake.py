@@ -87,10 +87,24 @@ _first: FirstLine | None = None
 
 
 def early(args: list[str]) -> None:
-    """Answer the handshake now when the command is ``orchestrator mcp`` on a pipe."""
+    """Answer the handshake now when the command is plain ``orchestrator mcp`` (at most a
+    repository option) on a pipe; any other option (``--help``, another transport) is
+    left to the command."""
     global _first
-    if args[:1] == ["mcp"] and not {"--help", "-h"} & set(args) and not os.isatty(0):
+    if args[:1] == ["mcp"] and _only_repo_options(args[1:]) and not os.isatty(0):
         _first = answer_initialize()
+
+
+def _only_repo_options(rest: list[str]) -> bool:
+    i = 0
+    while i < len(rest):
+        if rest[i] in ("-C", "--repo") and i + 1 < len(rest):
+            i += 2
+        elif rest[i].startswith("--repo="):
+            i += 1
+        else:
+            return False
+    return True
 
 
 def first_line() -> FirstLine:

@@ -100,10 +100,15 @@ def build_server(repo: Repo) -> tuple[MCPServer, ControlPlane]:
         status: Annotated[list[Status] | None, Field(
             description="Only tasks in these statuses (default: all).")] = None,
     ) -> dict[str, Any]:
-        """The tasks on the board (id order), with any problem that keeps one from starting."""
+        """The tasks on the board (id order), with any problem that keeps one from starting,
+        and the dropped files this call's intake rejected."""
         board.intake()
         problems = board.problems()
-        return {"tasks": [_summary(t, problems) for t in board.list(status or None)]}
+        out: dict[str, Any] = {"tasks": [_summary(t, problems)
+                                         for t in board.list(status or None)]}
+        if board.rejected_files:
+            out["rejected"] = [str(p.relative_to(layout.root)) for p in board.rejected_files]
+        return out
 
     @server.tool()
     @_tool_errors

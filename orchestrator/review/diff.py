@@ -11,6 +11,7 @@ how a retried task resolves a conflict).
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +80,37 @@ def diffstat(repo: Git, ch: Changes) -> dict[str, Any]:
                       "removed": None if removed == "-" else int(removed)})
     return {"files": files, "added": sum(f["added"] or 0 for f in files),
             "removed": sum(f["removed"] or 0 for f in files)}
+
+
+def outside_links(repo: Git, ch: Changes) -> list[tuple[str, str]]:
+    """(path, target) of each symlink the task's changes add or change whose target is
+    outside the worktree (absolute, or climbing out with ``..``). They are committed like
+    any file (git stores a link as its target text); review shows them as warnings."""
+    out = repo.run("diff", "--raw", "-z", "--no-renames", "--no-abbrev", ch.base, ch.tip).stdout
+    fields = out.split("\0")
+    links = []
+    for meta, path in zip(fields[::2], fields[1::2], strict=False):
+        parts = meta.lstrip(":").split()
+        if len(parts) == 5 and parts[1] == "120000" and parts[4] in ("A", "M", "T"):
+            links.append((path, parts[3]))
+    if not links:
+        return []
+    blobs = repo.run("cat-file", "--batch", input="".join(f"{sha}\n" for _, sha in links))
+    targets, rest = [], blobs.stdout
+    for _ in links:
+        header, _, rest = rest.partition("\n")
+        size = int(header.split()[2]) if len(header.split()) == 3 else 0
+        targets.append(rest[:size])
+        rest = rest[size + 1:]
+    return [(path, target) for (path, _), target in zip(links, targets, strict=True)
+            if _escapes(path, target)]
+
+
+def _escapes(path: str, target: str) -> bool:
+    if not target or target.startswith("/"):
+        return True
+    inside = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+    return inside == ".." or inside.startswith("../")
 
 
 def diff_output(repo: Git, ch: Changes, *, stat: bool = False, color: bool = False) -> str:

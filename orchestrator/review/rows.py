@@ -26,6 +26,7 @@ from orchestrator.review.diff import (
     current_branch,
     diffstat,
     merge_conflicts,
+    outside_links,
 )
 from orchestrator.worktree.git import Git
 
@@ -57,7 +58,9 @@ def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = 
         if task.id in kept:
             ch, stat = kept[task.id]
             row.update(base=ch.base_ref, base_commit=ch.base, commits=commit_count(repo, ch),
-                       diffstat=stat, merge=_mergeable(repo, ch, main or task.base))
+                       diffstat=stat, merge=_mergeable(repo, ch, main or task.base),
+                       warnings=[f"symlink {path} -> {target} points outside the worktree"
+                                 for path, target in outside_links(repo, ch)])
         else:
             row["error"] = errors.get(task.id, f"{task.id} has no branch")
         mine = touched.get(task.id, set())
@@ -73,7 +76,7 @@ def _row(task: Task, now: float) -> dict[str, Any]:
     return {
         "id": task.id, "subject": task.subject, "branch": task.branch,
         "worktree": task.worktree, "base": task.base, "base_commit": task.base_commit,
-        "commits": None, "diffstat": None, "merge": None,
+        "commits": None, "diffstat": None, "merge": None, "warnings": [],
         "checks": _checks(task.checks), "cost_usd": round(task.usage.cost_usd, 6),
         "tokens": task.usage.input_tokens + task.usage.output_tokens,
         "attempts": task.attempts, "feedback": task.feedback,

@@ -128,7 +128,7 @@ class Lead:
             failed_before = {t.id for t in self.board.list(Status.FAILED)}
             self.waker.follow_board(self.board, self.config.board.rescan_seconds)
             for child in self.children:
-                self.spawn(child)
+                self.guarded("starting a teammate", self.spawn, child)
             self.loop()
             failed = {t.id for t in self.board.list(Status.FAILED)} - failed_before
             if failed:
@@ -187,7 +187,7 @@ class Lead:
             now = time.monotonic()
             for child in self.children:
                 if child.restart_at is not None and now >= child.restart_at:
-                    self.spawn(child)
+                    self.guarded("starting a teammate", self.spawn, child)
             if self.burst and self.guarded("reading the board", self.drained):
                 self.log.info("burst finished: no claimable work left")
                 self.stop(1)
