@@ -435,6 +435,10 @@ class Board(Protocol):
     def intake(self) -> builtins.list[Task]:
         """Turn dropped tasks (the file board's inbox) into tasks."""
         ...
+    def rejected_drops(self) -> builtins.list[str]:
+        """The dropped files this object's last `intake` rejected, relative to the
+        repository (each with ``<name>.error.txt`` beside it); empty when none."""
+        ...
 
     # --- claims and leases (teammates) --------------------------------------
     def claim(self, owner: str, *, lease_seconds: float | None = None,

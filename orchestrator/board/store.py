@@ -246,6 +246,11 @@ class FileBoard:
         self.events.emit("task_cancelled", task.id, actor=actor, previous=old[0])
         return task
 
+    def rejected_drops(self) -> builtins.list[str]:
+        from orchestrator.board.intake import rel_to
+
+        return [rel_to(p, self.layout.root) for p in self.rejected_files]
+
     def intake(self) -> builtins.list[Task]:
         from orchestrator.board.intake import run_intake
 

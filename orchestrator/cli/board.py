@@ -40,9 +40,7 @@ def say_rejected(board: ControlPlane) -> None:
     with no inbox of files has none)."""
     from orchestrator.board.intake import rejected_line
 
-    files = getattr(board, "rejected_files", None)
-    layout = getattr(board, "layout", None)
-    line = rejected_line(files, layout.root) if files and layout is not None else None
+    line = rejected_line(board.rejected_drops())
     if line:
         typer.echo(line, err=True)
 

@@ -106,8 +106,9 @@ def build_server(repo: Repo) -> tuple[MCPServer, ControlPlane]:
         problems = board.problems()
         out: dict[str, Any] = {"tasks": [_summary(t, problems)
                                          for t in board.list(status or None)]}
-        if board.rejected_files:
-            out["rejected"] = [str(p.relative_to(layout.root)) for p in board.rejected_files]
+        rejected = board.rejected_drops()
+        if rejected:
+            out["rejected"] = rejected
         return out
 
     @server.tool()

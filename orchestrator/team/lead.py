@@ -229,10 +229,10 @@ class Lead:
 
         for t in self.board.intake():
             self.log.info("task added", task=t.id, subject=t.subject)
-        line = rejected_line(getattr(self.board, "rejected_files", []), self.layout.root)
+        line = rejected_line(self.board.rejected_drops())
         if line:
             self.log.warning(line)
-            self.rejected += len(getattr(self.board, "rejected_files", []))
+            self.rejected += len(self.board.rejected_drops())
 
     def reap_expired(self) -> None:
         for t in self.board.requeue_expired(actor=LEAD):
