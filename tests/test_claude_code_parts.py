@@ -45,13 +45,24 @@ def test_rules_and_modes_become_claude_code_flags(tmp_path: Path) -> None:
 
 
 def test_bypass_as_root_becomes_accept_edits_with_every_tool_allowed(tmp_path: Path) -> None:
-    c = config(tmp_path, agent={"permission_mode": "bypassPermissions", "deny": ["Bash(rm:*)"]})
+    c = config(tmp_path, agent={"permission_mode": "bypassPermissions", "deny": ["Bash(rm:*)"],
+                                "allow_unsandboxed_bash": True})
     args, rules = permission_args(c, tmp_path, root=True)
     assert args[:2] == ["--permission-mode", "acceptEdits"]
     assert {"Bash", "Edit", "Write", "WebFetch"} <= set(rules["allow"])
     assert rules["deny"] == ["Bash(rm:*)"]  # deny still applies
     args, _ = permission_args(c, tmp_path, root=False)
     assert args[:2] == ["--permission-mode", "bypassPermissions"]
+
+
+def test_unconfined_bash_asks_unless_the_user_opted_in(tmp_path: Path) -> None:
+    c = config(tmp_path, agent={"permission_mode": "bypassPermissions",
+                                "allow": ["Bash", "Bash(npm test:*)"]})
+    for root in (True, False):
+        args, rules = permission_args(c, tmp_path, root=root)
+        assert args[:2] == ["--permission-mode", "acceptEdits"]
+        assert "Bash" not in rules["allow"] and "Bash(npm test:*)" in rules["allow"]
+        assert {"Edit", "Write", "Read", "WebFetch"} <= set(rules["allow"])
 
 
 def test_a_denial_under_a_deny_rule_is_final_and_others_are_allowed_narrowly() -> None:

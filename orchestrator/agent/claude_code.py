@@ -16,7 +16,10 @@ conversation (``--resume``) in the same worktree; each ``tool_use`` is a
 Permissions come from orchestrator's own rules (`PermissionGate.from_sources`):
 allow → ``--allowedTools``, deny → ``--disallowedTools``, ask → ``--settings``
 (in ``-p`` mode an ask is a denial). ``bypassPermissions`` as root, which Claude
-Code refuses, becomes ``acceptEdits`` with every built-in tool allowed. A run
+Code refuses, becomes ``acceptEdits`` with every built-in tool allowed. Claude
+Code's Bash runs unsandboxed, so unless ``agent.allow_unsandboxed_bash`` is set
+neither ``bypassPermissions`` nor a bare ``Bash`` rule allows it (a ``Bash(...)``
+rule with a specifier does): it asks, like the built-in bash without a sandbox. A run
 that ends with denied tools sends each one to the lead as a permission request
 (`PermissionFlow`), waits for the answers, and resumes the session with the
 approved calls allowed, up to ``claude_code.permission_rounds`` times.
@@ -259,9 +262,17 @@ def permission_args(config: Config, worktree: Path, *, root: bool | None = None
         if text not in rules[rule.behavior]:
             rules[rule.behavior].append(text)
     mode = gate.mode
-    if mode == "bypassPermissions" and (os.geteuid() == 0 if root is None else root):
-        mode = "acceptEdits"  # Claude Code refuses to bypass as root; allow every tool instead
-        rules["allow"] += [t for t in ALL_TOOLS if t not in rules["allow"]]
+    unconfined = not config.agent.allow_unsandboxed_bash  # orchestrator never sandboxes it
+    if mode == "bypassPermissions" and (unconfined or (
+            os.geteuid() == 0 if root is None else root)):
+        # Claude Code refuses to bypass as root; and its Bash runs unconfined, so unless
+        # the user opted in (agent.allow_unsandboxed_bash) it must ask: allow every other
+        # tool instead
+        mode = "acceptEdits"
+        rules["allow"] += [t for t in ALL_TOOLS if t not in rules["allow"]
+                           and not (unconfined and t == "Bash")]
+    if unconfined:
+        rules["allow"] = [r for r in rules["allow"] if r != "Bash"]  # bare: asks instead
     args = ["--permission-mode", mode]
     if rules["ask"]:
         args += ["--settings", json.dumps({"permissions": {"ask": rules["ask"]}})]
