@@ -13,6 +13,7 @@
     │   └── RunError                 something failed while running, with context
     │       ├── LeaseLost            a fenced write with an old token (another owner has it)
     │       ├── GitError             a git command failed (stderr attached)
+    │       ├── BoardUnavailable     the board's database cannot be used (down, login, schema)
     │       └── BackendError         an agent backend could not run
     └── (loop signals live in orchestrator.agent.signals: they are control flow, not errors)
 
@@ -74,6 +75,11 @@ class LeaseLost(RunError):
 
 class GitError(RunError):
     pass
+
+
+class BoardUnavailable(RunError):
+    """The board's database is unreachable, refuses the login, or its schema does not fit
+    this code. The message says what to do; a daemon retries with back-off."""
 
 
 class BackendError(RunError):

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import child_pids, cmdline, make_repo
+from tests.pg import pg_cluster, pg_url  # noqa: F401  (fixtures: a real PostgreSQL)
 
 # Real model calls are impossible in tests: nothing points at a real API.
 for _var in list(os.environ):
