@@ -1,7 +1,12 @@
 """The control plane: tasks in ``.tasks/``, claimed with leases and fencing tokens.
 
-    open_board(layout)   a `FileBoard` (implements `orchestrator.protocols.Board`)
-    init_repo(root)      create the folders and keep them out of ``git status``
+    open_board(layout, config)   the one place a board is opened: a `ControlPlane`
+                                 (`orchestrator.controlplane`), the task board plus its
+                                 events, mailboxes, task logs, teammate status, requests, ids
+    init_repo(root)              create the folders and keep them out of ``git status``
+
+Only modules in this package know how the control plane is stored (paths under
+``.tasks/``, ``events.jsonl``); everything else goes through the `ControlPlane`.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ __all__ = ["FileBoard", "init_repo", "open_board"]
 
 def open_board(layout: Layout, config: BoardConfig | None = None,
                actor: str = "cli") -> FileBoard:
-    """The board of ``layout``'s repository (folders created when missing)."""
+    """The control plane of ``layout``'s repository, as ``config`` says where it lives
+    (today: the file board, folders created when missing). ``actor`` is who this
+    process writes as. A second implementation is chosen here from ``config``."""
     layout.ensure()
     return FileBoard(layout, config, actor)
 
