@@ -157,3 +157,22 @@ def pg_url(pg_cluster: Cluster) -> Iterator[str]:
     yield pg_cluster.url(name)
     with contextlib.suppress(Exception):
         pg_cluster.sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_cluster: Cluster) -> str:
+    """A database with the board's schema, copied by `pg_board_url` (migrated once)."""
+    from orchestrator.board.pg import schema
+
+    name = pg_cluster.new_database("board_template")
+    schema.migrate(pg_cluster.url(name))
+    return name
+
+
+@pytest.fixture
+def pg_board_url(pg_cluster: Cluster, pg_template: str) -> Iterator[str]:
+    """A database of this test's own with the board's schema in place."""
+    name = pg_cluster.new_database(template=pg_template)
+    yield pg_cluster.url(name)
+    with contextlib.suppress(Exception):
+        pg_cluster.sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -13,21 +13,30 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.board.store import FileBoard
 from orchestrator.config import BoardConfig
 from orchestrator.errors import UserError
 from orchestrator.layout import TASKS_DIR, Layout
 
+if TYPE_CHECKING:
+    from orchestrator.board.pg.store import PgBoard
+
 __all__ = ["FileBoard", "init_repo", "open_board"]
 
 
 def open_board(layout: Layout, config: BoardConfig | None = None,
-               actor: str = "cli") -> FileBoard:
-    """The control plane of ``layout``'s repository, as ``config`` says where it lives
-    (today: the file board, folders created when missing). ``actor`` is who this
-    process writes as. A second implementation is chosen here from ``config``."""
+               actor: str = "cli") -> FileBoard | PgBoard:
+    """The control plane of ``layout``'s repository, as ``config`` says where it lives:
+    the file board (folders created when missing), or the PostgreSQL board of a team
+    across machines when ``[board] url`` is a ``postgresql://`` URL. ``actor`` is who
+    this process writes as."""
     layout.ensure()
+    if config is not None and config.url:
+        from orchestrator.board.pg.store import PgBoard
+
+        return PgBoard(layout, config, actor)
     return FileBoard(layout, config, actor)
 
 
