@@ -87,6 +87,9 @@ class Event:
             return getattr(self, key)
         return self.fields[key]
 
+    def __contains__(self, key: str) -> bool:
+        return key in _EVENT_COLUMNS or key in self.fields
+
     def to_dict(self) -> dict[str, Any]:
         return {"seq": self.seq, "ts": self.ts, "event": self.event, "task": self.task,
                 "actor": self.actor, **self.fields}
@@ -156,6 +159,11 @@ class LogRecord:
             return getattr(self, key)
         return self.fields.get(key, default)
 
+    def __getitem__(self, key: str) -> Any:
+        if key in ("ts", "kind", "actor"):
+            return getattr(self, key)
+        return self.fields[key]
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ts": self.ts, "kind": self.kind}
         if self.actor:
@@ -189,6 +197,8 @@ class TeammateState:
     started_at: str | None = None
     backend_pgid: int | None = None
     error: str | None = None
+    exit: str | None = None
+    """How its process ended (``exit code 1``, ``killed by signal 9``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
@@ -205,7 +215,8 @@ class TeammateState:
                    updated_at=str(d.get("updated_at") or ""), pid=opt_int(d.get("pid")),
                    host=opt_str(d.get("host")), task=opt_str(d.get("task")),
                    since=opt_str(d.get("since")), started_at=opt_str(d.get("started_at")),
-                   backend_pgid=opt_int(d.get("backend_pgid")), error=opt_str(d.get("error")))
+                   backend_pgid=opt_int(d.get("backend_pgid")), error=opt_str(d.get("error")),
+                   exit=opt_str(d.get("exit")))
 
 
 RequestKind = Literal["permission", "plan"]
@@ -286,6 +297,31 @@ class Mailboxes(Protocol):
     def ack(self, name: str, message_id: str, reader: str | None = None) -> None:
         """Move ``reader``'s position past ``message_id`` (and everything before it)."""
         ...
+
+
+class ActorEvents:
+    """``events`` whose `emit` writes as ``actor`` unless told otherwise (for a component
+    that records under its own name, such as ``worktree`` or ``hooks``)."""
+
+    def __init__(self, events: Events, actor: str) -> None:
+        self.inner, self.actor = events, actor
+
+    def emit(self, event: str, task: str | None = None, actor: str | None = None,
+             **fields: Any) -> Event:
+        return self.inner.emit(event, task, actor=actor or self.actor, **fields)
+
+    def read(self, *, since: int = 0, task: str | None = None) -> Iterator[Event]:
+        return self.inner.read(since=since, task=task)
+
+    def follow(self, *, since: int = 0, task: str | None = None,
+               stop: threading.Event | None = None, poll: float = 0.2) -> Iterator[Event]:
+        return self.inner.follow(since=since, task=task, stop=stop, poll=poll)
+
+    def tail(self, n: int, *, task: str | None = None) -> list[Event]:
+        return self.inner.tail(n, task=task)
+
+    def last_seq(self) -> int:
+        return self.inner.last_seq()
 
 
 class TaskLogger(Protocol):

@@ -3,6 +3,13 @@
 One `Layout` is built from the repository root and handed to every component,
 so no module guesses paths on its own. The worktree root may be configured
 outside the repository (``worktree_root``); ``events.jsonl`` lives in it.
+
+The control-plane paths (``tasks``, ``inbox``, ``rejected``, ``mailboxes``, ``logs``,
+``seq``, ``events``, ``task_file``) are the file board's business: only
+`orchestrator.board` uses them (``tests/test_boundaries.py`` checks). Everyone else
+reaches the control plane through `orchestrator.board.open_board`. What stays this
+machine's, whatever the board: ``run`` (the lead's pid/log, port blocks), ``locks``
+(git and worktree locks), ``snapshots`` and ``spill_dir``.
 """
 
 from __future__ import annotations
@@ -65,6 +72,16 @@ class Layout:
     @property
     def events(self) -> Path:
         return self.worktree_root / "events.jsonl"
+
+    @property
+    def snapshots(self) -> Path:
+        """Hook isolation's workspace snapshots (this machine's)."""
+        return self.tasks / "snapshots"
+
+    def spill_dir(self, name: str) -> Path:
+        """Where a run (``name``: its task id, or ``plan-<time>``) spills long tool results
+        on this machine, for its read-only tools to open."""
+        return self.logs / f"{name}.spill"
 
     def task_file(self, task_id: str) -> Path:
         return self.tasks / f"{task_id}.json"

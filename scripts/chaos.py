@@ -45,8 +45,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from orchestrator.board import open_board
+from orchestrator.board.eventlog import EventLog
 from orchestrator.board.model import Status
-from orchestrator.events import EventLog, event_status
+from orchestrator.events import event_status
 from orchestrator.layout import Layout
 from scripts.harness import (
     WRITE_OWN_FILE,

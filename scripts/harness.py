@@ -21,6 +21,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from orchestrator.board import open_board  # noqa: E402
+from orchestrator.board.teamstatus import FileTeamStatus  # noqa: E402
 from orchestrator.layout import Layout  # noqa: E402
 from orchestrator.procutil import descendants, parent_map  # noqa: E402
 from orchestrator.team import status  # noqa: E402
@@ -87,10 +88,8 @@ def wait_until(pred: Callable[[], Any], timeout: float, what: str,
 def teammates(layout: Layout) -> dict[str, dict[str, Any]]:
     """Each teammate's state file (name → state), as the team wrote it."""
     out = {}
-    for f in sorted(status.teammates_dir(layout).glob("*.json")):
-        st = status.read_json(f)
-        if st is not None:
-            out[f.stem] = st
+    for st in FileTeamStatus(layout).all():
+        out[st.name] = st.to_dict()
     return out
 
 

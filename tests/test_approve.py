@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from orchestrator.agent import permission_flow
+from orchestrator.board.mailboxes import Mailbox
 from orchestrator.cli import main
 from orchestrator.errors import NotFound
 from orchestrator.protocols import RunResult
-from orchestrator.team.mailbox import Mailbox
 from tests.test_backend_agent import Claimed, ClaimFn, claim  # noqa: F401 (fixture)
 
 SCRIPT = [[{"tool": "bash", "args": {"command": "touch approved.txt"}}], "done"]
@@ -43,7 +43,7 @@ class Background:
     def wait_for_request(self, timeout: float = 30.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            pending = permission_flow.pending(self.c.layout)
+            pending = permission_flow.pending(self.c.board)
             if pending and self.c.board.get(self.c.task.id).waiting_for:
                 return pending[0]
             assert self.thread.is_alive(), f"the run ended without asking: {self.result}"
@@ -79,7 +79,7 @@ def test_approve_by_task_id_lets_the_agent_continue(claim: ClaimFn, repo: Path, 
     assert (c.workspace.path / "approved.txt").exists()
     assert c.board.get(c.task.id).waiting_for is None
     assert c.events("permission_answered")[0]["approved"] is True
-    assert permission_flow.pending(c.layout) == []
+    assert permission_flow.pending(c.board) == []
 
 
 def test_deny_by_request_id_gives_the_agent_the_reason(claim: ClaimFn, repo: Path  # noqa: F811
@@ -122,6 +122,6 @@ def test_answering_the_same_request_twice_is_refused(claim: ClaimFn) -> None:  #
     c = claim(SCRIPT, agent=ASK_TOUCH)
     Mailbox(c.layout, "lead").send("alice", kind="permission_request", request_id="r1",
                                    task=c.task.id, tool="bash", subject="touch x")
-    permission_flow.answer(c.layout, "r1", approved=True)
+    permission_flow.answer(c.board, "r1", approved=True)
     with pytest.raises(NotFound):
-        permission_flow.answer(c.layout, c.task.id, approved=False)
+        permission_flow.answer(c.board, c.task.id, approved=False)

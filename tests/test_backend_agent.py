@@ -50,7 +50,7 @@ class Claimed:
         return [r for r in TaskLog(self.layout, self.task.id).read() if r["kind"] == kind]
 
     def events(self, name: str) -> list[dict[str, Any]]:
-        return [e for e in self.board.events.read(self.task.id) if e["event"] == name]
+        return [e for e in self.board.events.read(task=self.task.id) if e["event"] == name]
 
 
 ClaimFn = Callable[..., Claimed]

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board import FileBoard, init_repo, open_board
+from orchestrator.board.eventlog import EventLog
 from orchestrator.board.model import Status
 from orchestrator.config import BoardConfig
 from orchestrator.errors import InvalidInput, InvalidTransition, LeaseLost, NotFound
-from orchestrator.events import EventLog
 from orchestrator.protocols import Board
 
 

@@ -197,15 +197,15 @@ def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_ses
             ClaudeCodeBackend(config, layout).run(ctx)))
         runner.start()
         try:
-            [req] = wait_until(lambda: pending(layout), 90, "a permission request")
+            [req] = wait_until(lambda: pending(board), 90, "a permission request")
             assert req["task"] == task.id and req["tool"] == "Bash"
             assert req["subject"] == "git tag approved-by-lead"
             wait_until(lambda: board.get(task.id).waiting_for == req["request_id"], 30,
                        "the task to show what it waits for")
             assert not tagged()
-            answer(layout, task.id, approved=True)
+            answer(board, task.id, approved=True)
         finally:
-            if pending(layout):
+            if pending(board):
                 ctx.stop.set()  # a failed assertion: end the wait
             runner.join(90)
         [result] = out
@@ -213,7 +213,7 @@ def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_ses
     assert result.ok, result.error
     assert tagged()
     assert board.get(task.id).waiting_for is None
-    evs = list(board.events.read(task.id))
+    evs = list(board.events.read(task=task.id))
     assert [e["tool"] for e in evs if e["event"] == "permission_requested"] == ["Bash"]
     [denied] = [e for e in evs if e["event"] == "permission_denied"]
     assert denied["rule"] == "Bash(curl:*)"  # a deny rule is final: never asked

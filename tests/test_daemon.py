@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.board.mailboxes import Mailbox
 from orchestrator.board.model import Status
 from orchestrator.cli import main
 from orchestrator.layout import Layout
 from orchestrator.tasklog import TaskLog
 from orchestrator.team import status
-from orchestrator.team.mailbox import Mailbox
 from orchestrator.team.status import pid_alive
 from tests.test_team_support import (
     add_tasks,

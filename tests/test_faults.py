@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board import init_repo, open_board
+from orchestrator.board.mailboxes import Mailbox
 from orchestrator.clock import utcnow
 from orchestrator.config import Config
-from orchestrator.team.mailbox import Mailbox
 from orchestrator.team.teammate import Heartbeat, Teammate
 from scripts import faults
 

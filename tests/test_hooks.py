@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from orchestrator.board import init_repo, open_board
+from orchestrator.board.eventlog import EventLog
 from orchestrator.config import HooksConfig
-from orchestrator.events import EventLog
 from orchestrator.layout import Layout
 from orchestrator.review.hooks import Hooks, hook_kind
 from tests.test_team_support import cli, team_cleanup, team_env
@@ -76,7 +76,7 @@ def test_a_torn_last_line_waits_for_its_end(repo: Path, tmp_path: Path) -> None:
     layout = init_repo(repo)
     out = tmp_path / "hook.jsonl"
     hooks = Hooks(layout, HooksConfig(waiting=[f"cat >> {out}"]))
-    record = json.dumps({"event": "permission_requested", "task": "task_001"})
+    record = json.dumps({"seq": 1, "event": "permission_requested", "task": "task_001"})
     with layout.events.open("a") as fh:
         fh.write(record[:10])
     assert hooks.poll() == 0

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from orchestrator.board import open_board
 from orchestrator.board.model import Status
 from orchestrator.config import Config
 from orchestrator.layout import Layout
@@ -86,7 +87,8 @@ def active(repo: Path, *, via_cli: bool = True) -> list[dict[str, Any]]:
         assert res.returncode == 0, res.stderr
         st = json.loads(res.stdout)
     else:  # `status` loads the configuration too, so it refuses while the file is broken
-        st = status.team_status(Layout.at(repo))
+        with open_board(Layout.at(repo), create=False) as board:
+            st = status.team_status(Layout.at(repo), board)
     return [m for m in st["teammates"] if m["state"] != "stopped"]
 
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.board.mailboxes import Mailbox
 from orchestrator.errors import InvalidInput
 from orchestrator.layout import Layout
-from orchestrator.team.mailbox import Mailbox
 
 
 def test_read_positions_are_per_reader_and_nothing_is_deleted(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def test_a_scripted_run_uses_mcp_tools_in_its_worktree(repo: Path, tmp_path: Pat
                          workspace=ws, board=board, layout=layout,
                          log=TaskLog(layout, task.id, actor="alice"), stop=threading.Event())
         result = load_backend("scripted", config, layout).run(ctx)
-        events = list(board.events.read(task.id))
+        events = list(board.events.read(task=task.id))
 
     # (without the allow rule the gate would ask a person: MCP tools are never read-only)
     assert result.ok, result.error

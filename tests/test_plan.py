@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from orchestrator.board import open_board
+from orchestrator.board.eventlog import EventLog
 from orchestrator.board.model import Task
-from orchestrator.events import EventLog
 from orchestrator.layout import Layout
 from tests.loopback import LoopbackAPI, tool_use
 from tests.test_cli_board import ok, run

@@ -11,8 +11,8 @@ import pytest
 
 from orchestrator.agent import permission_flow
 from orchestrator.board import init_repo, open_board
+from orchestrator.board.mailboxes import Mailbox
 from orchestrator.board.model import Status
-from orchestrator.team.mailbox import Mailbox
 from tests.loopback import LoopbackAPI, tool_use
 from tests.test_approve import Background, cli
 from tests.test_backend_agent import Claimed, ClaimFn, api, claim  # noqa: F401 (fixtures)
@@ -86,7 +86,7 @@ def test_a_plan_first_task_cannot_write_before_approval_and_finishes_after(
     task = c.board.get(c.task.id)
     assert task.plan == PLAN and task.waiting_for is None
     assert c.events("plan_answered")[0]["approved"] is True
-    assert permission_flow.pending(c.layout) == []
+    assert permission_flow.pending(c.board) == []
 
 
 def test_deny_sends_it_back_to_planning_with_the_reason(
@@ -120,7 +120,7 @@ def test_deny_sends_it_back_to_planning_with_the_reason(
 def _wait_for_pending_other_than(run: Background, old: str) -> dict[str, Any]:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        fresh = [r for r in permission_flow.pending(run.c.layout) if r["request_id"] != old]
+        fresh = [r for r in permission_flow.pending(run.c.board) if r["request_id"] != old]
         if fresh and run.c.board.get(run.c.task.id).waiting_for == fresh[0]["request_id"]:
             return fresh[0]
         assert run.thread.is_alive(), f"the run ended: {run.result}"

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board import init_repo, open_board
+from orchestrator.board.eventlog import EventLog
 from orchestrator.board.model import Status, Task
 from orchestrator.cli import main
 from orchestrator.config import Config
 from orchestrator.errors import Conflict, InvalidInput, InvalidTransition, NotFound, UnsafeRemoval
-from orchestrator.events import EventLog
 from orchestrator.layout import Layout
 from orchestrator.review import (
     diff_text,
@@ -125,7 +125,7 @@ def test_overlap_first_merges_second_refuses_naming_the_file(repo: Path, cli: Cl
     parents = git(repo, "log", "-1", "--format=%P").split()
     assert len(parents) == 2  # a --no-ff merge commit
     assert a.id in git(repo, "log", "-1", "--format=%B")
-    merged = [e for e in EventLog(Layout.at(repo).events).read(a.id) if e["event"] == "merged"]
+    merged = [e for e in EventLog(Layout.at(repo).events).read(task=a.id) if e["event"] == "merged"]
     assert merged and merged[0]["strategy"] == "merge" and merged[0]["into"] == "main"
 
     # the review table now warns that the second one conflicts with main
@@ -298,7 +298,7 @@ def test_discard_with_uncommitted_work_refuses_then_force_keeps_a_snapshot(repo:
     assert git(repo, "show", f"{snap}:t.txt") == "t"
     assert not wt.exists() and git(repo, "branch", "--list", t.branch or "") == ""
     assert get(repo, t.id).status is Status.DISCARDED
-    kinds = [e["event"] for e in EventLog(layout.events).read(t.id)]
+    kinds = [e["event"] for e in EventLog(layout.events).read(task=t.id)]
     assert "worktree_removed" in kinds and "discarded" in kinds
     with pytest.raises(InvalidTransition):
         discard_task(layout, config, t.id)

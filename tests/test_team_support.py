@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.board import open_board
+from orchestrator.board.eventlog import EventLog
 from orchestrator.board.model import Task
-from orchestrator.events import EventLog
+from orchestrator.board.teamstatus import FileTeamStatus
 from orchestrator.layout import Layout
 from orchestrator.team import status
 from orchestrator.team.status import pid_alive
@@ -58,7 +59,8 @@ def events(repo: Path, event: str | None = None) -> list[dict[str, Any]]:
 
 
 def mate(repo: Path, name: str) -> dict[str, Any]:
-    return status.read_teammate(Layout.at(repo), name) or {}
+    st = FileTeamStatus(Layout.at(repo)).get(name)
+    return st.to_dict() if st is not None else {}
 
 
 def wait_until(pred: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
@@ -73,8 +75,8 @@ def wait_until(pred: Callable[[], Any], timeout: float = 60, what: str = "") -> 
 
 def working_on(repo: Path, task_id: str) -> dict[str, Any] | None:
     """The state of the teammate working on ``task_id`` once its backend runs."""
-    for f in status.teammates_dir(Layout.at(repo)).glob("*.json"):
-        st = status.read_json(f) or {}
+    for found in FileTeamStatus(Layout.at(repo)).all():
+        st = found.to_dict()
         if st.get("state") == "working" and st.get("task") == task_id and st.get("backend_pgid"):
             return st
     return None
@@ -95,8 +97,8 @@ def team_cleanup(repo: Path) -> Iterator[None]:
         info = status.read_json(status.daemon_file(layout)) or {}
         pids = [info.get("pid")]
         pgids = []
-        for f in status.teammates_dir(layout).glob("*.json"):
-            st = status.read_json(f) or {}
+        for found in FileTeamStatus(layout).all():
+            st = found.to_dict()
             pids.append(st.get("pid"))
             pgids.append(st.get("backend_pgid"))
         for pid in pids:

@@ -13,12 +13,13 @@ from pathlib import Path
 from rich.console import Console
 
 from orchestrator.board import init_repo, open_board
+from orchestrator.board.mailboxes import LEAD, Mailbox
 from orchestrator.board.model import Status
+from orchestrator.board.teamstatus import FileTeamStatus
 from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.review.watch import column_of, frame, render_text, watch_board
 from orchestrator.team import status
-from orchestrator.team.mailbox import LEAD, Mailbox
 from tests.test_team_support import wait_until
 
 
@@ -50,8 +51,8 @@ def test_a_frame_has_every_column_and_the_teammates(repo: Path) -> None:
     ids = fill_board(layout)
     me = os.getpid()  # a live pid, so the team shows as running
     status.write_json(status.daemon_file(layout), {"pid": me, "teammates": ["alice", "bob"]})
-    status.write_teammate(layout, "alice", "working", pid=me, task=ids["running"])
-    status.write_teammate(layout, "bob", "idle", pid=me)
+    FileTeamStatus(layout).publish("alice", "working", pid=me, task=ids["running"])
+    FileTeamStatus(layout).publish("bob", "idle", pid=me)
     Mailbox(layout, LEAD).send("bob", "Bash(rm -rf build)", kind="permission_request",
                                request_id="req42")
     with open_board(layout) as board:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.board.eventlog import EventLog
 from orchestrator.board.model import Task
 from orchestrator.config import WorktreeConfig
 from orchestrator.errors import InvalidInput, RunError, UnsafeRemoval
-from orchestrator.events import EventLog
 from orchestrator.layout import Layout
 from orchestrator.tasklog import TaskLog
 from orchestrator.worktree import WorktreeManager, binding

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.board.eventlog import EventLog
 from orchestrator.board.model import Status, Task
 from orchestrator.config import WorktreeConfig
 from orchestrator.errors import RunError, UnsafeRemoval
-from orchestrator.events import EventLog
 from orchestrator.layout import Layout
 from orchestrator.worktree import HookIsolation, WorktreeManager, open_isolation
 from tests.helpers import git

@@ -76,7 +76,7 @@ class AgentBackend:
         try:
             with contextlib.ExitStack() as stack:
                 toolset = build_toolset(config, ctx)
-                subagents = Subagents(toolset, ctx.layout, ctx.task.id, config=config)
+                subagents = Subagents(toolset, ctx.board.logs, ctx.task.id, config=config)
                 toolset.add(subagents.tool())
                 capabilities = [stack.enter_context(ext(config, ctx, toolset))
                                 for ext in extensions()]
@@ -86,8 +86,8 @@ class AgentBackend:
                                   dropped=profiles.restrict(toolset, profile))
                 sources = PromptSources(ctx.workspace.path,
                                         mcp_capabilities="\n\n".join(c for c in capabilities if c))
-                flow = PermissionFlow(self.layout, ctx.board, ctx.task.id, ctx.token,
-                                      ctx.teammate, ctx.stop)
+                flow = PermissionFlow(ctx.board, ctx.task.id, ctx.token, ctx.teammate,
+                                      ctx.stop)
                 planning = plan_first.start(ctx.task, ctx.token, toolset, flow)
                 prompt = build_prompt(ctx.task, toolset.schemas(), sources)
                 if profile is not None:
@@ -154,7 +154,7 @@ def build_toolset(config: Config, ctx: RunContext) -> Toolset:
     env = safe_env({**os.environ, **ctx.workspace.env}, config.agent.pass_env)
     tctx = ToolContext(
         cwd=root, env=env, task_id=ctx.task.id,
-        spill_dir=ctx.layout.logs / f"{ctx.task.id}.spill",
+        spill_dir=ctx.layout.spill_dir(ctx.task.id),
         services={"board": ctx.board, "token": ctx.token, "teammate": ctx.teammate,
                   "sandbox": sandbox, "events": ctx.board.events, "layout": ctx.layout},
     )

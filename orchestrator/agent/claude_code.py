@@ -515,8 +515,7 @@ class Session:
         from orchestrator.agent.permission_flow import PermissionFlow
 
         ctx = self.ctx
-        flow = PermissionFlow(self.backend.layout, ctx.board, ctx.task.id, ctx.token,
-                              ctx.teammate, ctx.stop)
+        flow = PermissionFlow(ctx.board, ctx.task.id, ctx.token, ctx.teammate, ctx.stop)
         approved, refused = [], []
         for d in denials:
             if d.rule in self.allowed:

@@ -2,20 +2,19 @@
 
 Teammate side (`PermissionFlow.ask`): a tool call the gate marks ``ask`` becomes
 
-    lead mailbox  <- {"kind": "permission_request", "request_id", "task", "tool", "subject"}
-    events.jsonl  <- permission_requested
-    the task      <- waiting_for = request_id   (fenced write; the board shows it)
+    board.requests  <- a ``permission`` request (request_id, task, tool, subject)
+    events          <- permission_requested
+    the task        <- waiting_for = request_id   (fenced write; the board shows it)
 
-and the agent blocks until its own mailbox holds a ``permission_response`` with
-that ``request_id`` (``approved``, ``message``), then ``waiting_for`` is cleared.
-The teammate's heartbeat keeps the lease meanwhile; a warm stop ends the wait.
+and the agent blocks until the request is answered (``approved``, ``message``),
+then ``waiting_for`` is cleared. The teammate's heartbeat keeps the lease
+meanwhile; a warm stop ends the wait.
 
 Person side (`answer`, behind ``orchestrator approve|deny``): finds the pending
-request by request id or task id in the lead's mailbox and writes the answer
-into the asking teammate's mailbox. Plan approvals of plan-first tasks
-(`orchestrator.agent.plan_first`) use the same channel with ``plan_request`` /
-``plan_response`` (`PermissionFlow.request`). Messages are only read with
-`Mailbox.find`, so nobody else's read position moves.
+request by request id or task id and answers it (`Requests.answer`). Plan
+approvals of plan-first tasks (`orchestrator.agent.plan_first`) use the same
+channel with ``plan`` requests (`PermissionFlow.request`). On the file board
+requests travel through the mailboxes (`orchestrator.board.requests`).
 """
 
 from __future__ import annotations
@@ -26,19 +25,13 @@ from typing import Any
 
 from orchestrator.agent.base import PermissionAsked, Stopped
 from orchestrator.board.model import TASK_ID_RE, normalize_task_id
+from orchestrator.controlplane import ControlPlane, Request, RequestKind
 from orchestrator.errors import NotFound
-from orchestrator.events import EventLog
-from orchestrator.layout import Layout
-from orchestrator.protocols import Board
-from orchestrator.team.mailbox import LEAD, Mailbox
 
-REQUEST = "permission_request"
-RESPONSE = "permission_response"
-PLAN_REQUEST = "plan_request"
-PLAN_RESPONSE = "plan_response"
-ANSWERS = {REQUEST: (RESPONSE, "permission_answered"), PLAN_REQUEST: (PLAN_RESPONSE,
-                                                                       "plan_answered")}
-"""Request kind -> (the kind of its answer, the event the answer records)."""
+REQUEST: RequestKind = "permission"
+PLAN_REQUEST: RequestKind = "plan"
+ANSWERED = {REQUEST: "permission_answered", PLAN_REQUEST: "plan_answered"}
+"""Request kind -> the event its answer records."""
 POLL_SECONDS = 0.25
 
 
@@ -51,9 +44,9 @@ class Answer:
 class PermissionFlow:
     """The teammate's side, for one run of one task."""
 
-    def __init__(self, layout: Layout, board: Board, task_id: str, token: int,
+    def __init__(self, board: ControlPlane, task_id: str, token: int,
                  teammate: str, stop: threading.Event, poll: float = POLL_SECONDS) -> None:
-        self.layout, self.board, self.task_id, self.token = layout, board, task_id, token
+        self.board, self.task_id, self.token = board, task_id, token
         self.teammate, self.stop, self.poll = teammate, stop, poll
 
     def ask(self, request: PermissionAsked, args: dict[str, Any] | None = None) -> Answer:
@@ -61,66 +54,50 @@ class PermissionFlow:
                             "permission_requested", request_id=request.request_id,
                             tool=request.tool, subject=request.subject)
 
-    def request(self, kind: str, body: str, event: str, *, request_id: str,
+    def request(self, kind: RequestKind, body: str, event: str, *, request_id: str,
                 **fields: Any) -> Answer:
-        """Send a ``kind`` request to the lead, record ``event``, mark the task waiting,
-        and block until the answer arrives."""
-        Mailbox(self.layout, LEAD).send(self.teammate, body, kind=kind, request_id=request_id,
-                                        task=self.task_id, **fields)
+        """Ask a ``kind`` request, record ``event``, mark the task waiting, and block
+        until the answer arrives."""
+        self.board.requests.ask(kind, request_id=request_id, sender=self.teammate,
+                                task=self.task_id, body=body, **fields)
         self.board.events.emit(event, self.task_id, actor=self.teammate,
                                request_id=request_id, **fields)
         self.board.update(self.task_id, self.token, waiting_for=request_id)
         try:
-            return self._wait(request_id, ANSWERS[kind][0])
+            got = self.board.requests.wait(request_id, stop=self.stop, poll=self.poll)
+            if got is None:
+                raise Stopped(f"stopped while waiting for permission {request_id}")
+            return Answer(got.approved, got.message)
         finally:
             self.board.update(self.task_id, self.token, waiting_for=None)
 
-    def _wait(self, request_id: str, kind: str = RESPONSE) -> Answer:
-        inbox = Mailbox(self.layout, self.teammate)
-        while True:
-            found = inbox.find(kind=kind, request_id=request_id)
-            if found:
-                msg = found[-1]
-                return Answer(bool(msg.get("approved")), str(msg.get("message") or ""))
-            if self.stop.wait(self.poll):
-                raise Stopped(f"stopped while waiting for permission {request_id}")
+
+def pending(board: ControlPlane) -> list[dict[str, Any]]:
+    """Permission requests (and plan approvals) that no one has answered yet, oldest
+    first, as ``status --json`` and the CLI show them."""
+    return [_as_dict(r) for r in board.requests.pending()]
 
 
-def pending(layout: Layout) -> list[dict[str, Any]]:
-    """Permission requests (and plan approvals) in the lead's mailbox that no one has
-    answered yet, oldest first."""
-    answered: set[str] = set()
-    requests = [m for m in Mailbox(layout, LEAD).all() if m.get("kind") in ANSWERS]
-    for asker in {str(r.get("from")) for r in requests}:
-        answered.update(str(m.get("request_id")) for m in Mailbox(layout, asker).all()
-                        if m.get("kind") in (RESPONSE, PLAN_RESPONSE))
-    return [r for r in requests if r.get("request_id") not in answered]
-
-
-def answer(layout: Layout, ident: str, *, approved: bool, message: str = "",
+def answer(board: ControlPlane, ident: str, *, approved: bool, message: str = "",
            actor: str = "cli") -> dict[str, Any]:
     """Answer the pending request named by ``ident`` (a request id or a task id).
 
     Returns the request answered; `NotFound` when nothing matching is pending.
     """
-    open_requests = pending(layout)
+    open_requests = board.requests.pending()
     by_task = _as_task_id(ident)
     match = [r for r in open_requests
-             if r.get("request_id") == ident or (by_task and r.get("task") == by_task)]
+             if r.id == ident or (by_task and r.task == by_task)]
     if not match:
         what = f"task {by_task}" if by_task else f"request {ident!r}"
         raise NotFound(f"no pending permission request for {what}"
                        + (f" (pending: {', '.join(_label(r) for r in open_requests)})"
                           if open_requests else ""))
     req = match[0]
-    kind, event = ANSWERS[req["kind"]]
-    Mailbox(layout, str(req["from"])).send(
-        actor, message, kind=kind, request_id=req["request_id"], task=req.get("task"),
-        approved=approved, message=message)
-    EventLog(layout.events, actor).emit(
-        event, req.get("task"), request_id=req["request_id"],
-        approved=approved, message=message or None, tool=req.get("tool"))
-    return req
+    board.requests.answer(req.id, approved=approved, message=message, actor=actor)
+    board.events.emit(ANSWERED[req.kind], req.task, actor=actor, request_id=req.id,
+                      approved=approved, message=message or None, tool=req.fields.get("tool"))
+    return _as_dict(req)
 
 
 def _as_task_id(ident: str) -> str | None:
@@ -129,5 +106,11 @@ def _as_task_id(ident: str) -> str | None:
     return None
 
 
-def _label(req: dict[str, Any]) -> str:
-    return f"{req.get('task')}/{req.get('request_id')}"
+def _label(req: Request) -> str:
+    return f"{req.task}/{req.id}"
+
+
+def _as_dict(req: Request) -> dict[str, Any]:
+    """The request as the mailbox carried it (``kind``: ``permission_request`` …)."""
+    return {"request_id": req.id, "from": req.sender, "task": req.task, "body": req.body,
+            "ts": req.ts, "kind": f"{req.kind}_request", **req.fields}

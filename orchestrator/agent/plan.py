@@ -40,9 +40,9 @@ from orchestrator.agent.prompt import (
 from orchestrator.agent.tools.common import obj, prop
 from orchestrator.board.model import TASK_ID_RE, Task, Usage
 from orchestrator.config import Config
+from orchestrator.controlplane import ControlPlane as Board
 from orchestrator.errors import BackendError, InvalidInput
 from orchestrator.layout import Layout
-from orchestrator.protocols import Board
 
 LEAD = "lead"
 REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
@@ -269,12 +269,12 @@ def make_plan(goal: str, layout: Layout, config: Config, board: Board, model: An
     plan = Plan(goal=goal.strip())
     profiles = load_profiles(layout.root, config).names
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    log = _Memory() if dry_run else _task_log(layout, f"plan-{stamp}-{os.getpid()}")
+    log = _Memory() if dry_run else board.logs.writer(f"plan-{stamp}-{os.getpid()}", LEAD)
     services: dict[str, Any] = {"board": board, "teammate": LEAD}
     if not dry_run:
         services["events"] = board.events
     ctx = ToolContext(cwd=layout.root, env=safe_env(dict(os.environ), config.agent.pass_env),
-                      spill_dir=None if dry_run else layout.logs / f"plan-{stamp}.spill",
+                      spill_dir=None if dry_run else layout.spill_dir(f"plan-{stamp}"),
                       services=services)
     gate = PermissionGate.from_sources(config.agent, layout.root)
     gate.mode = "plan"  # read-only whatever the project's mode: planning changes nothing
@@ -302,8 +302,3 @@ def make_plan(goal: str, layout: Layout, config: Config, board: Board, model: An
         write_plan(plan, board)
     return plan
 
-
-def _task_log(layout: Layout, name: str) -> Any:
-    from orchestrator.tasklog import TaskLog
-
-    return TaskLog(layout, name, actor=LEAD)

@@ -19,7 +19,6 @@ from orchestrator.agent.paths import PathEscape, confine, shown
 from orchestrator.agent.permissions import Decision, PermissionGate, edits_files
 from orchestrator.agent.spill import RESULT_CAP_CHARS, spill
 from orchestrator.errors import ConfigError
-from orchestrator.events import EventLog
 
 EVENT_SUBJECT_CHARS = 500
 """A longer subject (a heredoc command) is cut in the event; the transcript has it all."""
@@ -129,7 +128,7 @@ class Toolset:
 
     def _emit(self, event: str, **fields: Any) -> None:
         events = self.ctx.services.get("events")
-        if isinstance(events, EventLog):
+        if events is not None:
             actor = self.ctx.services.get("teammate")
             events.emit(event, task=self.ctx.task_id, actor=actor, **fields)
 

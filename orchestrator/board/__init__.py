@@ -23,21 +23,28 @@ from orchestrator.layout import TASKS_DIR, Layout
 if TYPE_CHECKING:
     from orchestrator.board.pg.store import PgBoard
 
-__all__ = ["FileBoard", "init_repo", "open_board"]
+__all__ = ["FileBoard", "board_paths", "init_repo", "open_board"]
 
 
 def open_board(layout: Layout, config: BoardConfig | None = None,
-               actor: str = "cli") -> FileBoard | PgBoard:
+               actor: str = "cli", *, create: bool = True) -> FileBoard | PgBoard:
     """The control plane of ``layout``'s repository, as ``config`` says where it lives:
-    the file board (folders created when missing), or the PostgreSQL board of a team
-    across machines when ``[board] url`` is a ``postgresql://`` URL. ``actor`` is who
-    this process writes as."""
-    layout.ensure()
+    the file board (its folders are created when missing unless ``create`` is False), or
+    the PostgreSQL board of a team across machines when ``[board] url`` is set. ``actor``
+    is who this process writes as; callers type the result as `ControlPlane`."""
+    if create:
+        layout.ensure()
     if config is not None and config.url:
         from orchestrator.board.pg.store import PgBoard
 
         return PgBoard(layout, config, actor)
     return FileBoard(layout, config, actor)
+
+
+def board_paths(layout: Layout) -> dict[str, Path]:
+    """Where the file board keeps things, for ``init`` to tell the user."""
+    return {"root": layout.root, "tasks": layout.tasks, "inbox": layout.inbox,
+            "worktrees": layout.worktree_root, "events": layout.events}
 
 
 def init_repo(root: Path, worktree_root: Path | None = None) -> Layout:

@@ -289,9 +289,10 @@ def _repair(board: FileBoard, task_id: str, actor: str) -> Task | None:
             reject(board, path, path.name, path.name, f"{why} (as a task file: {strict})", actor)
             board._index.load(task_id)
             return None
+        # the event first: once the file is valid the task can be claimed
+        board.events.emit("task_created", task.id, actor=actor, subject=task.subject,
+                          source=path.name)
         board._write(task)
-    board.events.emit("task_created", task.id, actor=actor, subject=task.subject,
-                      source=path.name)
     _add_blocks(board, task.id, draft.blocks)
     return task
 

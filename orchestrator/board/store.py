@@ -1,9 +1,14 @@
-"""FileBoard: the task board as one JSON file per task under ``.tasks/``.
+"""FileBoard: the task board as one JSON file per task under ``.tasks/``, and the
+file implementation of the whole `orchestrator.controlplane.ControlPlane`.
 
 Every write happens under the task's lock file (``.tasks/.locks/<id>.lock``,
 ``flock``), re-reads the task file, checks the transition and the fencing
 token, and replaces the file atomically (temp + fsync + rename + fsync of the
 folder). The in-memory `TaskIndex` only chooses candidates; the file decides.
+
+The rest of the control plane hangs off the board: ``events`` (`EventLog`,
+``events.jsonl`` with its seq and index), ``mailboxes``, ``logs``, ``team``,
+``requests`` and ``ids``, each in its own module of this package.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from orchestrator.board import graph
+from orchestrator.board.eventlog import EventLog
 from orchestrator.board.feed import ChangeFeed
 from orchestrator.board.index import (
     JOURNAL,
@@ -30,6 +36,7 @@ from orchestrator.board.index import (
     staged_write,
     task_number,
 )
+from orchestrator.board.mailboxes import FileMailboxes
 from orchestrator.board.model import (
     Lease,
     Status,
@@ -39,9 +46,12 @@ from orchestrator.board.model import (
     normalize_task_id,
     utcnow,
 )
+from orchestrator.board.requests import FileRequests
+from orchestrator.board.tasklogs import FileTaskLogs
+from orchestrator.board.teamstatus import FileTeamStatus
 from orchestrator.config import BoardConfig
 from orchestrator.errors import Conflict, InvalidInput, LeaseLost, NotFound
-from orchestrator.events import EventLog, secret_values
+from orchestrator.events import secret_values
 from orchestrator.layout import Layout
 
 LOCK_TIMEOUT = 10.0
@@ -100,6 +110,11 @@ class FileBoard:
         self.config = config or BoardConfig()
         self.actor = actor
         self.events = EventLog(layout.events, actor, secret_values())
+        self.mailboxes = FileMailboxes(layout)
+        self.logs = FileTaskLogs(layout)
+        self.team = FileTeamStatus(layout)
+        self.requests = FileRequests(self.mailboxes)
+        self.ids = FileIds(self)
         self._index = TaskIndex(layout.tasks, self.config.rescan_seconds)
         self._feed = ChangeFeed(layout.tasks, layout.inbox, self._index.mark_dirty)
         self._problems: tuple[int, dict[str, str]] = (-1, {})
@@ -176,8 +191,17 @@ class FileBoard:
         with flocked(self.layout.locks / "seq.lock"):
             new_id = self._allocate(task_id)
             task = Task(id=new_id, **fields)
-            self._write(task)
-        self.events.emit(event, task.id, actor=actor, subject=task.subject, **event_fields)
+            # The event first: once the file is written a teammate may claim the task,
+            # and its task_claimed must come after this in the log.
+            self.events.emit(event, task.id, actor=actor, subject=task.subject,
+                             **event_fields)
+            try:
+                self._write(task)
+            except BaseException as exc:
+                with contextlib.suppress(Exception):
+                    self.events.emit("task_create_failed", task.id, actor=actor,
+                                     error=f"{type(exc).__name__}: {exc}")
+                raise
         return task
 
     def edit(self, task_id: str, *, actor: str, **fields: Any) -> Task:
@@ -502,6 +526,23 @@ class FileBoard:
             task.error = None
             self._write(task, forgettable=True)
             return task
+
+
+class FileIds:
+    """Implements `orchestrator.controlplane.Ids`: ``.tasks/.seq`` under ``seq.lock``."""
+
+    def __init__(self, board: FileBoard) -> None:
+        self.board = board
+
+    def next(self) -> str:
+        with flocked(self.board.layout.locks / "seq.lock"):
+            return self.board._allocate(None)
+
+    def high_water(self) -> int:
+        try:
+            return int(self.board.layout.seq.read_text().strip() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
 
 
 class _Skip(Exception):

@@ -9,18 +9,20 @@ from typing import Annotated
 import typer
 
 from orchestrator.agent import permission_flow
+from orchestrator.board import open_board
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
 
 
 def _answer(ident: str, approved: bool, message: str, repo: RepoOpt, as_json: bool) -> None:
     r = open_repo(repo)
-    req = permission_flow.answer(r.layout, ident, approved=approved, message=message)
+    with open_board(r.layout, r.config.board, actor="cli") as board:
+        req = permission_flow.answer(board, ident, approved=approved, message=message)
     if as_json:
         print_json({"request_id": req["request_id"], "task": req.get("task"),
                     "approved": approved, "message": message})
         return
     verb = "approved" if approved else "denied"
-    if req.get("kind") == permission_flow.PLAN_REQUEST:
+    if req.get("kind") == "plan_request":
         typer.echo(f"{verb} the plan of {req.get('task')} [{req['request_id']}]")
         return
     typer.echo(f"{verb} {req.get('tool')}({req.get('subject') or ''}) for {req.get('task')} "

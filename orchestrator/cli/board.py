@@ -15,10 +15,10 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.agent.todos import progress, render
-from orchestrator.board import FileBoard, init_repo, open_board
+from orchestrator.board import board_paths, init_repo, open_board
 from orchestrator.board.model import Status, Task, normalize_task_id
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json, to_jsonable
-from orchestrator.events import EventLog
+from orchestrator.controlplane import ControlPlane
 
 STATUS_STYLE = {
     Status.PENDING: "yellow", Status.IN_PROGRESS: "cyan", Status.REVIEW: "magenta",
@@ -27,7 +27,7 @@ STATUS_STYLE = {
 }
 
 
-def _board(repo: Path | None) -> FileBoard:
+def _board(repo: Path | None) -> ControlPlane:
     r = open_repo(repo)
     board = open_board(r.layout, r.config.board, actor="cli")
     board.intake()
@@ -59,13 +59,13 @@ def init(
         schema.check_url(board_url)
         applied = [f"{m.version:04d}_{m.name}" for m in schema.migrate(board_url)]
         written = Registry().set(r.layout.root, "board.url", board_url).path.name
-    layout = init_repo(r.layout.root, r.layout.worktree_root)
+    paths = board_paths(init_repo(r.layout.root, r.layout.worktree_root))
     if json_:
-        print_json({"root": layout.root, "tasks": layout.tasks,
-                    "worktrees": layout.worktree_root, "board": board_url,
+        print_json({"root": paths["root"], "tasks": paths["tasks"],
+                    "worktrees": paths["worktrees"], "board": board_url,
                     "migrations_applied": applied})
         return
-    typer.echo(f"initialised {layout.tasks} (drop tasks into {layout.inbox})")
+    typer.echo(f"initialised {paths['tasks']} (drop tasks into {paths['inbox']})")
     if board_url is not None:
         from orchestrator.board.pg.schema import latest_version, redact_url
 
@@ -239,23 +239,31 @@ def events(
                       ] = False,
     task: Annotated[str | None, typer.Option("--task", "-t", help="Only this task's events.")
                     ] = None,
+    since: Annotated[int, typer.Option("--since", help="Only events after this seq "
+                                       "(each event's position in the log).", min=0)] = 0,
     repo: RepoOpt = None,
     json_: JsonOpt = False,
 ) -> None:
-    """Print the events log (.worktrees/events.jsonl)."""
+    """Print the events log (.worktrees/events.jsonl), oldest first, each with its seq."""
     r = open_repo(repo)
-    log = EventLog(r.layout.events)
     task_id = normalize_task_id(task) if task else None
-    for rec in log.follow(task_id) if follow else log.read(task_id):
-        if json_:
-            print_json(rec)
-        else:
-            typer.echo(_event_line(rec))
+    board = open_board(r.layout, r.config.board, actor="cli")
+    try:
+        log = board.events
+        found = log.follow(since=since, task=task_id) if follow else \
+            log.read(since=since, task=task_id)
+        for e in found:
+            if json_:
+                print_json(e.to_dict())
+            else:
+                typer.echo(_event_line(e.to_dict()))
+    finally:
+        board.close()
 
 
 def _event_line(rec: dict[str, Any]) -> str:
-    fixed = ("ts", "event", "task", "actor")
+    fixed = ("seq", "ts", "event", "task", "actor")
     rest = " ".join(f"{k}={json.dumps(v) if not isinstance(v, str) else v}"
                     for k, v in rec.items() if k not in fixed)
-    return f"{rec.get('ts', '')}  {rec.get('event', ''):<16} {rec.get('task') or '-':<9} " \
-           f"{rec.get('actor') or '-':<8} {rest}".rstrip()
+    return f"{rec.get('seq') or '-':>6} {rec.get('ts', '')}  {rec.get('event', ''):<16} " \
+           f"{rec.get('task') or '-':<9} {rec.get('actor') or '-':<8} {rest}".rstrip()

@@ -7,15 +7,13 @@ from typing import Annotated, Any
 
 import typer
 
-# orchestrator.board first: `import orchestrator.events` on its own hits an import cycle
+from orchestrator.board import open_board
 from orchestrator.board.model import normalize_task_id
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError, InvalidInput, NotFound
-from orchestrator.events import EventLog
-from orchestrator.tasklog import read_jsonl
 from orchestrator.team import daemon, status
-from orchestrator.team.mailbox import Mailbox, check_name
+from orchestrator.team.mailbox import check_name
 
 
 def _overrides(**team: Any) -> dict[str, dict[str, Any]]:
@@ -79,21 +77,15 @@ def down(
 def status_cmd(json_out: JsonOpt = False, repo: RepoOpt = None) -> None:
     """The daemon, what each teammate is doing, and the board counts."""
     r = open_repo(repo)
-    st = status.team_status(r.layout, _counts(r))
+    board = open_board(r.layout, r.config.board, actor="cli")
+    try:
+        st = status.team_status(r.layout, board, status.board_counts(board.list()))
+    finally:
+        board.close()
     if json_out:
         print_json(st)
     else:
         typer.echo(status.format_status(st))
-
-
-def _counts(r: Any) -> dict[str, int]:
-    from orchestrator.board import open_board
-
-    board = open_board(r.layout, r.config.board, actor="cli")
-    try:
-        return status.board_counts(board.list())
-    finally:
-        board.close()
 
 
 @app.command()
@@ -106,19 +98,20 @@ def send(
 ) -> None:
     """Put a message in a teammate's mailbox (`shutdown_request` asks it to stop)."""
     r = open_repo(repo)
-    if name == "all":
-        names = [m["name"] for m in status.team_status(r.layout)["teammates"]]
-        if not names:
-            raise NotFound("no teammates known yet (start the team with `orchestrator up`)")
-    else:
-        names = [check_name(name)]
-    extra = {"request_id": _rid()} if kind.endswith("_request") else {}
-    sent = [Mailbox(r.layout, n).send("cli", message, kind=kind, **extra) for n in names]
+    with open_board(r.layout, r.config.board, actor="cli") as board:
+        if name == "all":
+            names = [m["name"] for m in status.team_status(r.layout, board)["teammates"]]
+            if not names:
+                raise NotFound("no teammates known yet (start the team with `orchestrator up`)")
+        else:
+            names = [check_name(name)]
+        extra = {"request_id": _rid()} if kind.endswith("_request") else {}
+        sent = [board.mailboxes.send(n, "cli", message, kind=kind, **extra) for n in names]
     if json_out:
-        print_json(sent)
+        print_json([m.to_dict() for m in sent])
     else:
         for m in sent:
-            typer.echo(f"sent {m['kind']} {m['id']} to {m['to']}")
+            typer.echo(f"sent {m.kind} {m.id} to {m.to}")
 
 
 def _rid() -> str:
@@ -138,12 +131,16 @@ def logs(
     """Print a task's log (backend output, checks, commits)."""
     r = open_repo(repo)
     tid = normalize_task_id(task_id)
-    path = r.layout.logs / f"{tid}.jsonl"
-    if not path.exists() and not r.layout.task_file(tid).exists() and not follow:
-        raise NotFound(f"no task {tid} and no log for it")
-    records = EventLog(path).follow() if follow else read_jsonl(path)
-    for rec in records:
-        typer.echo(json.dumps(rec, ensure_ascii=False) if json_out else format_log(rec))
+    with open_board(r.layout, r.config.board, actor="cli") as board:
+        if not follow and not board.logs.exists(tid):
+            try:
+                board.get(tid)
+            except NotFound:
+                raise NotFound(f"no task {tid} and no log for it") from None
+        records = board.logs.follow(tid) if follow else board.logs.read(tid)
+        for rec in records:
+            d = rec.to_dict()
+            typer.echo(json.dumps(d, ensure_ascii=False) if json_out else format_log(d))
 
 
 def format_log(rec: dict[str, Any]) -> str:

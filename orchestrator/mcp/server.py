@@ -25,7 +25,6 @@ from orchestrator.board.index import describe_error
 from orchestrator.board.model import Status, Task
 from orchestrator.cli.app import Repo, to_jsonable
 from orchestrator.errors import OrchestratorError
-from orchestrator.events import EventLog
 from orchestrator.review import diff_text, discard_task, merge_task, review_rows
 
 ACTOR = "mcp"
@@ -170,9 +169,11 @@ def build_server(repo: Repo) -> tuple[MCPServer, FileBoard]:
     ) -> dict[str, Any]:
         """The tail of the audit log (events.jsonl), oldest first."""
         task_id = board.get(str(task)).id if task is not None else None
-        found = [e for e in EventLog(layout.events).read(task_id)
-                 if event is None or e.get("event") == event]
-        return {"events": found[-limit:]}
+        if event is None:
+            found = board.events.tail(limit, task=task_id)
+        else:
+            found = [e for e in board.events.read(task=task_id) if e.event == event][-limit:]
+        return {"events": [e.to_dict() for e in found]}
 
     return server, board
 

@@ -28,11 +28,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from orchestrator.config import HooksConfig
+from orchestrator.controlplane import ActorEvents, ControlPlane
 from orchestrator.errors import OrchestratorError
-from orchestrator.events import EventLog
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
-from orchestrator.protocols import Board
 
 MAX_WORKERS = 4
 OUTPUT_TAIL = 2000
@@ -54,16 +53,19 @@ def hook_kind(event: dict[str, Any]) -> str | None:
 class Hooks:
     """Runs the configured hooks for events appended after it was made."""
 
-    def __init__(self, layout: Layout, config: HooksConfig, board: Board | None = None) -> None:
+    def __init__(self, layout: Layout, config: HooksConfig,
+                 board: ControlPlane | None = None) -> None:
+        from orchestrator.board import open_board
+
         self.layout = layout
         self.config = config
         self.board = board
-        self.events = EventLog(layout.events, actor="hooks")
+        plane = board if board is not None else open_board(layout, actor="hooks",
+                                                            create=False)
+        self.events = ActorEvents(plane.events, "hooks")
         self.log = get_logger(actor="hooks")
-        try:
-            self.pos = layout.events.stat().st_size  # only what happens from now on
-        except FileNotFoundError:
-            self.pos = 0
+        self.pos = self.events.last_seq()
+        """The seq of the last event seen: only what happens from now on."""
         self._pool: ThreadPoolExecutor | None = None
 
     @property
@@ -130,25 +132,12 @@ class Hooks:
 
     # --- internals ------------------------------------------------------------------
     def _new_events(self) -> list[dict[str, Any]]:
-        """Complete lines appended since ``pos`` (a torn last line waits for its end)."""
-        try:
-            with self.layout.events.open("rb") as fh:
-                if os.fstat(fh.fileno()).st_size < self.pos:
-                    self.pos = 0  # the log was replaced
-                fh.seek(self.pos)
-                chunk = fh.read()
-        except FileNotFoundError:
-            return []
-        end = chunk.rfind(b"\n") + 1
-        self.pos += end
-        found = []
-        for raw in chunk[:end].splitlines():
-            try:
-                rec = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                continue
-            if isinstance(rec, dict):
-                found.append(rec)
+        """Events appended since ``pos`` (the seq of the last one seen)."""
+        if self.events.last_seq() < self.pos:
+            self.pos = 0  # the log was replaced
+        found = [e.to_dict() for e in self.events.read(since=self.pos) if e.seq > self.pos]
+        if found:
+            self.pos = max(self.pos, max(int(e["seq"]) for e in found))
         return found
 
     def _payload(self, kind: str, event: dict[str, Any]) -> dict[str, Any]:

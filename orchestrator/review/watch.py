@@ -26,6 +26,7 @@ from rich.text import Text
 
 from orchestrator.board.model import Status, Task
 from orchestrator.config import Config
+from orchestrator.controlplane import ControlPlane
 from orchestrator.layout import Layout
 from orchestrator.protocols import Board
 from orchestrator.review.common import using_board
@@ -111,8 +112,8 @@ def _team(team: dict[str, Any], hidden: int) -> Text:
     return text
 
 
-def frame(layout: Layout, board: Board) -> RenderableType:
-    team = team_status(layout)
+def frame(layout: Layout, board: ControlPlane) -> RenderableType:
+    team = team_status(layout, board)
     for mate in team["teammates"]:
         mate.pop("seconds", None)  # a frame changes when the team does, not with the clock
     return render(board.list(), team, board.problems())

@@ -23,7 +23,6 @@ nothing is in progress, and exits 1 if a task failed during the run.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -38,15 +37,16 @@ from typing import Any, TypeVar
 from orchestrator.backends import backend_module
 from orchestrator.board.model import Status, utcnow
 from orchestrator.config import Config
+from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import OrchestratorError
+from orchestrator.events import last_status_event
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
 from orchestrator.procutil import lock_holders, process_state
-from orchestrator.protocols import Board
 from orchestrator.review.hooks import Hooks
 from orchestrator.settings.live import ConfigWatcher, LiveConfig
 from orchestrator.team import status
-from orchestrator.team.mailbox import LEAD, Mailbox
+from orchestrator.team.mailbox import LEAD, read_new
 from orchestrator.team.proc import signal_group
 from orchestrator.team.spawner import SpawnedProcess, Spawner, SpawnerGone
 from orchestrator.team.wake import COLD_SIGNAL, Waker
@@ -98,10 +98,9 @@ class Lead:
                          for i in range(self.n)]
         self.waker = Waker()
         self.log = get_logger(actor=LEAD)
-        self.mailbox = Mailbox(layout, LEAD)
         self.stopping = 0  # 0 running, 1 warm stop, 2 cold stop
         self.cold_deadline: float | None = None
-        self.board: Board
+        self.board: ControlPlane
         self.hooks: Hooks
         self.faults: dict[str, str] = {}
         """What failed with an OSError (see `guarded`), with the last error."""
@@ -143,15 +142,15 @@ class Lead:
         """Start-up after any kind of exit: orphans, worktrees, leases, intake."""
         from orchestrator.worktree import open_isolation
 
-        for f in sorted(status.teammates_dir(self.layout).glob("*.json")):
-            st = status.read_json(f) or {}
-            if status.pid_alive(st.get("pid")):
-                self.log.warning("a teammate of an earlier run is still alive", name=f.stem,
-                                 pid=st.get("pid"))
-            elif st.get("backend_pgid") and signal_group(st["backend_pgid"], signal.SIGKILL):
-                self.log.warning("killed an orphaned backend", name=f.stem,
-                                 pgid=st["backend_pgid"])
-            status.write_teammate(self.layout, f.stem, "stopped")
+        for st in self.board.team.all():
+            if st.host is None and status.pid_alive(st.pid):
+                self.log.warning("a teammate of an earlier run is still alive", name=st.name,
+                                 pid=st.pid)
+            elif st.host is None and st.backend_pgid \
+                    and signal_group(st.backend_pgid, signal.SIGKILL):
+                self.log.warning("killed an orphaned backend", name=st.name,
+                                 pgid=st.backend_pgid)
+            self.board.team.publish(st.name, "stopped")
         manager = open_isolation(self.layout, self.config.worktree, self.board)
         report = manager.reconcile(self.board.list())
         self.log.info("worktrees reconciled", report=_plain(report))
@@ -282,8 +281,7 @@ class Lead:
         self.board.events.emit("config_changed", actor=LEAD, changes=changes)
         self.config = self.live.config
         if not self.hooks.configured:  # newly configured hooks start from now on
-            with contextlib.suppress(FileNotFoundError):
-                self.hooks.pos = self.layout.events.stat().st_size
+            self.hooks.pos = self.board.events.last_seq()
         self.hooks.config = self.config.hooks
         if change.has("team.teammates"):
             self.resize(self.config.team.teammates)
@@ -303,7 +301,8 @@ class Lead:
                 self.spawn(child)
         else:
             def busy(c: Child) -> bool:
-                return (status.read_teammate(self.layout, c.name) or {}).get("state") == "working"
+                st = self.board.team.get(c.name)
+                return st is not None and st.state == "working"
 
             victims = sorted(active, key=lambda c: (busy(c), -active.index(c)))
             for child in victims[:len(active) - n]:
@@ -324,13 +323,13 @@ class Lead:
         assert child.proc is not None
         rid = uuid.uuid4().hex[:12]
         child.request_ids.append(rid)
-        Mailbox(self.layout, child.name).send(LEAD, "the team is smaller now",
-                                              kind="shutdown_request", request_id=rid)
+        self.board.mailboxes.send(child.name, LEAD, "the team is smaller now",
+                                  kind="shutdown_request", request_id=rid)
         _signal(child.proc, signal.SIGTERM)
         self.log.info("retiring teammate", teammate=child.name)
 
     def route_mail(self) -> None:
-        for msg in self.mailbox.read_new():
+        for msg in read_new(self.board.mailboxes, LEAD):
             kind, sender = msg.get("kind"), msg.get("from")
             if kind == "permission_request":
                 self.log.warning("permission requested", teammate=sender,
@@ -358,7 +357,7 @@ class Lead:
             return
         child.started = time.monotonic()
         child.restart_at = None
-        self.guarded("recording a teammate", status.write_teammate, self.layout, child.name,
+        self.guarded("recording a teammate", self.board.team.publish, child.name,
                      "starting", pid=child.proc.pid, since=utcnow())
         self.guarded("recording an event", self.board.events.emit, "teammate_started",
                      actor=LEAD, teammate=child.name, pid=child.proc.pid)
@@ -421,20 +420,19 @@ class Lead:
         os.close(child.lead_w)
         child.pidfd = child.lead_w = -1
         how = f"killed by signal {-rc}" if rc < 0 else f"exit code {rc}"
-        st = self.guarded("reading a teammate", status.read_teammate, self.layout,
-                          child.name) or {}
-        if rc != 0 and st.get("backend_pgid"):
-            signal_group(st["backend_pgid"], signal.SIGKILL)
+        st = self.guarded("reading a teammate", self.board.team.get, child.name)
+        if rc != 0 and st is not None and st.backend_pgid:
+            signal_group(st.backend_pgid, signal.SIGKILL)
         requeued = []
         if rc != 0:  # when the board cannot be written now, the lease expires later
             requeued = self.guarded("requeueing a dead teammate's task",
                                     self.board.requeue_owner, child.name,
                                     reason=f"teammate {child.name} died ({how})",
                                     actor=LEAD) or []
-        if rc != 0 and st.get("task"):
+        if rc != 0 and st is not None and st.task:
             self.guarded("completing the events log", self.log_lost_write, child.name,
-                         str(st["task"]))
-        self.guarded("recording a teammate", status.write_teammate, self.layout, child.name,
+                         st.task)
+        self.guarded("recording a teammate", self.board.team.publish, child.name,
                      "stopped", pid=child.proc.pid, exit=how, since=utcnow())
         self.guarded("recording an event", self.board.events.emit, "teammate_stopped",
                      actor=LEAD, teammate=child.name, pid=child.proc.pid, exit_code=rc,
@@ -455,7 +453,7 @@ class Lead:
         the log one line short (the board says ``review``, the log still says it was
         claimed). When the task still carries that teammate's claim (no claim since),
         log what the board shows on its behalf, marked ``recovered``."""
-        claimed = self.board.events.last_status_event(task_id)
+        claimed = last_status_event(self.board.events, task_id)
         if claimed is None or claimed["event"] != "task_claimed" or claimed["actor"] != name:
             return
         try:
@@ -489,8 +487,8 @@ class Lead:
             if level == 1:
                 rid = uuid.uuid4().hex[:12]
                 child.request_ids.append(rid)
-                Mailbox(self.layout, child.name).send(LEAD, "stop after this step",
-                                                      kind="shutdown_request", request_id=rid)
+                self.board.mailboxes.send(child.name, LEAD, "stop after this step",
+                                          kind="shutdown_request", request_id=rid)
             _signal(child.proc, signal.SIGTERM if level == 1 else COLD_SIGNAL)
         if level == 2:
             self.cold_deadline = time.monotonic() + COLD_GRACE_SECONDS

@@ -1,12 +1,12 @@
-"""What the team is doing, from the small state files under ``.tasks/.run``.
+"""What the team is doing: the lead's runtime files on this machine (`Layout.run`)
+and each teammate's state on the board (``board.team``).
 
-    .tasks/.run/daemon.pid          the lead's pid (while it runs)
-    .tasks/.run/daemon.json         pid, start time, repository, teammate names, mode
-    .tasks/.run/daemon.lock         held (flock) for the lead's whole life
-    .tasks/.run/daemon.log          JSON lines from the lead and every teammate
-    .tasks/.run/teammates/<name>.json   each teammate's state, written by itself
+    <run>/daemon.pid          the lead's pid (while it runs)
+    <run>/daemon.json         pid, start time, repository, teammate names, mode
+    <run>/daemon.lock         held (flock) for the lead's whole life
+    <run>/daemon.log          JSON lines from the lead and every teammate
 
-A teammate's file says ``idle``, ``working`` (with the task and since when) or
+A teammate's state says ``idle``, ``working`` (with the task and since when) or
 ``stopped``; `team_status` checks the pids so a killed process never shows as
 alive. Every file is written atomically, so readers never see half of one.
 """
@@ -19,11 +19,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator.board.model import Status, utcnow
+from orchestrator.board.model import Status
+from orchestrator.controlplane import ControlPlane
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.procutil import pid_alive
-from orchestrator.team.mailbox import LEAD, Mailbox
 
 
 def pid_file(layout: Layout) -> Path:
@@ -42,10 +42,6 @@ def log_file(layout: Layout) -> Path:
     return layout.run / "daemon.log"
 
 
-def teammates_dir(layout: Layout) -> Path:
-    return layout.run / "teammates"
-
-
 def write_json(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps(data, indent=1), durable=False)
@@ -57,15 +53,6 @@ def read_json(path: Path) -> dict[str, Any] | None:
     except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def write_teammate(layout: Layout, name: str, state: str, **fields: Any) -> None:
-    write_json(teammates_dir(layout) / f"{name}.json",
-               {"name": name, "state": state, "updated_at": utcnow(), **fields})
-
-
-def read_teammate(layout: Layout, name: str) -> dict[str, Any] | None:
-    return read_json(teammates_dir(layout) / f"{name}.json")
 
 
 def running_daemon(layout: Layout) -> dict[str, Any] | None:
@@ -85,23 +72,24 @@ def _age(iso: str | None, now: float) -> float | None:
         return None
 
 
-def team_status(layout: Layout, counts: dict[str, int] | None = None) -> dict[str, Any]:
+def team_status(layout: Layout, board: ControlPlane,
+                counts: dict[str, int] | None = None) -> dict[str, Any]:
     """The daemon, its teammates and the board counts, as ``status --json`` prints it."""
     now = time.time()
     info = running_daemon(layout)
     names = list(info.get("teammates", [])) if info else []
-    for f in sorted(teammates_dir(layout).glob("*.json")):
-        if f.stem not in names:
-            names.append(f.stem)
+    known = {st.name: st for st in board.team.all()}
+    names += [n for n in known if n not in names]
     mates = []
     for name in names:
-        st = read_teammate(layout, name) or {"name": name, "state": "stopped"}
-        if info is None or not pid_alive(st.get("pid")):
-            st["state"] = "stopped"
-            st.pop("task", None)
+        st = known.get(name)
+        state, task = (st.state, st.task) if st is not None else ("stopped", None)
+        pid = st.pid if st is not None else None
+        if info is None or not pid_alive(pid):
+            state, task = "stopped", None
         mates.append({
-            "name": name, "state": st["state"], "pid": st.get("pid") if info else None,
-            "task": st.get("task"), "seconds": _age(st.get("since"), now),
+            "name": name, "state": state, "pid": pid if info else None,
+            "task": task, "seconds": _age(st.since if st is not None else None, now),
         })
     return {
         "running": info is not None,
@@ -110,27 +98,11 @@ def team_status(layout: Layout, counts: dict[str, int] | None = None) -> dict[st
         "mode": info.get("mode") if info else None,
         "teammates": mates,
         "board": counts or {},
-        "permission_requests": open_permission_requests(layout),
+        "permission_requests": [
+            {"request_id": r.id, "from": r.sender, "task": r.task, "body": r.body,
+             "ts": r.ts, "kind": "permission_request", **r.fields}
+            for r in board.requests.pending() if r.kind == "permission"],
     }
-
-
-def open_permission_requests(layout: Layout) -> list[dict[str, Any]]:
-    """Permission requests in the lead's mailbox that no one has answered yet."""
-    if not (layout.mailboxes / f"{LEAD}.jsonl").exists():
-        return []
-    requests = Mailbox(layout, LEAD).find(kind="permission_request")
-    out = []
-    for req in requests:
-        rid, sender = req.get("request_id"), req.get("from")
-        if not rid or not isinstance(sender, str):
-            continue
-        try:
-            answered = Mailbox(layout, sender).find(kind="permission_response", request_id=rid)
-        except Exception:  # a malformed sender name cannot have a mailbox
-            answered = []
-        if not answered:
-            out.append(req)
-    return out
 
 
 def board_counts(tasks: list[Any]) -> dict[str, int]:

@@ -35,18 +35,18 @@ from typing import Any
 from orchestrator.backends import load_backend
 from orchestrator.board.model import Task, Usage, utcnow
 from orchestrator.config import Config
+from orchestrator.controlplane import ControlPlane, TaskLogger
 from orchestrator.errors import LeaseLost, OrchestratorError
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.logging import configure, get_logger
-from orchestrator.protocols import Backend, Board, RunContext
+from orchestrator.protocols import Backend, RunContext
 from orchestrator.settings.live import LiveConfig
-from orchestrator.tasklog import TaskLog
 from orchestrator.team import status
 from orchestrator.team.checks import run_checks
 from orchestrator.team.command import task_env
 from orchestrator.team.commit import commit_leftovers, idle_maintenance
-from orchestrator.team.mailbox import Mailbox
+from orchestrator.team.mailbox import read_new
 from orchestrator.team.wake import COLD_SIGNAL, Wake, Waker
 
 
@@ -59,7 +59,6 @@ class Teammate:
         self.live = LiveConfig(layout.root, config, overrides)
         self.name = name
         self.lead_fd = lead_fd
-        self.mailbox = Mailbox(layout, name)
         self.waker = Waker()
         self.log = get_logger(teammate=name)
         self.signals = 0
@@ -68,8 +67,7 @@ class Teammate:
         self.cold = threading.Event()
         self.shutdown_requests: list[dict[str, Any]] = []
         self._backends: dict[str, Backend] = {}
-        self._mail_seen = -1
-        self.board: Board
+        self.board: ControlPlane
         self.isolation: Any = None
         self.started_at = utcnow()
         self.committed = False
@@ -150,14 +148,7 @@ class Teammate:
         self.log.info("settings reloaded", keys=[c.key for c in change.changed])
 
     def read_mail(self) -> None:
-        try:
-            size = self.mailbox.path.stat().st_size
-        except FileNotFoundError:
-            return
-        if size == self._mail_seen:
-            return
-        self._mail_seen = size
-        for msg in self.mailbox.read_new():
+        for msg in read_new(self.board.mailboxes, self.name):
             kind = msg.get("kind")
             if kind == "shutdown_request" and str(msg.get("ts", "")) < self.started_at:
                 # sent to a namesake of an earlier run (e.g. by a lead stopped before it
@@ -176,8 +167,8 @@ class Teammate:
         for req in self.shutdown_requests:
             sender = req.get("from") or "lead"
             try:
-                Mailbox(self.layout, sender).send(
-                    self.name, "stopped", kind="shutdown_response",
+                self.board.mailboxes.send(
+                    sender, self.name, "stopped", kind="shutdown_response",
                     request_id=req.get("request_id"), approve=True)
             except OrchestratorError:
                 self.log.warning("cannot answer shutdown request", sender=sender)
@@ -185,8 +176,8 @@ class Teammate:
 
     def publish(self, state: str, **fields: Any) -> None:
         with contextlib.suppress(OSError):  # a hint for `status`; the board is the truth
-            status.write_teammate(self.layout, self.name, state, pid=os.getpid(),
-                                  started_at=self.started_at, since=utcnow(), **fields)
+            self.board.team.publish(self.name, state, pid=os.getpid(),
+                                    started_at=self.started_at, since=utcnow(), **fields)
 
     def board_fails(self, exc: Exception) -> None:
         """Stop claiming while the machine cannot do a task's work (a full or read-only
@@ -219,7 +210,7 @@ class Teammate:
     def work(self, task: Task) -> None:
         assert task.lease is not None
         token = task.lease.token
-        tlog = TaskLog(self.layout, task.id, actor=self.name)
+        tlog = self.board.logs.writer(task.id, actor=self.name)
         self.publish("working", task=task.id)
         self.log.info("claimed", task=task.id, token=token)
         stop = threading.Event()
@@ -259,7 +250,7 @@ class Teammate:
             self.board.events.emit("task_abandoned", task.id, actor=self.name, token=token,
                                    reason="lease lost")
 
-    def _work(self, task: Task, token: int, tlog: TaskLog, stop: threading.Event,
+    def _work(self, task: Task, token: int, tlog: TaskLogger, stop: threading.Event,
               beat: Heartbeat) -> None:
         from orchestrator.worktree.manager import binding
 

@@ -40,12 +40,11 @@ from typing import Any
 
 from orchestrator.board.model import Task
 from orchestrator.config import WorktreeConfig
+from orchestrator.controlplane import ActorEvents, ControlPlane
 from orchestrator.errors import GitError, NotFound, RunError, UnsafeRemoval
-from orchestrator.events import EventLog
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
-from orchestrator.protocols import Board, Workspace
-from orchestrator.tasklog import TaskLog
+from orchestrator.protocols import Workspace
 from orchestrator.worktree import reconcile as housekeeping
 from orchestrator.worktree import shared
 from orchestrator.worktree.git import Git
@@ -62,18 +61,22 @@ REGISTRY = "workspaces.json"
 class HookIsolation:
     """Workspaces from ``create_command`` / ``remove_command`` (implements `Isolation`)."""
 
-    def __init__(self, layout: Layout, config: WorktreeConfig, board: Board | None = None,
+    def __init__(self, layout: Layout, config: WorktreeConfig, board: ControlPlane | None = None,
                  *, actor: str = "worktree") -> None:
         if not config.create_command:
             raise NotFound("hook isolation needs worktree.create_command")
         self.layout = layout
         self.config = config
         self.board = board
-        self.events = EventLog(layout.events, actor=actor)
+        from orchestrator.board import open_board
+
+        self.plane = board if board is not None else open_board(layout, actor=actor,
+                                                                create=False)
+        self.events = ActorEvents(self.plane.events, actor)
         layout.locks.mkdir(parents=True, exist_ok=True)
         self.lock = RepoLock(layout.locks / "workspaces.lock")
         self.registry = layout.run / REGISTRY
-        self.snapshots = layout.tasks / "snapshots"
+        self.snapshots = layout.snapshots
         self.ports = PortBlocks(layout.run / "ports.json", layout.locks / "ports.lock",
                                 config.port_base, config.port_block)
         self.main = Git(layout.root)
@@ -121,14 +124,14 @@ class HookIsolation:
         self._write_task_ref(ws)
         linked = shared.link_shared(
             self.config, self.layout.root, path, shared.cache_root(self._common_dir()),
-            env=ws.env, log=TaskLog(self.layout, task.id, actor="setup"), task_id=task.id,
+            env=ws.env, log=self.plane.logs.writer(task.id, "setup"), task_id=task.id,
             git_checkout=branch is not None)
         extra: dict[str, Any] = {"shared": linked} if linked else {}
         self.events.emit("worktree_created", task.id, path=str(path), branch=branch,
                          isolation="hooks", reused=reused, port_base=port, **extra)
         if self.config.setup and not rec.get("setup"):
             run_setup(self.config.setup, path, ws.env, self.config.setup_timeout,
-                      TaskLog(self.layout, task.id, actor="setup"), task.id)
+                      self.plane.logs.writer(task.id, "setup"), task.id)
             self._update(task.id, setup=True)
         return ws
 
@@ -305,7 +308,7 @@ class HookIsolation:
         finally:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
-        TaskLog(self.layout, task.id, actor="hooks").write(
+        self.plane.logs.writer(task.id, "hooks").write(
             "isolation_hook", command=cmd, exit=code, stdout=out[-4000:], stderr=err[-4000:])
         return code, out, err
 

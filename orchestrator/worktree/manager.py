@@ -24,11 +24,10 @@ from typing import Any
 
 from orchestrator.board.model import Task
 from orchestrator.config import WorktreeConfig
+from orchestrator.controlplane import ActorEvents, ControlPlane
 from orchestrator.errors import InvalidInput, NotFound, RunError, UnsafeRemoval
-from orchestrator.events import EventLog
 from orchestrator.layout import Layout
-from orchestrator.protocols import Board, Workspace
-from orchestrator.tasklog import TaskLog
+from orchestrator.protocols import Workspace
 from orchestrator.worktree import reconcile as housekeeping
 from orchestrator.worktree import safety, shared
 from orchestrator.worktree.git import Git, WorktreeEntry, list_worktrees
@@ -59,14 +58,18 @@ def binding(ws: Workspace) -> dict[str, Any]:
 class WorktreeManager:
     """Git worktrees under `Layout.worktree_root`, one per task (implements `Isolation`)."""
 
-    def __init__(self, layout: Layout, config: WorktreeConfig, board: Board | None = None,
+    def __init__(self, layout: Layout, config: WorktreeConfig, board: ControlPlane | None = None,
                  *, actor: str = "worktree") -> None:
         self.layout = layout
         self.config = config
         self.board = board
         self.prefix = check_prefix(config.branch_prefix)
         self.repo = Git(layout.root)
-        self.events = EventLog(layout.events, actor=actor)
+        from orchestrator.board import open_board
+
+        self.plane = board if board is not None else open_board(layout, actor=actor,
+                                                                create=False)
+        self.events = ActorEvents(self.plane.events, actor)
         layout.locks.mkdir(parents=True, exist_ok=True)
         self.lock = RepoLock(layout.locks / "worktree.lock")
         self.ports = PortBlocks(layout.run / "ports.json", layout.locks / "ports.lock",
@@ -93,7 +96,7 @@ class WorktreeManager:
                        env=task_env(task.id, path, port, self.config.port_block))
         self._write_task_ref(ws)
         linked = shared.link_shared(self.config, self.layout.root, path, self.cache(),
-                                    env=ws.env, log=TaskLog(self.layout, task.id, actor="setup"),
+                                    env=ws.env, log=self.plane.logs.writer(task.id, "setup"),
                                     task_id=task.id)
         extra: dict[str, Any] = {"note": note} if note else {}
         if linked:
@@ -332,7 +335,7 @@ class WorktreeManager:
         if marker.exists():
             return
         run_setup(self.config.setup, ws.path, ws.env, self.config.setup_timeout,
-                  TaskLog(self.layout, ws.task_id, actor="setup"), ws.task_id)
+                  self.plane.logs.writer(ws.task_id, "setup"), ws.task_id)
         marker.write_text("ok\n")
 
     def _write_task_ref(self, ws: Workspace) -> None:

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from orchestrator.board import open_board  # noqa: E402
+from orchestrator.board.teamstatus import FileTeamStatus  # noqa: E402
 from orchestrator.layout import Layout  # noqa: E402
 from orchestrator.procutil import stat_fields  # noqa: E402
 from orchestrator.team import status  # noqa: E402
@@ -111,14 +112,14 @@ def idle(tmp: Path, seconds: float) -> tuple[float, dict[str, tuple[float, float
     try:
         names = ("alice", "bob", "carol", "dave")
         deadline = time.monotonic() + 60
-        while not all((status.read_teammate(layout, m) or {}).get("state") == "idle"
-                      for m in names):
+        mates = FileTeamStatus(layout)
+        while not all(getattr(mates.get(m), "state", None) == "idle" for m in names):
             if time.monotonic() > deadline:
                 raise SystemExit("teammates did not become idle")
             time.sleep(0.2)
         time.sleep(2)  # let start-up work settle
         lead = int(status.pid_file(layout).read_text())
-        pids = [lead] + [int((status.read_teammate(layout, m) or {})["pid"]) for m in names]
+        pids = [lead] + [int(getattr(mates.get(m), "pid", 0) or 0) for m in names]
         before = sum(cpu_seconds(p) for p in pids)
         time.sleep(seconds)
         used = sum(cpu_seconds(p) for p in pids) - before

@@ -15,7 +15,6 @@ from orchestrator.agent.base import ToolContext, ToolResult
 from orchestrator.agent.tools.common import obj, prop
 from orchestrator.board.model import Status, Task
 from orchestrator.errors import OrchestratorError
-from orchestrator.team.mailbox import Mailbox
 
 MAX_LISTED = 200
 _SHOWN_FIELDS = ("id", "subject", "status", "priority", "blocked_by", "owner", "branch",
@@ -112,5 +111,5 @@ class SendMessageTool(_BoardTool):
 
     def act(self, board: Any, args: dict[str, Any], ctx: ToolContext) -> str:
         sender = str(ctx.services.get("teammate") or "agent")
-        msg = Mailbox(board.layout, args["to"]).send(sender, args["body"], task=ctx.task_id)
-        return f"sent message {msg['id']} to {args['to']}"
+        msg = board.mailboxes.send(args["to"], sender, args["body"], task=ctx.task_id)
+        return f"sent message {msg.id} to {args['to']}"

@@ -45,10 +45,8 @@ from orchestrator.agent.prompt import Prompt, environment, with_tools_breakpoint
 from orchestrator.agent.tools.common import obj, prop
 from orchestrator.agent.toolset import Toolset
 from orchestrator.config import Config
+from orchestrator.controlplane import TaskLogger, TaskLogs
 from orchestrator.errors import BackendError, ConfigError, OrchestratorError
-from orchestrator.layout import Layout
-from orchestrator.protocols import TaskLogger
-from orchestrator.tasklog import TaskLog
 
 MAX_DEPTH = 2
 """The task's agent is depth 0; its sub-agents 1, theirs 2, and no deeper."""
@@ -100,9 +98,9 @@ class SharedLimits(Limits):
 class Subagents:
     """Spawns the sub-agents of one run. `bind` it to the task's loop before the loop runs."""
 
-    def __init__(self, toolset: Toolset, layout: Layout, task_id: str, *,
+    def __init__(self, toolset: Toolset, logs: TaskLogs, task_id: str, *,
                  config: Config | None = None, max_depth: int = MAX_DEPTH) -> None:
-        self.toolset, self.layout, self.task_id = toolset, layout, task_id
+        self.toolset, self.logs, self.task_id = toolset, logs, task_id
         self.config = config or Config()
         self.max_depth = max_depth
         self.top: _Node | None = None
@@ -143,12 +141,12 @@ class Subagents:
         except ConfigError as exc:
             raise SubagentError(str(exc)) from None
 
-    def transcript(self) -> TaskLog:
-        """A new transcript ``<task>.sub-<n>.jsonl``, numbered after the existing ones."""
-        pattern = re.compile(re.escape(self.task_id) + r"\.sub-(\d+)\.jsonl$")
-        taken = [int(m.group(1)) for p in self.layout.logs.glob(f"{self.task_id}.sub-*.jsonl")
-                 if (m := pattern.match(p.name))]
-        return TaskLog(self.layout, f"{self.task_id}.sub-{max(taken, default=0) + 1}")
+    def transcript(self) -> TaskLogger:
+        """A new transcript ``<task>.sub-<n>``, numbered after the existing ones."""
+        pattern = re.compile(re.escape(self.task_id) + r"\.sub-(\d+)$")
+        taken = [int(m.group(1)) for name in self.logs.names(f"{self.task_id}.sub-")
+                 if (m := pattern.match(name))]
+        return self.logs.writer(f"{self.task_id}.sub-{max(taken, default=0) + 1}")
 
 
 class AgentTool:

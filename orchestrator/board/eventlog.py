@@ -1,0 +1,399 @@
+"""The file board's audit log: ``events.jsonl`` in the worktree root, plus its index.
+
+Each event is one JSON line ``{"seq", "ts", "event", "task", "actor", …fields}``.
+Appends happen under ``events.jsonl.lock`` (``flock``): the writer reads the newest
+seq from the index, writes its line with one ``write`` and then its index record, so
+seq is strictly increasing in file order across every process. A writer killed
+mid-line leaves a torn fragment; the next writer starts on a fresh line (the
+fragment becomes one unreadable line that readers skip).
+
+``events.jsonl.idx`` holds one fixed-width text record per complete line,
+``seq start end task`` (``task``: the task's number + 1, 0 for none, `OTHER` for an
+id that is not ``task_NNN``), after a header naming the log's inode. Readers find
+``since`` by binary search and one task's lines with ``mmap.find`` over the index,
+so neither scans the log. The index is a cache: missing, from another log (inode),
+or longer than the log, it is rebuilt; behind the log (a writer killed between its
+two writes, or lines appended by an older version) it is caught up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import mmap
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from orchestrator.clock import utcnow
+from orchestrator.controlplane import Event
+from orchestrator.events import redact
+
+REC = "{:015d} {:015d} {:015d} {:012d}\n"
+W = len(REC.format(0, 0, 0, 0))
+"""Bytes per index record (and of the header)."""
+MAGIC = "EVIDX1"
+OTHER = 999_999_999_999
+TASK_RE = re.compile(rb'"task": (?:null|"task_(\d{3,})")')
+SEQ_RE = re.compile(rb'^\{"seq": (\d+),')
+LOCK_TIMEOUT = 10.0
+Buf = bytes | mmap.mmap
+
+
+def task_key(task: str | None) -> int:
+    if task is None:
+        return 0
+    if task.startswith("task_") and task[5:].isdigit() and len(task) >= 8:
+        n = int(task[5:])
+        if f"task_{n:03d}" == task:
+            return n + 1
+    return OTHER
+
+
+def parse_line(raw: bytes) -> dict[str, Any] | None:
+    raw = raw.strip()
+    if not raw:
+        return None
+    try:
+        rec = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+class EventLog:
+    """Implements `orchestrator.controlplane.Events` on ``events.jsonl``."""
+
+    def __init__(self, path: Path, actor: str = "cli", secrets: list[str] | None = None) -> None:
+        self.path = path
+        self.actor = actor
+        self.secrets = secrets
+        """Values to mask, fixed at start-up (hot writers); None re-reads the environment."""
+        self.index_path = path.with_name(path.name + ".idx")
+        self.lock_path = path.with_name(path.name + ".lock")
+        self._tlock = threading.Lock()
+
+    # --- writing -----------------------------------------------------------------
+    def emit(self, event: str, task: str | None = None, actor: str | None = None,
+             **fields: Any) -> Event:
+        fields.pop("seq", None)
+        record: dict[str, Any] = {"seq": 0, "ts": utcnow(), "event": event, "task": task,
+                                  "actor": actor or self.actor}
+        for k, v in fields.items():
+            if k not in record:
+                record[k] = v
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._locked():
+            log_fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                idx_fd = self._open_index(log_fd)
+                try:
+                    last, end, size = self._catch_up(log_fd, idx_fd)
+                    record["seq"] = seq = last + 1
+                    body = redact(json.dumps(record, default=str, ensure_ascii=False),
+                                  self.secrets).encode() + b"\n"
+                    prefix = b"\n" if size > end else b""  # a torn fragment: start afresh
+                    os.write(log_fd, prefix + body)
+                    start = size + len(prefix)
+                    os.write(idx_fd, REC.format(seq, start, start + len(body),
+                                                task_key(task)).encode())
+                finally:
+                    os.close(idx_fd)
+            finally:
+                os.close(log_fd)
+        return Event.from_dict(json.loads(body))
+
+    # --- reading -----------------------------------------------------------------
+    def read(self, *, since: int = 0, task: str | None = None) -> Iterator[Event]:
+        for _, rec in self._read(since, task):
+            yield Event.from_dict(rec)
+
+    def follow(self, *, since: int = 0, task: str | None = None,
+               stop: threading.Event | None = None, poll: float = 0.2) -> Iterator[Event]:
+        pos = since
+        while stop is None or not stop.is_set():
+            got = False
+            for seq, rec in self._read(pos, task):
+                got = True
+                pos = max(pos, seq)
+                yield Event.from_dict(rec)
+            if not got:
+                if stop is not None:
+                    stop.wait(poll)
+                else:
+                    time.sleep(poll)
+
+    def tail(self, n: int, *, task: str | None = None) -> list[Event]:
+        if n <= 0:
+            return []
+        with self._index_map() as view:
+            if view is None:
+                return [Event.from_dict(r) for _, r in list(self._scan(0, task))[-n:]]
+            log, idx = view
+            count = _count(idx)
+            picked: list[tuple[int, int]] = []
+            if task is None:
+                for i in range(count - 1, max(count - n, 0) - 1, -1):
+                    picked.append(_span(idx, i))
+            else:
+                for i in self._task_records(idx, task, reverse=True):
+                    picked.append(_span(idx, i))
+                    if len(picked) >= n:
+                        break
+            picked.reverse()
+            out = []
+            for start, end in picked:
+                rec = parse_line(log[start:end])
+                if rec is not None and (task is None or rec.get("task") == task):
+                    out.append(Event.from_dict(rec))
+            return out
+
+    def last_seq(self) -> int:
+        with self._index_map() as view:
+            if view is None:
+                return max((s for s, _ in self._scan(0, None)), default=0)
+            idx = view[1]
+            count = _count(idx)
+            return _seq_at(idx, count - 1) if count else 0
+
+    # --- internals ---------------------------------------------------------------
+    def _read(self, since: int, task: str | None) -> Iterator[tuple[int, dict[str, Any]]]:
+        with self._index_map() as view:
+            if view is None:
+                yield from self._scan(since, task)
+                return
+            log, idx = view
+            count = _count(idx)
+            if task is None:
+                lo, hi = 0, count if since else 0
+                while lo < hi:  # the first record with seq > since
+                    mid = (lo + hi) // 2
+                    if _seq_at(idx, mid) <= since:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                if lo >= count:
+                    return
+                start = _span(idx, lo)[0]
+                end = _span(idx, count - 1)[1]
+                for raw in log[start:end].split(b"\n"):
+                    rec = parse_line(raw)
+                    if rec is not None:
+                        seq = _rec_seq(rec)
+                        if seq > since or (since == 0 and seq == 0):
+                            yield seq, rec
+                return
+            for i in self._task_records(idx, task):
+                if _seq_at(idx, i) <= since and since:
+                    continue
+                start, end = _span(idx, i)
+                rec = parse_line(log[start:end])
+                if rec is not None and rec.get("task") == task:
+                    yield _rec_seq(rec), rec
+
+    def _task_records(self, idx: Buf, task: str, *, reverse: bool = False
+                      ) -> Iterator[int]:
+        """Record numbers of ``task``'s lines (for an odd id: of every odd-id line)."""
+        needle = b" %012d\n" % task_key(task)
+        if reverse:
+            pos = len(idx)
+            while True:
+                pos = idx.rfind(needle, W, pos)
+                if pos < 0:
+                    return
+                i, rem = divmod(pos + len(needle) - W, W)
+                if rem == 0:
+                    yield i - 1
+        else:
+            pos = W
+            while True:
+                pos = idx.find(needle, pos)
+                if pos < 0:
+                    return
+                pos += len(needle)
+                i, rem = divmod(pos - W, W)
+                if rem == 0:
+                    yield i - 1
+
+    def _scan(self, since: int, task: str | None) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Every complete line, without the index (it could not be written)."""
+        try:
+            fh = self.path.open("rb")
+        except FileNotFoundError:
+            return
+        with fh:
+            for raw in fh:
+                if not raw.endswith(b"\n"):
+                    return
+                rec = parse_line(raw)
+                if rec is None or (task is not None and rec.get("task") != task):
+                    continue
+                seq = _rec_seq(rec)
+                if seq > since or since == 0:
+                    yield seq, rec
+
+    @contextlib.contextmanager
+    def _index_map(self) -> Iterator[tuple[Buf, Buf] | None]:
+        """The log and its (caught up) index, mapped; None when the log cannot be
+        indexed (a read-only folder) and the caller must scan. Empty logs map to b""."""
+        try:
+            log_fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            yield _EMPTY
+            return
+        try:
+            try:
+                idx_fd = self._fresh_index(log_fd)
+            except OSError:
+                yield None
+                return
+            try:
+                idx_size = os.fstat(idx_fd).st_size
+                end = _span_end(idx_fd, idx_size)
+                idx_size -= (idx_size - W) % W if idx_size > W else 0
+                if end == 0 or idx_size <= W:
+                    yield _EMPTY
+                    return
+                with mmap.mmap(log_fd, end, access=mmap.ACCESS_READ) as log, \
+                        mmap.mmap(idx_fd, idx_size, access=mmap.ACCESS_READ) as idx:
+                    yield log, idx
+            finally:
+                os.close(idx_fd)
+        finally:
+            os.close(log_fd)
+
+    def _fresh_index(self, log_fd: int) -> int:
+        """An fd of the index, caught up with the log (taking the lock only when it lags)."""
+        try:
+            idx_fd = os.open(self.index_path, os.O_RDONLY)
+        except FileNotFoundError:
+            idx_fd = -1
+        if idx_fd >= 0:
+            st = os.fstat(log_fd)
+            size = os.fstat(idx_fd).st_size
+            if _header_ok(idx_fd, st.st_ino) and size >= W and (size - W) % W == 0 \
+                    and _span_end(idx_fd, size) == st.st_size:
+                return idx_fd
+            os.close(idx_fd)
+        with self._locked():
+            idx_fd = self._open_index(log_fd)
+            try:
+                self._catch_up(log_fd, idx_fd)
+            except BaseException:
+                os.close(idx_fd)
+                raise
+            return idx_fd
+
+    def _open_index(self, log_fd: int) -> int:
+        """Open the index for appending (under the lock), rebuilding it when it belongs to
+        another log or runs past this one's end."""
+        st = os.fstat(log_fd)
+        fd = os.open(self.index_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        size = os.fstat(fd).st_size
+        if size >= W and _header_ok(fd, st.st_ino) and _span_end(fd, size) <= st.st_size:
+            if (size - W) % W:
+                os.ftruncate(fd, size - (size - W) % W)  # a torn record
+            return fd
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{MAGIC:<15} {st.st_ino:015d} {0:015d} {0:012d}\n".encode())
+        return fd
+
+    def _catch_up(self, log_fd: int, idx_fd: int) -> tuple[int, int, int]:
+        """Index the log's complete lines past the index's end (under the lock).
+        Returns (newest seq, end of the last indexed line, the log's size)."""
+        size = os.fstat(log_fd).st_size
+        idx_size = os.fstat(idx_fd).st_size
+        count = (idx_size - W) // W
+        last = 0
+        end = 0
+        if count:
+            rec = os.pread(idx_fd, W, W + (count - 1) * W).split()
+            last, end = int(rec[0]), int(rec[2])
+        if end >= size:
+            return last, end, size
+        out: list[bytes] = []
+        pos = end
+        with os.fdopen(os.dup(log_fd), "rb") as fh:
+            fh.seek(end)
+            for raw in fh:
+                if not raw.endswith(b"\n"):
+                    break
+                start, pos = pos, pos + len(raw)
+                if not raw.strip():
+                    end = pos
+                    continue
+                m = SEQ_RE.match(raw)
+                if m and raw.rstrip().endswith(b"}"):  # ours, whole: no need to parse it
+                    seq = int(m.group(1))
+                else:
+                    rec = parse_line(raw)
+                    if rec is None:  # a torn or foreign line: readers skip it
+                        end = pos
+                        continue
+                    seq = _rec_seq(rec)
+                last = max(last, seq)
+                t = TASK_RE.search(raw)
+                if t is None:  # an id that is no task_NNN (written by hand), or no task
+                    key = task_key(_task_of(raw))
+                else:
+                    key = task_key("task_" + t.group(1).decode()) if t.group(1) else 0
+                out.append(REC.format(last, start, pos, key).encode())
+                end = pos
+                if len(out) >= 4096:
+                    os.write(idx_fd, b"".join(out))
+                    out.clear()
+        if out:
+            os.write(idx_fd, b"".join(out))
+        return last, end, size
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        from orchestrator.board.store import flocked
+
+        with self._tlock, flocked(self.lock_path, LOCK_TIMEOUT):
+            yield
+
+
+_EMPTY: tuple[bytes, bytes] = (b"", b"")
+"""The view of an empty log: no records."""
+
+
+def _count(idx: Buf) -> int:
+    return max(0, (len(idx) - W) // W)
+
+
+def _task_of(raw: bytes) -> str | None:
+    rec = parse_line(raw)
+    task = rec.get("task") if rec is not None else None
+    return None if task is None else str(task)
+
+
+def _rec_seq(rec: dict[str, Any]) -> int:
+    seq = rec.get("seq")
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else 0
+
+
+def _header_ok(fd: int, ino: int) -> bool:
+    head = os.pread(fd, W, 0).split()
+    return len(head) == 4 and head[0] == MAGIC.encode() and head[1] == b"%015d" % ino
+
+
+def _span_end(fd: int, size: int) -> int:
+    """The log offset the index covers (the end of its last record's line)."""
+    count = (size - W) // W if size > W else 0
+    if not count:
+        return 0
+    return int(os.pread(fd, W, W + (count - 1) * W).split()[2])
+
+
+def _seq_at(idx: Buf, i: int) -> int:
+    return int(idx[W + i * W: W + i * W + 15])
+
+
+def _span(idx: Buf, i: int) -> tuple[int, int]:
+    base = W + i * W
+    return int(idx[base + 16: base + 31]), int(idx[base + 32: base + 47])
