@@ -28,6 +28,7 @@ from orchestrator.review.diff import (
     merge_conflicts,
 )
 from orchestrator.worktree.git import Git
+from orchestrator.worktree.remote import Remote
 
 
 def review_rows(layout: Layout, config: Config, *, board: Board | None = None,
@@ -35,6 +36,10 @@ def review_rows(layout: Layout, config: Config, *, board: Board | None = None,
     """One dict per task in review, oldest id first (the shape of ``review --json``)."""
     with using_board(layout, config, board, "cli") as b:
         tasks = b.list()
+    remote = Remote.for_config(layout.root, config)
+    if remote is not None:  # branches finished on other machines
+        remote.fetch_branches([t.branch for t in tasks
+                               if t.branch and t.status is Status.REVIEW])
     repo = Git(layout.root)
     main = current_branch(repo)
     kept: dict[str, tuple[Changes, dict[str, Any]]] = {}

@@ -48,6 +48,7 @@ from orchestrator.team.command import task_env
 from orchestrator.team.commit import commit_leftovers, idle_maintenance
 from orchestrator.team.mailbox import read_new
 from orchestrator.team.wake import COLD_SIGNAL, Wake, Waker
+from orchestrator.worktree.remote import Remote
 
 
 class Teammate:
@@ -72,6 +73,8 @@ class Teammate:
         self.started_at = utcnow()
         self.committed = False
         """A task was committed since the last `idle_maintenance`."""
+        self.remote: Remote | None = None
+        """The shared git remote of a team across machines (a PostgreSQL board)."""
         self.fault: str | None = None
         """The last error from the board (disk full, read-only, no file descriptors)."""
 
@@ -84,6 +87,7 @@ class Teammate:
         self.board = open_board(self.layout, self.config.board, actor=self.name)
         self.isolation = open_isolation(self.layout, self.config.worktree, self.board)
         self.isolation.prepare()
+        self.remote = Remote.for_config(self.layout.root, self.config)
         self.waker.follow_board(self.board, self.config.board.rescan_seconds)
         self.log.info("teammate ready", pid=os.getpid())
         try:
@@ -254,6 +258,9 @@ class Teammate:
               beat: Heartbeat) -> None:
         from orchestrator.worktree.manager import binding
 
+        if self.remote is not None and hasattr(self.isolation, "branch_for"):
+            self.isolation.start_ref = self.remote.prepare(
+                task, self.isolation.branch_for(task), self.board, self.config.worktree.base)
         ws = self.isolation.create(task)
         task = self.board.update(task.id, token, **binding(ws))
         backend = self.backend_for(task)
@@ -309,6 +316,11 @@ class Teammate:
             fields["checks"] = checks
         if result.session_id:
             fields["session_id"] = result.session_id
+        if self.remote is not None and ws.branch and (ws.path / ".git").exists():
+            rejected = self.remote.finish(ws.path, ws.branch, task.id)
+            if rejected:  # still kept for review: the work is on the local branch
+                self.log.error("push rejected", task=task.id, error=rejected)
+                fields["error"] = rejected
         beat.ending = True
         done = self.board.complete(task.id, token, **fields)
         self.isolation.keep(done)
@@ -377,6 +389,20 @@ class Heartbeat(threading.Thread):
         except Exception:  # a transient error (a lock): try again next beat
             self.mate.log.exception("heartbeat failed", task=self.task_id)
         self.mate.read_mail()
+        self.snapshot()
+
+    def snapshot(self) -> None:
+        """Across machines: push the worktree's state when it changed since the last beat,
+        so another machine resumes from here if this one dies."""
+        remote = self.mate.remote
+        path = self.mate.layout.worktree(self.task_id)
+        if remote is None or not (path / ".git").exists():
+            return
+        try:
+            remote.snapshot(path, self.task_id)
+        except Exception as exc:  # the remote is down: the next beat tries again
+            self.mate.log.error("snapshot failed", task=self.task_id,
+                                error=f"{type(exc).__name__}: {exc}")
 
     def finish(self) -> None:
         self._done.set()

@@ -75,6 +75,10 @@ class WorktreeManager:
         self.ports = PortBlocks(layout.run / "ports.json", layout.locks / "ports.lock",
                                 config.port_base, config.port_block)
         self._git_dirs: tuple[Path, Path] | None = None
+        self.start_ref: str | None = None
+        """Where new branches start instead of the configured base: the base fetched from
+        the shared remote (``refs/remotes/origin/main``), set by a teammate of a team across
+        machines before each task (see `orchestrator.worktree.remote`)."""
 
     # --- names ------------------------------------------------------------------
     def path_for(self, task: Task) -> Path:
@@ -200,7 +204,8 @@ class WorktreeManager:
     def _checkout(self, task: Task, path: Path, branch: str) -> tuple[str, str, bool, str | None]:
         """Make ``path`` a worktree on ``branch``; (base, base_commit, reused, note)."""
         self.ensure_excluded()
-        tip, base_commit = self.repo.commits(f"refs/heads/{branch}", self.config.base)
+        tip, base_commit = self.repo.commits(f"refs/heads/{branch}",
+                                             self.start_ref or self.config.base)
         entry = self._entry(path) if path.exists() or self._registered(path) else None
         if entry is not None and (entry.locked == "initializing" or entry.branch is None):
             # a creation killed inside `git worktree add`, or after a detached add (see

@@ -24,10 +24,16 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import Conflict, GitError
 from orchestrator.worktree.git import Git
 from orchestrator.worktree.names import check_branch
+
+if TYPE_CHECKING:
+    from orchestrator.board.model import Task
+    from orchestrator.config import Config
+    from orchestrator.controlplane import Board
 
 WIP_PREFIX = "refs/orchestrator/wip/"
 
@@ -43,8 +49,41 @@ class Remote:
         self.repo = Git(root)
         self.name = name
 
+    @classmethod
+    def for_config(cls, root: Path, config: Config) -> Remote | None:
+        """The remote of a team across machines (a PostgreSQL board and a clone with the
+        configured remote); None for a single-machine set-up."""
+        if not config.board.url:
+            return None
+        remote = cls(root, config.board.remote)
+        return remote if remote.exists() else None
+
     def exists(self) -> bool:
         return self.repo.ok("remote", "get-url", self.name)
+
+    def base_branch(self, base: str) -> str | None:
+        """The branch a configured base names (``HEAD``: the main checkout's branch)."""
+        if base != "HEAD":
+            return base.removeprefix("refs/heads/")
+        out = self.repo.run("symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    def prepare(self, task: Task, branch: str, board: Board, base: str) -> str | None:
+        """Before a task's worktree is made on this machine: fetch the base, the blockers'
+        branches and (when this clone lacks it) the task's branch or WIP snapshot. Returns
+        the remote-tracking ref new branches should start from (None: the local base)."""
+        blockers = []
+        for b in task.blocked_by:
+            try:
+                blocker = board.get(b)
+            except Exception:  # a missing blocker is the board's problem, shown there
+                continue
+            if blocker.branch:
+                blockers.append(blocker.branch)
+        self.fetch_branches(blockers)
+        self.adopt(branch, task.id)
+        name = self.base_branch(base)
+        return self.fetch_base(name) if name else None
 
     def _fetch(self, *refspecs: str) -> None:
         self.repo.run("fetch", "--quiet", "--no-tags", self.name, *refspecs)
@@ -91,7 +130,8 @@ class Remote:
         try:
             env = {"GIT_INDEX_FILE": index}
             wt.run("read-tree", "HEAD", env=env)
-            wt.run("add", "-A", "--", ".", ":(exclude).task_ref", env=env)
+            wt.run("add", "-A", env=env)
+            wt.run("rm", "--cached", "--quiet", "--ignore-unmatch", ".task_ref", env=env)
             tree = wt.out("write-tree", env=env)
         finally:
             os.unlink(index)
@@ -107,6 +147,17 @@ class Remote:
         wt.run("update-ref", wip_ref(task_id), commit)
         wt.run("push", "--quiet", "--force", self.name, f"{commit}:{wip_ref(task_id)}")
         return commit
+
+    def finish(self, worktree: Path, branch: str, task_id: str) -> str | None:
+        """On completion: the final snapshot, then the branch pushed. Returns the reason a
+        push was rejected (the task still goes to review: its work is on the local branch
+        and in the snapshot ref), or None."""
+        try:
+            self.snapshot(worktree, task_id)
+            self.push_branch(branch)
+        except GitError as exc:
+            return str(exc)
+        return None
 
     def push_branch(self, branch: str) -> None:
         """Push a finished task's branch; a rejection raises `GitError` with git's reason."""

@@ -64,6 +64,8 @@ READY = ("status = 'pending' AND NOT EXISTS (SELECT 1 FROM unnest(t.blocked_by) 
          "LEFT JOIN tasks bt ON bt.id = b WHERE bt.status IS NULL "
          "OR bt.status NOT IN ('review', 'merged'))")
 """A pending task whose every blocker exists and is in review or merged (graph.is_ready)."""
+CHANGE_CHANNELS = ["orch_tasks", "orch_messages", "orch_requests"]
+"""What `wait_for_change` wakes on: tasks, mail and permission/plan requests."""
 
 
 def machine_name(layout: Layout, config: BoardConfig) -> str:
@@ -90,7 +92,9 @@ class PgBoard:
         self.team = PgTeamStatus(self.db, self.machine, socket.gethostname())
         self.requests = PgRequests(self.db)
         self.ids = PgIds(self.db)
-        self._listener: Listener | None = None
+        self._listeners: dict[str, Listener] = {}
+        """One per kind of wait: a teammate waits for changes in one thread (its waker's
+        feed) and for ready tasks in another, and a connection serves one thread."""
         self._closed = False
 
     def __enter__(self) -> PgBoard:
@@ -101,8 +105,8 @@ class PgBoard:
 
     def close(self) -> None:
         self._closed = True
-        if self._listener is not None:
-            self._listener.close()
+        for listener in self._listeners.values():
+            listener.close()
         self.db.close()
 
     # --- reading -----------------------------------------------------------------
@@ -348,7 +352,7 @@ class PgBoard:
 
     # --- change feed -------------------------------------------------------------
     def wait_for_change(self, timeout: float) -> bool:
-        listener = self._listen()
+        listener = self._listen("change", CHANGE_CHANNELS)
         deadline = time.monotonic() + timeout
         while True:
             if self._closed:
@@ -362,7 +366,7 @@ class PgBoard:
                 return True
 
     def wait_for_ready(self, timeout: float) -> bool:
-        listener = self._listen()
+        listener = self._listen("ready", ["orch_tasks"])
         deadline = time.monotonic() + timeout
         while True:
             if self._closed:
@@ -375,12 +379,12 @@ class PgBoard:
             listener.wait(min(remaining, self.config.rescan_seconds))
 
     # --- internals -----------------------------------------------------------------
-    def _listen(self) -> Listener:
+    def _listen(self, kind: str, channels: builtins.list[str]) -> Listener:
         if self._closed:
             raise BoardClosed("the board is closed")
-        if self._listener is None:
-            self._listener = Listener(self.url, ["orch_tasks"])
-        return self._listener
+        if kind not in self._listeners:
+            self._listeners[kind] = Listener(self.url, channels)
+        return self._listeners[kind]
 
     def _any_ready(self) -> bool:
         def exists(cur: Cursor) -> bool:
