@@ -3,6 +3,7 @@ the teammates will get."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -11,11 +12,21 @@ from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
 
 
 @app.command("mcp")
-def mcp_serve(repo: RepoOpt = None) -> None:
-    """Serve the board over MCP on stdio (claude mcp add orchestrator -- orchestrator mcp)."""
+def mcp_serve(
+    repo: RepoOpt = None,
+    http: Annotated[str | None, typer.Option(
+        "--http", metavar="HOST:PORT",
+        help="Serve over MCP's streamable HTTP transport at http://HOST:PORT/mcp instead of "
+             "stdio (a remote lead; claude mcp add --transport http …).")] = None,
+    token_file: Annotated[Path | None, typer.Option(
+        "--token-file", help="With --http: every request must carry 'Authorization: Bearer "
+                             "<the file's first line>'. Required off loopback.")] = None,
+) -> None:
+    """Serve the board over MCP on stdio (claude mcp add orchestrator -- orchestrator mcp),
+    or over HTTP with --http."""
     from orchestrator.mcp.server import serve
 
-    serve(open_repo(repo))
+    serve(open_repo(repo), http=http, token_file=token_file)
 
 
 @app.command("mcp-status")

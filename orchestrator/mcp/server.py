@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
@@ -24,7 +25,7 @@ from orchestrator.board import FileBoard, open_board
 from orchestrator.board.index import describe_error
 from orchestrator.board.model import Status, Task
 from orchestrator.cli.app import Repo, to_jsonable
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import InvalidInput, OrchestratorError
 from orchestrator.review import diff_text, discard_task, merge_task, review_rows
 
 ACTOR = "mcp"
@@ -178,10 +179,22 @@ def build_server(repo: Repo) -> tuple[MCPServer, FileBoard]:
     return server, board
 
 
-def serve(repo: Repo) -> None:
-    """Serve the board over stdio until the client closes the connection."""
+def serve(repo: Repo, *, http: str | None = None, token_file: Path | None = None) -> None:
+    """Serve the board over stdio until the client closes the connection, or over
+    streamable HTTP at ``http`` (``HOST:PORT``, see `orchestrator.mcp.http`)."""
+    if http is None and token_file is not None:
+        raise InvalidInput("--token-file goes with --http")
+    if http is not None:
+        from orchestrator.mcp.http import parse_address, read_token
+
+        read_token(token_file, parse_address(http)[0])  # refuse before opening anything
     server, board = build_server(repo)
     try:
-        server.run("stdio")
+        if http is None:
+            server.run("stdio")
+        else:
+            from orchestrator.mcp.http import serve_http
+
+            serve_http(server, http, token_file)
     finally:
         board.close()
