@@ -98,8 +98,10 @@ class Cluster:
         return name
 
 
-def start_cluster() -> Cluster:
-    """initdb + pg_ctl start in a new temp folder; raises RuntimeError with the log."""
+def start_cluster(*, durable: bool = False) -> Cluster:
+    """initdb + pg_ctl start in a new temp folder; raises RuntimeError with the log.
+    ``durable``: fsync and synchronous commits on, as on a real server (benchmarks);
+    off by default, since a test's cluster is thrown away."""
     bin_dir = pg_bin()
     if bin_dir is None:
         raise FileNotFoundError("PostgreSQL binaries not found")
@@ -119,8 +121,9 @@ def start_cluster() -> Cluster:
             "local all all trust\n")
         with (cluster.data / "postgresql.conf").open("a") as f:
             f.write(f"listen_addresses = ''\nunix_socket_directories = '{folder}'\n"
-                    "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
-                    "max_connections = 200\nshared_buffers = 64MB\n")
+                    "max_connections = 200\nshared_buffers = 128MB\n")
+            if not durable:
+                f.write("fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n")
         if root:
             shutil.chown(cluster.data / "pg_hba.conf", user, user)
         cluster.start()

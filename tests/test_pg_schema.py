@@ -129,3 +129,35 @@ def test_urls_are_checked_and_passwords_never_echoed() -> None:
     assert "topsecret1" not in str(exc.value)
     assert schema.redact_url("postgresql://a:pw@h/d?password=x&sslmode=require") == \
         "postgresql://a:***@h/d?password=***&sslmode=require"
+
+
+def test_a_team_role_without_ddl_rights_runs_the_board_with_the_documented_grants(
+        pg_cluster: Cluster, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.board import open_board
+    from orchestrator.config import BoardConfig
+    from orchestrator.layout import Layout
+
+    schema.migrate(pg_url)
+    db = db_of(pg_url)
+    for grant in ("USAGE ON SCHEMA orchestrator",
+                  "SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA orchestrator",
+                  "USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA orchestrator"):
+        pg_cluster.sql(f"GRANT {grant} TO {PASSWORD_ROLE}", db)
+    monkeypatch.setenv("PGPASSWORD", PASSWORD)
+    team_url = pg_cluster.url(db, PASSWORD_ROLE)
+    assert schema.migrate(team_url) == []  # a current schema is only checked: no DDL
+    with open_board(Layout.at(tmp_path), BoardConfig(url=team_url), actor="alice") as b:
+        b.add("a")
+        t = b.claim("alice")
+        assert t is not None and t.lease is not None
+        b.complete(t.id, t.lease.token)
+        b.mailboxes.send("lead", "alice", "done")
+        b.logs.append(t.id, "turn")
+        b.team.publish("alice", "idle")
+        b.requests.ask("plan", request_id="q1", sender="alice", task=t.id, body="plan")
+        assert [e.event for e in b.events.read()] == ["task_created", "task_claimed",
+                                                      "task_completed"]
+    with schema.connect(team_url) as conn:
+        with pytest.raises(Exception, match=r"permission denied|must be owner"):
+            conn.execute("DROP TABLE orchestrator.events")
