@@ -56,9 +56,10 @@ import builtins
 import threading
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, runtime_checkable
 
-from orchestrator.board.model import Status, Task
+if TYPE_CHECKING:  # the board package imports this module: no cycle at run time
+    from orchestrator.board.model import Status, Task
 
 # --- records -------------------------------------------------------------------------
 
@@ -474,13 +475,24 @@ class Board(Protocol):
 @runtime_checkable
 class ControlPlane(Board, Protocol):
     """What `orchestrator.board.open_board` returns: the task board plus the rest of the
-    control plane. One object per process (or per thread that waits on it)."""
+    control plane. One object per process (or per thread that waits on it); a context
+    manager that closes it."""
 
-    events: Events
-    mailboxes: Mailboxes
-    logs: TaskLogs
-    team: TeamStatus
-    requests: Requests
-    ids: Ids
-    actor: str
-    """Who this process writes as (the default ``actor`` of its events)."""
+    @property
+    def events(self) -> Events: ...
+    @property
+    def mailboxes(self) -> Mailboxes: ...
+    @property
+    def logs(self) -> TaskLogs: ...
+    @property
+    def team(self) -> TeamStatus: ...
+    @property
+    def requests(self) -> Requests: ...
+    @property
+    def ids(self) -> Ids: ...
+    @property
+    def actor(self) -> str:
+        """Who this process writes as (the default ``actor`` of its events)."""
+        ...
+    def __enter__(self) -> Self: ...
+    def __exit__(self, *exc: object) -> None: ...

@@ -14,10 +14,10 @@ one and git worktrees for a hook-based isolation backend.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from orchestrator.board.model import Task, Usage
 from orchestrator.controlplane import Board, ControlPlane, TaskLogger
@@ -71,7 +71,11 @@ class RunContext:
     stop: threading.Event
     """Set on a warm stop: finish the current step, then return."""
     timeout: float | None = None
-    settings: Mapping[str, Any] = field(default_factory=dict)
+    command: str | None = None
+    """The shell command of the ``command`` backend (``team.command`` when None)."""
+    on_process_start: Callable[[int], None] | None = None
+    """Called with the process group id of the backend's process once it runs (the
+    teammate records it, so that a restarted lead can kill an orphaned backend)."""
 
 
 @dataclass

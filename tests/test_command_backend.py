@@ -39,10 +39,9 @@ def make_ctx(setup, command: str | None = None, timeout: float | None = None,  #
                 feedback=["use French"], **task_fields)
     ws = Workspace(task_id=task.id, path=ws_path, branch="task/007-x", base="main",
                    base_commit=None, env={"ORCH_PORT_BASE": "20010"})
-    settings = {"command": command} if command else {}
     return RunContext(task=task, token=1, teammate="alice", workspace=ws, board=board,
                       layout=layout, log=TaskLog(layout, task.id, actor="alice"),
-                      stop=stop or threading.Event(), timeout=timeout, settings=settings)
+                      stop=stop or threading.Event(), timeout=timeout, command=command or None)
 
 
 def log_text(layout: Layout, task_id: str = "task_007") -> str:

@@ -18,6 +18,8 @@ from orchestrator.board import init_repo, open_board
 from orchestrator.board.mailboxes import Mailbox
 from orchestrator.clock import utcnow
 from orchestrator.config import Config
+from orchestrator.errors import LeaseLost
+from orchestrator.team.claim import Claim
 from orchestrator.team.teammate import Heartbeat, Teammate
 from scripts import faults
 
@@ -60,15 +62,17 @@ def test_a_renewal_refused_after_our_own_completion_is_not_a_lost_lease(repo: Pa
         mate.board = board
         done, taken = (board.claim("alice", task_id=board.add(s).id) for s in ("one", "two"))
         assert done is not None and taken is not None
-        beats = [Heartbeat(mate, t.id, t.fence, threading.Event()) for t in (done, taken)]
+        claims = [Claim(board, t, owner="alice", lease_seconds=30) for t in (done, taken)]
+        beats = [Heartbeat(mate, c, threading.Event()) for c in claims]
         try:
-            beats[0].ending = True  # what the teammate sets before its last write
-            board.complete(done.id, done.fence)
+            claims[0].complete()  # the final write marks the claim ending first
             beats[0].beat()
-            assert not beats[0].lost
+            assert not claims[0].lost
             board.requeue_owner("alice", reason="the lead saw it die")  # not our doing
             beats[1].beat()
-            assert beats[1].lost
+            assert claims[1].lost
+            with pytest.raises(LeaseLost):  # a lost claim writes nothing more
+                claims[1].release("too late")
         finally:
             for b in beats:
                 os.close(b._r)
@@ -88,6 +92,7 @@ def test_a_shutdown_request_left_from_an_earlier_run_does_not_stop_a_new_teammat
     while utcnow() == stamp:  # the next millisecond: the new teammate starts after it
         pass
     mate = Teammate(layout, Config.load(repo), "alice")
+    mate.board = open_board(layout, actor="alice")
     try:
         mate.read_mail()
         assert not mate.warm.is_set()
@@ -95,6 +100,7 @@ def test_a_shutdown_request_left_from_an_earlier_run_does_not_stop_a_new_teammat
                                       request_id="new")
         mate.read_mail()
         assert mate.warm.is_set()
-        assert [r["request_id"] for r in mate.shutdown_requests] == ["new"]
+        assert [r.get("request_id") for r in mate.shutdown_requests] == ["new"]
     finally:
+        mate.board.close()
         mate.waker.close()

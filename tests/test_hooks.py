@@ -9,7 +9,7 @@ from orchestrator.board import init_repo, open_board
 from orchestrator.board.eventlog import EventLog
 from orchestrator.config import HooksConfig
 from orchestrator.layout import Layout
-from orchestrator.review.hooks import Hooks, hook_kind
+from orchestrator.team.hooks import Hooks, hook_kind
 from tests.test_team_support import cli, team_cleanup, team_env
 
 

@@ -442,12 +442,13 @@ class Session:
             if not denials:
                 break
             try:
-                prompt = self.ask(denials, wait=round_no < rounds)
+                answer = self.ask(denials, wait=round_no < rounds)
             except Stopped:
                 return RunResult(ok=False, stopped=True, error="stopped", usage=self.spent,
                                  session_id=stream.session_id)
-            if prompt is None:
+            if answer is None:
                 break
+            prompt = answer
             session = stream.session_id
         summary = (stream.result or {}).get("result")
         return RunResult(ok=True, summary=summary if isinstance(summary, str) else "",
@@ -474,7 +475,7 @@ class Session:
         res = run_streamed(
             f"{shlex.join(argv)} < {shlex.quote(str(prompt_file))}", cwd=ctx.workspace.path,
             env=self.env, log=stream, timeout=ctx.timeout or self.backend.config.team.task_timeout,
-            stop=ctx.stop, on_start=ctx.settings.get("on_process_start"), log_limit=None)
+            stop=ctx.stop, on_start=ctx.on_process_start, log_limit=None)
         stream.close()
         prompt_file.unlink(missing_ok=True)
         ctx.log.write("backend_finished", backend="claude-code", result=res.describe(),

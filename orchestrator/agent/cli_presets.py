@@ -111,7 +111,7 @@ class PresetBackend:
         try:
             res = run_streamed(line, cwd=ctx.workspace.path, env=env, log=ctx.log,
                                kind="output", timeout=ctx.timeout or self.config.team.task_timeout,
-                               stop=ctx.stop, on_start=ctx.settings.get("on_process_start"))
+                               stop=ctx.stop, on_start=ctx.on_process_start)
         finally:
             if stdin is not None:
                 stdin.unlink(missing_ok=True)

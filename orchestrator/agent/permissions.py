@@ -153,7 +153,7 @@ class PermissionGate:
             if isinstance(perms.get("defaultMode"), str):
                 settings_mode = perms["defaultMode"]
         if settings_mode is not None and "permission_mode" not in agent.model_fields_set:
-            mode = settings_mode
+            mode = settings_mode  # type: ignore[assignment]  # an unknown mode fails below
         return cls(rules, mode, worktree or project_root,
                    sandboxed_bash=sandboxed and agent.auto_allow_sandboxed_bash)
 

@@ -245,8 +245,9 @@ def plan_prompt(goal: str, layout: Layout, tools: list[dict[str, Any]],
         _memory("Project memory", [layout.root / f for f in PROJECT_MEMORY_FILES]),
     ) if p)
     goal_text = f"# The goal\n{goal.strip()}"
-    system = [{"type": "text", "text": stable, "cache_control": EPHEMERAL},
-              {"type": "text", "text": f"{goal_text}\n\n{environment(layout.root)}"}]
+    system: list[dict[str, Any]] = [
+        {"type": "text", "text": stable, "cache_control": EPHEMERAL},
+        {"type": "text", "text": f"{goal_text}\n\n{environment(layout.root)}"}]
     prompt = Prompt(system=system, tools=with_tools_breakpoint(tools),
                     first_message=f"Plan this goal as tasks for the team: {goal.strip()}")
     return profile.shape_prompt(prompt) if profile else prompt
@@ -255,6 +256,7 @@ def plan_prompt(goal: str, layout: Layout, tools: list[dict[str, Any]],
 def make_plan(goal: str, layout: Layout, config: Config, board: Board, model: Any, *,
               dry_run: bool = False, profile: Profile | None = None) -> Plan:
     """Run the lead on ``goal`` and (unless ``dry_run``) write the checked plan."""
+    from orchestrator.agent.base import Tool
     from orchestrator.agent.permissions import PermissionGate
     from orchestrator.agent.sandbox import safe_env
     from orchestrator.agent.tools.board_tools import TaskGetTool, TaskListTool
@@ -278,8 +280,8 @@ def make_plan(goal: str, layout: Layout, config: Config, board: Board, model: An
                       services=services)
     gate = PermissionGate.from_sources(config.agent, layout.root)
     gate.mode = "plan"  # read-only whatever the project's mode: planning changes nothing
-    tools = [ReadTool(), GlobTool(), GrepTool(), LsTool(), TaskListTool(), TaskGetTool(),
-             PlanTaskTool(plan, profiles)]
+    tools: list[Tool] = [ReadTool(), GlobTool(), GrepTool(), LsTool(), TaskListTool(),
+                         TaskGetTool(), PlanTaskTool(plan, profiles)]
     toolset = Toolset(tools, gate, ctx)
     if profile is not None:
         toolset.keep(lambda n: n == "task_create" or profile.offers(n))

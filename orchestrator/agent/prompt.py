@@ -71,7 +71,7 @@ def build_prompt(task: Task, tools: list[dict[str, Any]], sources: PromptSources
     per_task = [task_text(task), environment(sources.worktree)]
     if sources.mcp_capabilities:
         per_task.append("# MCP servers\n" + sources.mcp_capabilities)
-    system = [{"type": "text", "text": stable, "cache_control": EPHEMERAL},
+    system: list[dict[str, Any]] = [{"type": "text", "text": stable, "cache_control": EPHEMERAL},
               {"type": "text", "text": "\n\n".join(per_task)}]
     return Prompt(system=system, tools=with_tools_breakpoint(tools),
                   first_message=f"Begin work on {task.id}: {task.subject}")

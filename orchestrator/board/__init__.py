@@ -13,25 +13,22 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from orchestrator.board.store import FileBoard
 from orchestrator.config import BoardConfig
+from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import UserError
 from orchestrator.layout import TASKS_DIR, Layout
-
-if TYPE_CHECKING:
-    from orchestrator.board.pg.store import PgBoard
 
 __all__ = ["FileBoard", "board_paths", "init_repo", "open_board"]
 
 
 def open_board(layout: Layout, config: BoardConfig | None = None,
-               actor: str = "cli", *, create: bool = True) -> FileBoard | PgBoard:
+               actor: str = "cli", *, create: bool = True) -> ControlPlane:
     """The control plane of ``layout``'s repository, as ``config`` says where it lives:
     the file board (its folders are created when missing unless ``create`` is False), or
     the PostgreSQL board of a team across machines when ``[board] url`` is set. ``actor``
-    is who this process writes as; callers type the result as `ControlPlane`."""
+    is who this process writes as."""
     if create:
         layout.ensure()
     if config is not None and config.url:

@@ -330,11 +330,11 @@ class EventLog:
                 if m and raw.rstrip().endswith(b"}"):  # ours, whole: no need to parse it
                     seq = int(m.group(1))
                 else:
-                    rec = parse_line(raw)
-                    if rec is None:  # a torn or foreign line: readers skip it
+                    parsed = parse_line(raw)
+                    if parsed is None:  # a torn or foreign line: readers skip it
                         end = pos
                         continue
-                    seq = _rec_seq(rec)
+                    seq = _rec_seq(parsed)
                 last = max(last, seq)
                 t = TASK_RE.search(raw)
                 if t is None:  # an id that is no task_NNN (written by hand), or no task

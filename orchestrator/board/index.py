@@ -330,7 +330,7 @@ class TaskIndex:
         except (OSError, ValueError, KeyError, TypeError):
             return  # missing or unreadable: the scan reads the files instead
         self.tasks = {t.id: t for t in tasks}
-        self._keys = {t.id: k for t, k in zip(tasks, keys, strict=True)}  # type: ignore[misc]
+        self._keys = {t.id: k for t, k in zip(tasks, keys, strict=True)}
         self._queue = sorted(_order(t) for t in tasks if t.status is Status.PENDING)
         self.max_number = max((task_number(t) for t in self.tasks), default=0)
         self.generation += 1

@@ -214,7 +214,7 @@ def run_intake(board: FileBoard, actor: str | None = None) -> list[Task]:
 
 
 def _dropped(tasks: Path, inbox: Path) -> list[tuple[Path, str]]:
-    found = []
+    found: list[tuple[Path, str]] = []
     for folder, prefix in ((inbox, "inbox/"), (tasks, "")):
         try:
             with os.scandir(folder) as it:

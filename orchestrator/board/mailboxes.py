@@ -16,6 +16,7 @@ in use: ``message`` (free text), ``shutdown_request`` / ``shutdown_response``
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 from pathlib import Path
@@ -57,7 +58,7 @@ class Mailbox:
         line = (redact(json.dumps(msg, default=str, ensure_ascii=False)) + "\n").encode()
         self.dir.mkdir(parents=True, exist_ok=True)
         with self._lock:
-            append_line(self.path, line)
+            append_line(self.path, _after_torn(self.path) + line)
         return msg
 
     def all(self) -> list[dict[str, Any]]:
@@ -122,6 +123,19 @@ class Mailbox:
             if isinstance(msg, dict):
                 out.append((offset, msg))
         return out
+
+
+def _after_torn(path: Path) -> bytes:
+    """A newline when the file ends inside a line (a writer killed mid-write), so that
+    the next message starts a line of its own instead of joining the fragment."""
+    try:
+        with path.open("rb") as fh:
+            if fh.seek(0, os.SEEK_END) == 0:
+                return b""
+            fh.seek(-1, os.SEEK_END)
+            return b"" if fh.read(1) == b"\n" else b"\n"
+    except FileNotFoundError:
+        return b""
 
 
 class FileMailboxes:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from orchestrator.clock import utcnow
+from orchestrator.clock import utcnow as utcnow  # re-exported: callers import it from here
 from orchestrator.errors import InvalidInput, InvalidTransition
 
 TASK_ID_RE = re.compile(r"^task_\d{3,}$")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, cast
+from typing import Any
 
 from orchestrator.board.mailboxes import LEAD, FileMailboxes
 from orchestrator.controlplane import Answer, Message, Request, RequestKind
@@ -96,6 +96,6 @@ class FileRequests:
 def _request(m: Message) -> Request:
     fields = {k: v for k, v in m.fields.items() if k not in ("request_id", "task")}
     task = m.get("task")
-    return Request(id=str(m.get("request_id") or ""), kind=cast(RequestKind, KINDS[m.kind]),
+    return Request(id=str(m.get("request_id") or ""), kind=KINDS[m.kind],
                    task=None if task is None else str(task), sender=m.sender, body=m.body,
                    ts=m.ts, fields=fields)

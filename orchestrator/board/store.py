@@ -13,6 +13,7 @@ The rest of the control plane hangs off the board: ``events`` (`EventLog`,
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import fcntl
 import os
@@ -144,7 +145,7 @@ class FileBoard:
         self._index.put(task, key)
         return task
 
-    def list(self, status: Status | Collection[Status] | None = None) -> list[Task]:
+    def list(self, status: Status | Collection[Status] | None = None) -> builtins.list[Task]:
         self._index.refresh()
         wanted = {Status(status)} if isinstance(status, str) else (
             {Status(s) for s in status} if status is not None else None)
@@ -153,7 +154,7 @@ class FileBoard:
         tasks = [t for t in tasks if wanted is None or t.status in wanted]
         return sorted(tasks, key=lambda t: task_number(t.id))
 
-    def ready(self) -> list[Task]:
+    def ready(self) -> builtins.list[Task]:
         self._index.refresh()
         return list(self._ready())
 
@@ -220,7 +221,7 @@ class FileBoard:
         bad = PROTECTED & fields.keys()
         if bad:
             raise InvalidInput(f"set_status cannot change {', '.join(sorted(bad))}")
-        old: list[Status] = []
+        old: builtins.list[Status] = []
 
         def change(t: Task) -> None:
             old.append(t.status)
@@ -232,7 +233,7 @@ class FileBoard:
         return task
 
     def cancel(self, task_id: str, *, actor: str = "cli") -> Task:
-        old: list[Status] = []
+        old: builtins.list[Status] = []
 
         def change(t: Task) -> None:
             old.append(t.status)
@@ -242,7 +243,7 @@ class FileBoard:
         self.events.emit("task_cancelled", task.id, actor=actor, previous=old[0])
         return task
 
-    def intake(self) -> list[Task]:
+    def intake(self) -> builtins.list[Task]:
         from orchestrator.board.intake import run_intake
 
         return run_intake(self)
@@ -255,11 +256,11 @@ class FileBoard:
             task_id = self._check_id(task_id)
             if not self.layout.task_file(task_id).exists():
                 raise NotFound(f"no task {task_id}")
-            candidates = [task_id]
+            candidates: Iterator[str] = iter([task_id])
         else:
             self._index.refresh(light=True)
             candidates = (t.id for t in self._ready())
-        busy: list[str] = []
+        busy: builtins.list[str] = []
         skip = 0
         for timeout in (0.0, LOCK_TIMEOUT):
             for tid in candidates:
@@ -319,7 +320,8 @@ class FileBoard:
                          reason=reason)
         return task
 
-    def requeue_expired(self, *, now: float | None = None, actor: str = "lead") -> list[Task]:
+    def requeue_expired(self, *, now: float | None = None,
+                        actor: str = "lead") -> builtins.list[Task]:
         """Requeue tasks whose lease ran out. A task whose lock stays held (its owner is
         frozen in the middle of a write) is skipped for this pass, not waited for."""
         def expired(t: Task) -> bool:
@@ -328,18 +330,18 @@ class FileBoard:
         return self._requeue(expired, "lease expired", "lease_expired", actor,
                              lock_timeout=REAP_LOCK_TIMEOUT)
 
-    def requeue_owner(self, owner: str, *, reason: str, actor: str = "lead") -> list[Task]:
+    def requeue_owner(self, owner: str, *, reason: str, actor: str = "lead") -> builtins.list[Task]:
         return self._requeue(lambda t: t.owner == owner, reason, "task_requeued", actor)
 
     def _requeue(self, match: Callable[[Task], bool], reason: str, event: str,
-                 actor: str, lock_timeout: float = LOCK_TIMEOUT) -> list[Task]:
+                 actor: str, lock_timeout: float = LOCK_TIMEOUT) -> builtins.list[Task]:
         """Send matching in-progress tasks back (an attempt counts); checked again under lock."""
         self._index.refresh()
-        out = []
+        out: builtins.list[Task] = []
         for seen in list(self._index.in_progress()):
             if not match(seen):
                 continue
-            leases: list[Lease] = []
+            leases: builtins.list[Lease] = []
 
             def requeue(t: Task, leases: list[Lease] = leases) -> None:
                 if t.status is not Status.IN_PROGRESS or t.lease is None or not match(t):

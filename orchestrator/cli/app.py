@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import BaseModel
 
-from orchestrator.config import Config
-from orchestrator.layout import Layout, find_root
+from orchestrator.repo import Repo, open_repo, to_jsonable
+
+__all__ = ["JsonOpt", "Repo", "RepoOpt", "app", "open_repo", "print_json", "to_jsonable"]
 
 app = typer.Typer(
     name="orchestrator",
@@ -32,41 +31,6 @@ RepoOpt = Annotated[
     Path | None,
     typer.Option("--repo", "-C", help="The repository (default: the one containing the cwd)."),
 ]
-
-
-@dataclass
-class Repo:
-    layout: Layout
-    config: Config
-
-
-def open_repo(repo: Path | None = None, *, ensure: bool = True) -> Repo:
-    """Find the repository, load its configuration, and make sure the folders exist."""
-    root = find_root(repo)
-    config = Config.load(root)
-    layout = Layout.at(root, _worktree_root(root, config))
-    if ensure:
-        layout.ensure()
-    return Repo(layout=layout, config=config)
-
-
-def _worktree_root(root: Path, config: Config) -> Path | None:
-    if not config.worktree.root:
-        return None
-    p = Path(config.worktree.root).expanduser()
-    return p if p.is_absolute() else root / p
-
-
-def to_jsonable(obj: Any) -> Any:
-    if isinstance(obj, BaseModel):
-        return obj.model_dump(mode="json")
-    if isinstance(obj, list | tuple):
-        return [to_jsonable(o) for o in obj]
-    if isinstance(obj, dict):
-        return {k: to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
 
 
 def print_json(obj: Any) -> None:

@@ -119,7 +119,8 @@ def add(
         r = open_repo(repo)
         check_task_profile(r.layout.root, r.config, agent)
     with _board(repo) as board:
-        extra = {k: v for k, v in (("backend", backend), ("agent", agent)) if v is not None}
+        extra: dict[str, str | bool] = {k: v for k, v in (("backend", backend), ("agent", agent))
+                                        if v is not None}
         if plan_first:
             extra["plan_first"] = True
         task = board.add(subject, description=description, blocked_by=blocked_by or [],
@@ -142,7 +143,7 @@ def list_tasks(
 ) -> None:
     """List the tasks on the board, with any problem that keeps one from starting."""
     if watch:
-        from orchestrator.review.watch import watch_board
+        from orchestrator.cli.watch import watch_board
 
         r = open_repo(repo)
         watch_board(r.layout, r.config, frames=frames)

@@ -23,13 +23,14 @@ import threading
 from collections.abc import Coroutine, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import mcp
 import mcp.types as mt
 from mcp.client.sse import sse_client
 from mcp.client.stdio import get_default_environment
-from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
@@ -395,8 +396,9 @@ class McpClientManager:
 
     def call_tool(self, key: str, tool: str, args: dict[str, Any]) -> mt.CallToolResult:
         conn = self.connections(key)[0]
-        return self._submit(
+        result = self._submit(
             conn.request(f"tool {tool}", lambda s: s.call_tool(tool, args)), self._deadline)
+        return cast(mt.CallToolResult, result)
 
     def list_resources(self, key: str | None = None) -> dict[str, list[mt.Resource] | str]:
         """Resources per server (cached until ``list_changed``); a failing server maps to
@@ -414,8 +416,9 @@ class McpClientManager:
 
     def read_resource(self, key: str, uri: str) -> mt.ReadResourceResult:
         conn = self.connections(key)[0]
-        return self._submit(
+        result = self._submit(
             conn.request(f"read {uri}", lambda s: s.read_resource(uri)), self._deadline)
+        return cast(mt.ReadResourceResult, result)
 
     def status(self) -> list[dict[str, Any]]:
         return [s.status() for s in self.servers]

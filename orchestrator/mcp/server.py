@@ -21,11 +21,12 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
 
-from orchestrator.board import FileBoard, open_board
+from orchestrator.board import open_board
 from orchestrator.board.index import describe_error
 from orchestrator.board.model import Status, Task
-from orchestrator.cli.app import Repo, to_jsonable
+from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import InvalidInput, OrchestratorError
+from orchestrator.repo import Repo, to_jsonable
 from orchestrator.review import diff_text, discard_task, merge_task, review_rows
 
 ACTOR = "mcp"
@@ -64,6 +65,10 @@ class BoardServer(MCPServer):
             raise
 
 
+def _json(task: Task) -> dict[str, Any]:
+    return task.model_dump(mode="json")
+
+
 def _summary(task: Task, problems: dict[str, str]) -> dict[str, Any]:
     row = {"id": task.id, "status": task.status.value, "subject": task.subject,
            "priority": task.priority, "blocked_by": task.blocked_by, "owner": task.owner,
@@ -73,7 +78,7 @@ def _summary(task: Task, problems: dict[str, str]) -> dict[str, Any]:
     return row
 
 
-def build_server(repo: Repo) -> tuple[MCPServer, FileBoard]:
+def build_server(repo: Repo) -> tuple[MCPServer, ControlPlane]:
     """The MCP server over ``repo``'s board (close the board when done serving)."""
     board = open_board(repo.layout, repo.config.board, actor=ACTOR)
     layout = repo.layout
@@ -93,7 +98,7 @@ def build_server(repo: Repo) -> tuple[MCPServer, FileBoard]:
         """Add a task to the board; it is pending until a teammate claims it."""
         task = board.add(subject, description=description, blocked_by=[str(b) for b in blocked_by],
                          priority=priority, actor=ACTOR)
-        return to_jsonable(task)
+        return _json(task)
 
     @server.tool()
     @_tool_errors
@@ -118,7 +123,7 @@ def build_server(repo: Repo) -> tuple[MCPServer, FileBoard]:
     @_tool_errors
     def cancel_task(id: TaskId) -> dict[str, Any]:
         """Cancel a task that is not final; a running one loses its lease (worktree kept)."""
-        return to_jsonable(board.cancel(str(id), actor=ACTOR))
+        return _json(board.cancel(str(id), actor=ACTOR))
 
     @server.tool()
     @_tool_errors

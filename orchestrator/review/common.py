@@ -6,13 +6,13 @@ import contextlib
 from collections.abc import Iterator
 
 from orchestrator.config import Config
+from orchestrator.controlplane import ControlPlane
 from orchestrator.layout import Layout
-from orchestrator.protocols import Board
 
 
 @contextlib.contextmanager
-def using_board(layout: Layout, config: Config, board: Board | None,
-                actor: str) -> Iterator[Board]:
+def using_board(layout: Layout, config: Config, board: ControlPlane | None,
+                actor: str) -> Iterator[ControlPlane]:
     """``board`` when the caller has one open (the MCP server, the lead), else a board
     opened for this call and closed after it."""
     if board is not None:

@@ -16,9 +16,9 @@ from typing import Any
 
 from orchestrator.board.model import Task
 from orchestrator.config import Config
+from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError
 from orchestrator.layout import Layout
-from orchestrator.protocols import Board
 from orchestrator.review.common import using_board
 from orchestrator.worktree.git import Git
 
@@ -102,7 +102,7 @@ def merge_conflicts(repo: Git, target: str, tip: str) -> tuple[str | None, list[
 
 
 def diff_text(layout: Layout, config: Config, task_id: str, *, stat: bool = False,
-              color: bool = False, board: Board | None = None) -> str:
+              color: bool = False, board: ControlPlane | None = None) -> str:
     """``git diff`` of the task's changes against its base (``--stat`` with ``stat``)."""
     with using_board(layout, config, board, "cli") as b:
         task = b.get(task_id)

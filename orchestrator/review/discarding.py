@@ -13,8 +13,8 @@ from pydantic import BaseModel
 
 from orchestrator.board.model import Status, Task, check_transition
 from orchestrator.config import Config
+from orchestrator.controlplane import ControlPlane
 from orchestrator.layout import Layout
-from orchestrator.protocols import Board
 from orchestrator.review.common import using_board
 
 
@@ -25,7 +25,7 @@ class DiscardResult(BaseModel):
 
 
 def discard_task(layout: Layout, config: Config, task_id: str, force: bool = False, *,
-                 actor: str = "cli", board: Board | None = None) -> DiscardResult:
+                 actor: str = "cli", board: ControlPlane | None = None) -> DiscardResult:
     """Remove a task's worktree and branch (fail-closed) and mark it ``discarded``.
 
     Allowed from ``review`` and ``failed``; `UnsafeRemoval` when work would be lost and

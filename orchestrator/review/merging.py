@@ -34,9 +34,9 @@ from pydantic import BaseModel
 
 from orchestrator.board.model import Status, Task
 from orchestrator.config import Config
+from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError, InvalidInput, NotFound, RunError
 from orchestrator.layout import Layout
-from orchestrator.protocols import Board
 from orchestrator.review.common import using_board
 from orchestrator.review.diff import Changes, changes, current_branch, merge_conflicts
 from orchestrator.worktree.git import Git, list_worktrees
@@ -63,7 +63,7 @@ class MergeResult(BaseModel):
 
 def merge_task(layout: Layout, config: Config, task_id: str, strategy: str = "merge",
                into: str | None = None, *, actor: str = "cli",
-               board: Board | None = None) -> MergeResult:
+               board: ControlPlane | None = None) -> MergeResult:
     """Merge a task in ``review`` into ``into`` (default: the branch checked out in the main
     working tree, else the task's base). Refusals raise `Conflict` and change nothing."""
     if strategy not in STRATEGIES:
@@ -224,7 +224,7 @@ def _unland(repo: Git, target: str, new: str, old: str, main: str | None) -> Non
         repo.run("update-ref", f"refs/heads/{target}", old, new, check=False)
 
 
-def _cleanup(layout: Layout, config: Config, board: Board, task: Task, target: str,
+def _cleanup(layout: Layout, config: Config, board: ControlPlane, task: Task, target: str,
              strategy: str, result: MergeResult) -> None:
     """Remove the merged task's worktree and branch; the task stays merged when that fails."""
     from orchestrator.worktree import open_isolation

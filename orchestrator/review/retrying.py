@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from orchestrator.board.model import Status, Task, check_transition
 from orchestrator.config import Config
+from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, InvalidInput
 from orchestrator.layout import Layout
-from orchestrator.protocols import Board
 from orchestrator.review.common import using_board
 
 MAX_FEEDBACK_CHARS = 20_000
 
 
 def retry_task(layout: Layout, config: Config, task_id: str, feedback: str | None = None, *,
-               actor: str = "cli", board: Board | None = None) -> Task:
+               actor: str = "cli", board: ControlPlane | None = None) -> Task:
     """``review`` or ``failed`` -> ``pending``, the worktree and branch kept."""
     note = None if feedback is None else feedback.strip()
     if note is not None and not note:

@@ -15,9 +15,9 @@ from typing import Any
 
 from orchestrator.board.model import Status, Task
 from orchestrator.config import Config
+from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError
 from orchestrator.layout import Layout
-from orchestrator.protocols import Board
 from orchestrator.review.common import using_board
 from orchestrator.review.diff import (
     Changes,
@@ -31,7 +31,7 @@ from orchestrator.worktree.git import Git
 from orchestrator.worktree.remote import Remote
 
 
-def review_rows(layout: Layout, config: Config, *, board: Board | None = None,
+def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = None,
                 now: float | None = None) -> list[dict[str, Any]]:
     """One dict per task in review, oldest id first (the shape of ``review --json``)."""
     with using_board(layout, config, board, "cli") as b:

@@ -76,7 +76,7 @@ class Setting:
 
     def validate(self, value: Any) -> Any:
         """``value`` checked and converted, or a `ConfigError` saying what is allowed."""
-        tp = Annotated[self.annotation, *self.field.metadata] if self.field.metadata \
+        tp: Any = Annotated[self.annotation, *self.field.metadata] if self.field.metadata \
             else self.annotation
         try:
             checked = TypeAdapter(tp).validate_python(value)

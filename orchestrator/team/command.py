@@ -55,7 +55,7 @@ class CommandBackend:
         self.layout = layout
 
     def run(self, ctx: RunContext) -> RunResult:
-        cmd = ctx.settings.get("command") or self.config.team.command
+        cmd = ctx.command or self.config.team.command
         if not cmd:
             return RunResult(ok=False, retry=False, error="the command backend needs a command "
                              "(--command 'CMD' or team.command in orchestrator.toml)")
@@ -63,7 +63,7 @@ class CommandBackend:
         res = run_streamed(
             cmd, cwd=ctx.workspace.path, env=task_env(ctx), log=ctx.log, kind="output",
             timeout=ctx.timeout or self.config.team.task_timeout, stop=ctx.stop,
-            on_start=ctx.settings.get("on_process_start"),
+            on_start=ctx.on_process_start,
         )
         ctx.log.write("backend_finished", backend=self.name, exit_code=res.returncode,
                       seconds=round(res.seconds, 3), output_bytes=res.output_bytes,

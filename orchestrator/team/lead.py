@@ -43,9 +43,9 @@ from orchestrator.events import last_status_event
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
 from orchestrator.procutil import lock_holders, process_state
-from orchestrator.review.hooks import Hooks
 from orchestrator.settings.live import ConfigWatcher, LiveConfig
 from orchestrator.team import status
+from orchestrator.team.hooks import Hooks
 from orchestrator.team.mailbox import LEAD, read_new
 from orchestrator.team.proc import signal_group
 from orchestrator.team.spawner import SpawnedProcess, Spawner, SpawnerGone

@@ -196,11 +196,11 @@ def serve(sock: socket.socket, preload: list[str]) -> int:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the lead decides; it closes the socket
     while True:
-        ready, _, _ = select.select([sock, wake_r], [], [])
+        ready, _, _ = select.select([sock.fileno(), wake_r], [], [])
         if wake_r in ready:
             os.read(wake_r, 4096)
         _report_exits(sock)
-        if sock not in ready:
+        if sock.fileno() not in ready:
             continue
         data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 4)
         if not data:  # the lead is gone

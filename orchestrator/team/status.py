@@ -23,7 +23,7 @@ from orchestrator.board.model import Status
 from orchestrator.controlplane import ControlPlane
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
-from orchestrator.procutil import pid_alive
+from orchestrator.procutil import pid_alive as pid_alive  # re-exported
 
 
 def pid_file(layout: Layout) -> Path:

@@ -30,12 +30,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.backends import load_backend
 from orchestrator.board.model import Task, Usage, utcnow
 from orchestrator.config import Config
-from orchestrator.controlplane import ControlPlane, TaskLogger
+from orchestrator.controlplane import ControlPlane, Message, TaskLogger
 from orchestrator.errors import LeaseLost, OrchestratorError
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
@@ -44,11 +44,15 @@ from orchestrator.protocols import Backend, RunContext
 from orchestrator.settings.live import LiveConfig
 from orchestrator.team import status
 from orchestrator.team.checks import run_checks
+from orchestrator.team.claim import Claim
 from orchestrator.team.command import task_env
 from orchestrator.team.commit import commit_leftovers, idle_maintenance
 from orchestrator.team.mailbox import read_new
 from orchestrator.team.wake import COLD_SIGNAL, Wake, Waker
 from orchestrator.worktree.remote import Remote
+
+if TYPE_CHECKING:  # imported when the teammate runs (see `run`), not at start-up
+    from orchestrator.worktree import Workspaces
 
 
 class Teammate:
@@ -66,10 +70,10 @@ class Teammate:
         self.warm = threading.Event()
         """Set on the first stop request: finish the current step, then exit."""
         self.cold = threading.Event()
-        self.shutdown_requests: list[dict[str, Any]] = []
+        self.shutdown_requests: list[Message] = []
         self._backends: dict[str, Backend] = {}
         self.board: ControlPlane
-        self.isolation: Any = None
+        self.isolation: Workspaces
         self.started_at = utcnow()
         self.committed = False
         """A task was committed since the last `idle_maintenance`."""
@@ -220,71 +224,67 @@ class Teammate:
         stop = threading.Event()
         if self.warm.is_set():
             stop.set()
-        beat = Heartbeat(self, task.id, token, stop)
+        claim = Claim(self.board, task, owner=self.name,
+                      lease_seconds=self.config.board.lease_seconds)
+        beat = Heartbeat(self, claim, stop)
         beat.start()
         try:
-            self._work(task, token, tlog, stop, beat)
+            self._work(task, claim, tlog, stop)
         except LeaseLost:
-            beat.lost = True
+            claim.lost = True
         except OSError as exc:
             # The machine, not the task (a full or read-only disk, too few open files): hand
             # it back without counting an attempt, and let the loop stop claiming for a
             # while. If even that write fails, the lease expires and the lead requeues it.
             self.log.error("task interrupted", task=task.id,
                            error=f"{type(exc).__name__}: {exc}")
-            if not beat.lost:
-                beat.ending = True
+            if not claim.lost:
                 with contextlib.suppress(OSError, LeaseLost):
-                    self.board.release(task.id, token, reason=f"{type(exc).__name__}: {exc}")
+                    claim.release(f"{type(exc).__name__}: {exc}")
             raise
         except Exception as exc:  # a run error: record it on the task, keep serving
             self.log.exception("task error", task=task.id)
             tlog.write("error", error=f"{type(exc).__name__}: {exc}")
-            if not beat.lost:
-                beat.ending = True
-                try:
-                    self.board.fail(task.id, token, f"{type(exc).__name__}: {exc}")
-                except LeaseLost:
-                    beat.lost = True
+            if not claim.lost:
+                with contextlib.suppress(LeaseLost):  # marks the claim lost
+                    claim.fail(f"{type(exc).__name__}: {exc}")
         finally:
             beat.finish()
-        if beat.lost:
+        if claim.lost:
             self.log.warning("lease lost, task abandoned", task=task.id)
             tlog.write("abandoned", reason="lease lost (another teammate owns the task now)")
             self.board.events.emit("task_abandoned", task.id, actor=self.name, token=token,
                                    reason="lease lost")
 
-    def _work(self, task: Task, token: int, tlog: TaskLogger, stop: threading.Event,
-              beat: Heartbeat) -> None:
+    def _work(self, task: Task, claim: Claim, tlog: TaskLogger, stop: threading.Event) -> None:
         from orchestrator.worktree.manager import binding
 
         if self.remote is not None and hasattr(self.isolation, "branch_for"):
             self.isolation.start_ref = self.remote.prepare(
                 task, self.isolation.branch_for(task), self.board, self.config.worktree.base)
         ws = self.isolation.create(task)
-        task = self.board.update(task.id, token, **binding(ws))
+        task = claim.update(**binding(ws))
         backend = self.backend_for(task)
         ctx = RunContext(
-            task=task, token=token, teammate=self.name, workspace=ws, board=self.board,
+            task=task, token=claim.token, teammate=self.name, workspace=ws, board=self.board,
             layout=self.layout, log=tlog, stop=stop, timeout=self.config.team.task_timeout,
-            settings={"command": self.config.team.command,
-                      "on_process_start": lambda pgid: self.publish(
-                          "working", task=task.id, backend_pgid=pgid)},
+            command=self.config.team.command,
+            on_process_start=lambda pgid: self.publish("working", task=task.id,
+                                                       backend_pgid=pgid),
         )
         result = backend.run(ctx)
-        if beat.lost:
+        if claim.lost:
             return
         if result.usage != Usage():
-            self.board.update(task.id, token, usage=task.usage.add(result.usage))
+            claim.update(usage=task.usage.add(result.usage))
         if result.stopped or self.cold.is_set() or (not result.ok and stop.is_set()):
-            beat.ending = True
-            self.board.release(task.id, token, reason="teammate stopping")
+            claim.release("teammate stopping")
             return
         if not result.ok:
-            beat.ending = True
-            self.board.fail(task.id, token, result.error or "backend failed", retry=result.retry)
+            claim.fail(result.error or "backend failed", retry=result.retry)
             return
-        self.still_ours(task.id, token)  # never commit over a new owner's work
+        # never commit over a new owner's work
+        claim.still_ours(margin=self.config.board.lease_seconds / 3)
         # a workspace that is no git checkout (hook isolation) cannot be committed: its
         # isolation snapshots it on keep instead
         sha = commit_leftovers(ws.path, task, self.name) if (ws.path / ".git").exists() else None
@@ -298,19 +298,17 @@ class Teammate:
             checks = run_checks(self.config.team.verify, cwd=ws.path, env=task_env(ctx),
                                 log=tlog, timeout=self.config.team.verify_timeout,
                                 stop=self.cold)  # a warm stop lets the checks finish
-            if beat.lost:
+            if claim.lost:
                 return
             if checks["stopped"]:
-                beat.ending = True
-                self.board.release(task.id, token, reason="teammate stopping")
+                claim.release("teammate stopping")
                 return
             self.board.events.emit("checks_passed" if checks["passed"] else "checks_failed",
                                    task.id, actor=self.name, command=checks["command"],
                                    result=checks["result"])
             if not checks["passed"]:
-                self.board.update(task.id, token, checks=checks)
-                beat.ending = True
-                self.board.fail(task.id, token, f"verification failed ({checks['result']}): "
+                claim.update(checks=checks)
+                claim.fail(f"verification failed ({checks['result']}): "
                                 f"{checks['command']}\n{_tail(checks['output_tail'])}")
                 return
             fields["checks"] = checks
@@ -321,19 +319,9 @@ class Teammate:
             if rejected:  # still kept for review: the work is on the local branch
                 self.log.error("push rejected", task=task.id, error=rejected)
                 fields["error"] = rejected
-        beat.ending = True
-        done = self.board.complete(task.id, token, **fields)
+        done = claim.complete(**fields)
         self.isolation.keep(done)
         self.log.info("completed", task=task.id, sha=sha)
-
-    def still_ours(self, task_id: str, token: int) -> None:
-        """Raise `LeaseLost` unless our lease holds for a good while yet: a read when the
-        heartbeat has kept it fresh, a renewal (a fenced write) otherwise."""
-        lease = self.board.get(task_id).lease
-        margin = self.config.board.lease_seconds / 3
-        if lease is None or lease.token != token or lease.owner != self.name \
-                or lease.expires_at - time.time() < margin:
-            self.board.renew(task_id, token)
 
     def backend_for(self, task: Task) -> Backend:
         name = task.backend or self.config.team.backend
@@ -349,16 +337,12 @@ class Heartbeat(threading.Thread):
     is busy in the backend, and sets the run's ``stop`` event for either.
     """
 
-    def __init__(self, mate: Teammate, task_id: str, token: int, stop: threading.Event) -> None:
-        super().__init__(name=f"heartbeat-{task_id}", daemon=True)
+    def __init__(self, mate: Teammate, claim: Claim, stop: threading.Event) -> None:
+        super().__init__(name=f"heartbeat-{claim.task_id}", daemon=True)
         self.mate = mate
-        self.task_id = task_id
-        self.token = token
+        self.claim = claim
+        self.task_id = claim.task_id
         self.stop = stop
-        self.lost = False
-        self.ending = False
-        """Set just before the run's last board write (complete, fail, release): a renewal
-        refused after it lost nothing, the lease was handed back."""
         self._done = threading.Event()
         self._r, self._w = os.pipe()
         self.interval = mate.config.board.lease_seconds / 3
@@ -372,17 +356,14 @@ class Heartbeat(threading.Thread):
             if time.monotonic() >= next_renew and not self._done.is_set():
                 next_renew = time.monotonic() + self.interval
                 self.beat()
-            if self.mate.warm.is_set() or self.lost:
+            if self.mate.warm.is_set() or self.claim.lost:
                 self.stop.set()
 
     def beat(self) -> None:
         try:
-            self.mate.board.renew(self.task_id, self.token,
-                                  lease_seconds=self.mate.config.board.lease_seconds)
-        except LeaseLost:
-            self.lost = self.lost or not self.ending
-            self._done.set()
-            return
+            if not self.claim.renew():  # lost, or handed back by the final write
+                self._done.set()
+                return
         except OSError as exc:  # a full or read-only disk: try again next beat
             self.mate.log.error("heartbeat failed", task=self.task_id,
                                 error=f"{type(exc).__name__}: {exc}")

@@ -12,8 +12,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from orchestrator.board.model import Task
 from orchestrator.config import WorktreeConfig
+from orchestrator.controlplane import ControlPlane
 from orchestrator.layout import Layout
-from orchestrator.protocols import Board, Isolation
+from orchestrator.protocols import Isolation
 from orchestrator.worktree.hooks import HookIsolation
 from orchestrator.worktree.manager import WorktreeManager, binding
 from orchestrator.worktree.reconcile import GcReport, ReconcileReport
@@ -38,7 +39,7 @@ class Workspaces(Isolation, Protocol):
     def reconcile(self, tasks: list[Task]) -> ReconcileReport: ...
 
 
-def open_isolation(layout: Layout, config: WorktreeConfig, board: Board | None = None, *,
+def open_isolation(layout: Layout, config: WorktreeConfig, board: ControlPlane | None = None, *,
                    actor: str = "worktree") -> Workspaces:
     """The configured isolation backend: hooks when ``create_command`` is set, else git
     worktrees."""

@@ -15,12 +15,13 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import NotFound
-from orchestrator.protocols import Board
 from orchestrator.worktree import Workspaces
 
 
-def workspace_of(isolation: Workspaces, board: Board, task_id: str) -> tuple[Path, dict[str, str]]:
+def workspace_of(isolation: Workspaces, board: ControlPlane,
+                 task_id: str) -> tuple[Path, dict[str, str]]:
     """The task's workspace folder and the environment to run in it (`NotFound` when it
     has none on disk)."""
     task = board.get(task_id)

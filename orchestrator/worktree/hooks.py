@@ -264,7 +264,8 @@ class HookIsolation:
         if path == root or root.is_relative_to(path) or path.is_relative_to(self.layout.tasks) \
                 or path.is_relative_to(root / ".git"):
             raise RunError(f"{task.id}: create command printed {path}: a workspace may not be "
-                           "the repository, hold it, or sit in .tasks or .git", task=task.id)
+                           f"the repository, hold it, or sit in {self.layout.tasks.name} or .git",
+                           task=task.id)
         return path
 
     def _run_remove(self, task: Task, path: Path, force: bool) -> None:

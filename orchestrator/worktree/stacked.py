@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from orchestrator.board.model import Status, Task
+from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import RunError
-from orchestrator.protocols import Board
 from orchestrator.worktree.git import Git
 
 
-def kept_blockers(board: Board | None, repo: Git, task: Task,
+def kept_blockers(board: ControlPlane | None, repo: Git, task: Task,
                   branch_for: Callable[[Task], str]) -> list[tuple[str, str]]:
     """(branch, tip) of each blocker kept for review, in ``blocked_by`` order."""
     if not task.blocked_by or board is None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from orchestrator.agent.base import ToolContext, ToolResult
 from orchestrator.agent.tools.common import PathTool, obj, prop, write_file
@@ -79,7 +79,7 @@ def load(raw: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise NotebookError(f"not a notebook: invalid JSON ({exc})") from None
     validate(nb)
-    return nb
+    return cast(dict[str, Any], nb)
 
 
 def dump(nb: dict[str, Any]) -> str:
@@ -186,7 +186,7 @@ def _find(cells: list[dict[str, Any]], args: dict[str, Any]) -> int:
                     raise NotebookError(f"cell {args['cell_id']!r} is at index {i}, "
                                         f"not {args['index']}")
                 return i
-        ids = [c.get("id") for c in cells if c.get("id")]
+        ids = [str(c["id"]) for c in cells if c.get("id")]
         raise NotebookError(f"no cell with id {args['cell_id']!r}"
                             + (f" (ids: {', '.join(ids[:20])})" if ids
                                else " (this notebook has no cell ids: use index)"))

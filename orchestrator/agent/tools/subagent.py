@@ -141,12 +141,14 @@ class Subagents:
         except ConfigError as exc:
             raise SubagentError(str(exc)) from None
 
-    def transcript(self) -> TaskLogger:
-        """A new transcript ``<task>.sub-<n>``, numbered after the existing ones."""
+    def transcript(self) -> tuple[str, TaskLogger]:
+        """A new transcript ``<task>.sub-<n>`` (its name and writer), numbered after the
+        existing ones."""
         pattern = re.compile(re.escape(self.task_id) + r"\.sub-(\d+)$")
         taken = [int(m.group(1)) for name in self.logs.names(f"{self.task_id}.sub-")
                  if (m := pattern.match(name))]
-        return self.logs.writer(f"{self.task_id}.sub-{max(taken, default=0) + 1}")
+        name = f"{self.task_id}.sub-{max(taken, default=0) + 1}"
+        return name, self.logs.writer(name)
 
 
 class AgentTool:
@@ -184,7 +186,7 @@ class AgentTool:
             tools = host.grants(args.get("tools"), profile)
         except SubagentError as exc:
             return ToolResult(f"agent: {exc}", is_error=True)
-        log = host.transcript()
+        log_name, log = host.transcript()
         node = _Node(log, above=above)
         if self.depth + 1 < host.max_depth and "agent" in (args.get("tools") or ["agent"]) \
                 and (profile is None or profile.offers("agent")):
@@ -207,7 +209,7 @@ class AgentTool:
         node.loop = AgentLoop(root.model, toolset, prompt, log, limits=limits,
                               max_tokens=root.max_tokens, stop=root.stop, ask=root.ask,
                               on_usage=live)
-        above.log.write("subagent", transcript=log.path.name, depth=self.depth + 1,
+        above.log.write("subagent", transcript=f"{log_name}.jsonl", depth=self.depth + 1,
                         description=args.get("description", ""), agent=args.get("agent"),
                         tools=toolset.names())
         try:

@@ -5,7 +5,7 @@ Columns: pending / in progress / waiting for input / review / merged / failed
 Below them, each teammate and its current task, from the state files the team
 runtime writes (`orchestrator.team.status.team_status`).
 
-The view is redrawn when the board's change feed (`Board.wait_for_change`) says
+The view is redrawn when the board's change feed (`ControlPlane.wait_for_change`) says
 something changed, and only when the drawing differs (the feed's periodic
 rescan also picks up teammate state): no clock ticks, no disk polling loop.
 On a terminal it is a rich ``Live`` display; piped, each new frame is printed
@@ -28,7 +28,6 @@ from orchestrator.board.model import Status, Task
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.layout import Layout
-from orchestrator.protocols import Board
 from orchestrator.review.common import using_board
 from orchestrator.team.status import team_status
 
@@ -127,7 +126,7 @@ def render_text(renderable: RenderableType, width: int = 140) -> str:
 
 
 def watch_board(layout: Layout, config: Config, *, frames: int | None = None,
-                console: Console | None = None, board: Board | None = None) -> int:
+                console: Console | None = None, board: ControlPlane | None = None) -> int:
     """Show the board until Ctrl-C (or ``frames`` distinct frames); how many were drawn."""
     console = console or Console()
     drawn = 0

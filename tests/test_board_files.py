@@ -1,0 +1,96 @@
+"""What only the file board does: the events index beside ``events.jsonl`` (rebuilt,
+caught up, never trusted over the log), torn lines in the log and the mailboxes, logs
+from before events had a seq. The promises every board makes are in tests/conformance/."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from orchestrator.board import init_repo, open_board
+from orchestrator.board.eventlog import EventLog
+from orchestrator.board.mailboxes import FileMailboxes
+
+
+def test_a_torn_line_is_skipped_and_the_next_writer_starts_afresh(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "events.jsonl", "t")
+    for i in range(5):
+        log.emit("step", "task_001", n=i)
+    with log.path.open("ab") as fh:
+        fh.write(b'{"seq": 99, "ts": "x", "ev')  # a writer killed mid-line
+    assert [e.seq for e in log.read()] == [1, 2, 3, 4, 5] and log.last_seq() == 5
+    after = log.emit("after", "task_001")
+    assert after.seq == 6
+    assert [e.seq for e in log.read(task="task_001")] == [1, 2, 3, 4, 5, 6]
+    os.remove(log.index_path)  # rebuilt from the log: the fragment is no event
+    assert [e.seq for e in log.read(since=4)] == [5, 6] and log.last_seq() == 6
+
+
+def test_the_index_follows_the_log_not_the_other_way(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "events.jsonl", "t")
+    for i in range(10):
+        log.emit("step", f"task_{i % 2 + 1:03d}")
+    # lines appended by something that does not keep the index (an older version)
+    with log.path.open("a") as fh:
+        fh.write(json.dumps({"seq": 11, "ts": "x", "event": "late", "task": "task_002",
+                             "actor": "old"}) + "\n")
+    assert [e.event for e in log.read(since=10)] == ["late"]
+    assert log.tail(1, task="task_002")[0].event == "late"
+    # an index of another log (the log was replaced) is rebuilt, not trusted
+    index = log.index_path.read_bytes()
+    log.path.unlink()
+    log.emit("fresh", "task_001")
+    assert [e.event for e in log.read()] == ["fresh"]
+    log.index_path.write_bytes(index)  # stale: names the old inode
+    assert [e.seq for e in log.read(task="task_001")] == [1] and log.last_seq() == 1
+
+
+def test_a_log_from_before_seq_reads_and_continues(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"ts": "a", "event": "task_created", "task": "task_001", "actor": "x"}\n'
+                    '{"ts": "b", "event": "task_claimed", "task": "task_001", "actor": "x"}\n')
+    log = EventLog(path, "t")
+    assert [(e.seq, e.event) for e in log.read()] == [(0, "task_created"), (0, "task_claimed")]
+    assert log.emit("merged", "task_001").seq == 1
+    assert [e.event for e in log.read(task="task_001")] == ["task_created", "task_claimed",
+                                                            "merged"]
+    assert [e.event for e in log.read(since=0)][-1] == "merged"
+    assert [e.event for e in log.read(since=1)] == []
+
+
+def test_odd_task_names_in_events_are_still_found(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "events.jsonl", "t")
+    log.emit("x", "task_0007")  # not the canonical task_007
+    log.emit("x", "weird \" name")
+    log.emit("x", "task_007")
+    assert [e.task for e in log.read(task="task_0007")] == ["task_0007"]
+    assert [e.task for e in log.read(task='weird " name')] == ['weird " name']
+    assert [e.seq for e in log.read(task="task_007")] == [3]
+
+
+def test_a_read_only_log_is_read_by_scanning(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "events.jsonl", "t")
+    log.emit("a", "task_001")
+    log.index_path.unlink()
+    os.chmod(tmp_path, 0o555)
+    try:
+        if os.access(tmp_path, os.W_OK):  # root ignores the mode
+            return
+        assert [e.event for e in log.read(task="task_001")] == ["a"]
+        assert log.last_seq() == 1
+    finally:
+        os.chmod(tmp_path, 0o755)
+
+
+def test_a_torn_mailbox_line_is_skipped(repo: Path) -> None:
+    layout = init_repo(repo)
+    boxes = FileMailboxes(layout)
+    boxes.send("alice", "lead", "hello")
+    with (layout.mailboxes / "alice.jsonl").open("a") as fh:
+        fh.write('{"torn":')
+    assert [m.body for m in boxes.unread("alice")] == ["hello"]
+    boxes.send("alice", "bob", "again")  # on a line of its own, not joined to the fragment
+    with open_board(layout) as board:
+        assert [m.body for m in board.mailboxes.read("alice")] == ["hello", "again"]
+        assert [m.body for m in board.mailboxes.unread("alice")] == ["hello", "again"]
