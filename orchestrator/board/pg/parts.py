@@ -19,8 +19,10 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from orchestrator.board.mailboxes import check_name
 from orchestrator.board.model import format_task_id
 from orchestrator.board.pg.db import Cursor, Database, Listener
+from orchestrator.board.tasklogs import check_log_name
 from orchestrator.controlplane import (
     Answer,
     Event,
@@ -34,7 +36,6 @@ from orchestrator.errors import InvalidInput, NotFound
 from orchestrator.events import redact, secret_values
 from orchestrator.fsutil import append_line
 from orchestrator.tasklog import MAX_FIELD_CHARS
-from orchestrator.team.mailbox import check_name
 
 EVENTS_LOCK = 0x6F726365  # advisory lock held from an event's insert to its commit
 PAGE = 1000
@@ -245,10 +246,11 @@ class PgTaskLogs:
         self.secrets = secret_values()
 
     def writer(self, name: str, actor: str | None = None) -> PgLogWriter:
-        return PgLogWriter(self, name, actor)
+        return PgLogWriter(self, check_log_name(name), actor)
 
     def append(self, name: str, kind: str, *, actor: str | None = None,
                **fields: Any) -> None:
+        check_log_name(name)
         rec: dict[str, Any] = {"kind": kind}
         if actor:
             rec["actor"] = actor
