@@ -257,9 +257,9 @@ class Teammate:
                                    reason="lease lost")
 
     def _work(self, task: Task, claim: Claim, tlog: TaskLogger, stop: threading.Event) -> None:
-        from orchestrator.worktree.manager import binding
+        from orchestrator.worktree.manager import WorktreeManager, binding
 
-        if self.remote is not None and hasattr(self.isolation, "branch_for"):
+        if self.remote is not None and isinstance(self.isolation, WorktreeManager):
             self.isolation.start_ref = self.remote.prepare(
                 task, self.isolation.branch_for(task), self.board, self.config.worktree.base)
         ws = self.isolation.create(task)

@@ -68,7 +68,8 @@ class Remote:
         out = self.repo.run("symbolic-ref", "--quiet", "--short", "HEAD", check=False)
         return out.stdout.strip() if out.returncode == 0 else None
 
-    def prepare(self, task: Task, branch: str, board: Board, base: str) -> str | None:
+    def prepare(self, task: Task, branch: str | None, board: Board,
+                base: str) -> str | None:
         """Before a task's worktree is made on this machine: fetch the base, the blockers'
         branches and (when this clone lacks it) the task's branch or WIP snapshot. Returns
         the remote-tracking ref new branches should start from (None: the local base)."""
@@ -81,7 +82,8 @@ class Remote:
             if blocker.branch:
                 blockers.append(blocker.branch)
         self.fetch_branches(blockers)
-        self.adopt(branch, task.id)
+        if branch:
+            self.adopt(branch, task.id)
         name = self.base_branch(base)
         return self.fetch_base(name) if name else None
 

@@ -125,7 +125,7 @@ class Listener:
                 self.close()
                 conn = schema.connect(self.url, autocommit=True)
                 for ch in self.channels:
-                    conn.execute(f"LISTEN {ch}")  # type: ignore[arg-type]  # our own names
+                    conn.execute(f"LISTEN {ch}")
                 self._conn = conn
                 self._failures = 0
                 return True

@@ -101,7 +101,10 @@ class PgEvents:
     def read(self, *, since: int = 0, task: str | None = None) -> Iterator[Event]:
         last = since
         while True:
-            rows = self.db.run(lambda cur, last=last: _page(cur, last, task))
+            def page(cur: Cursor, after: int = last) -> builtins.list[Event]:
+                return _page(cur, after, task)
+
+            rows = self.db.run(page)
             yield from rows
             if len(rows) < PAGE:
                 return
