@@ -106,7 +106,7 @@ def bulk_tasks(url: str, n: int, pending: int | None = None) -> None:
             "INSERT INTO tasks (id, status, data) SELECT g, CASE WHEN g > %s THEN 'pending' "
             "ELSE 'merged' END, jsonb_build_object('subject', 'task ' || g, 'max_attempts', 3)"
             " FROM generate_series(1, %s) g", (n - pending, n))
-        conn.execute("SELECT setval('task_ids', %s)", (n,))
+        conn.execute("SELECT setval('task_ids', %s, %s)", (max(n, 1), n > 0))
     with schema.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE tasks")
 

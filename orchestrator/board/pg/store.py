@@ -250,6 +250,9 @@ class PgBoard:
         n = None if task_id is None else parse_task_id(str(task_id))
 
         def take(cur: Cursor) -> Task | None:
+            # Like the file board's claims, a claim need not wait for the disk: lost in a
+            # server crash, it is the same as its lease expiring (the task comes back).
+            cur.execute("SET LOCAL synchronous_commit = off")
             if n is not None:
                 cur.execute("SELECT 1 FROM tasks WHERE id = %s", (n,))
                 if cur.fetchone() is None:
@@ -280,6 +283,7 @@ class PgBoard:
         n = parse_task_id(str(task_id))
 
         def extend(cur: Cursor) -> Task:
+            cur.execute("SET LOCAL synchronous_commit = off")  # as a claim: see `claim`
             cur.execute("UPDATE tasks SET lease_expires = now() + make_interval(secs => %s), "
                         "lease_renewed = now() WHERE id = %s AND status = 'in_progress' "
                         f"AND lease_token = %s RETURNING {COLS}",
