@@ -145,10 +145,12 @@ class Driver:
             self._last = (done, time.monotonic())
         elif time.monotonic() - self._last[1] > self.stall_seconds:
             raise TimeoutError(f"no progress for {self.stall_seconds:.0f}s at {done}/"
-                               f"{self.n_tasks} done: {teammates(self.layout)}")
+                               f"{self.n_tasks} done: "
+                               f"{teammates(self.layout, self.board_config)}")
         more = min(self.n_tasks - len(self.ids), self.backlog - (len(self.ids) - done))
         if more > 0:
-            self.ids += add_tasks(self.repo, more, first=len(self.ids))
+            self.ids += add_tasks(self.repo, more, first=len(self.ids),
+                                  config=self.board_config)
         return done
 
     # --- faults ---------------------------------------------------------------------

@@ -45,8 +45,9 @@ def make_repo(path: Path) -> Path:
     return path
 
 
-def add_tasks(repo: Path, n: int, first: int = 0, **fields: Any) -> list[str]:
-    with open_board(Layout.at(repo)) as board:
+def add_tasks(repo: Path, n: int, first: int = 0, config: BoardConfig | None = None,
+              **fields: Any) -> list[str]:
+    with open_board(Layout.at(repo), config) as board:
         return [board.add(f"harness task {i}", **fields).id for i in range(first, first + n)]
 
 

@@ -38,7 +38,7 @@ from orchestrator.backends import backend_module
 from orchestrator.board.model import Status, utcnow
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import BoardUnavailable, OrchestratorError
 from orchestrator.events import last_status_event
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
@@ -246,13 +246,15 @@ class Lead:
 
     def guarded(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
         """Run ``fn``; when the control plane cannot be used (a full or read-only disk, too
-        few open files) log one line (once, until it works again) and return None: the
-        supervisor stays up, and leases and the next pass put the board right later."""
+        few open files, a board database that is down) log one line (once, until it works
+        again) and return None: the supervisor stays up, and leases and the next pass put
+        the board right later."""
         try:
             result = fn(*args, **kwargs)
-        except OSError as exc:
+        except (OSError, BoardUnavailable) as exc:
             error = f"{type(exc).__name__}: {exc}"
-            kind = f"{type(exc).__name__} {exc.errno}"  # not the file name
+            # not the file name; a board database's message names its kind of error
+            kind = f"OSError {exc.errno}" if isinstance(exc, OSError) else str(exc)
             if self.faults.get(what) != kind:
                 self.log.error(f"{what} failed", error=error)
                 self.faults[what] = kind

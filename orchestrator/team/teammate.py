@@ -36,7 +36,7 @@ from orchestrator.backends import load_backend
 from orchestrator.board.model import Task, Usage, utcnow
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane, Message, TaskLogger
-from orchestrator.errors import LeaseLost, OrchestratorError
+from orchestrator.errors import BoardUnavailable, LeaseLost, OrchestratorError
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.logging import configure, get_logger
@@ -111,8 +111,8 @@ class Teammate:
                         if self.committed:
                             self.committed = False
                             idle_maintenance(self.layout.root)
-                except OSError as exc:  # a full or read-only disk, too few open files
-                    self.board_fails(exc)
+                except (OSError, BoardUnavailable) as exc:  # a full or read-only disk, too
+                    self.board_fails(exc)  # few open files, the board's database is down
                 # board changes wake us; mailboxes are not watched (and a failing board
                 # is retried), so look again on the board's rescan period as well
                 self.absorb(self.waker.wait(self.config.board.rescan_seconds, self._fds()))
@@ -183,7 +183,7 @@ class Teammate:
         self.shutdown_requests = []
 
     def publish(self, state: str, **fields: Any) -> None:
-        with contextlib.suppress(OSError):  # a hint for `status`; the board is the truth
+        with contextlib.suppress(OSError, BoardUnavailable):  # a hint for `status`
             self.board.team.publish(self.name, state, pid=os.getpid(),
                                     started_at=self.started_at, since=utcnow(), **fields)
 
@@ -192,7 +192,8 @@ class Teammate:
         disk, too few file descriptors): one log line per new error, then `healthy` is
         probed on every rescan period instead of claiming, so no attempt is burned."""
         error = f"{type(exc).__name__}: {exc}"
-        kind = f"{type(exc).__name__} {getattr(exc, 'errno', '')}"  # not the file name
+        kind = f"{type(exc).__name__} {getattr(exc, 'errno', '')}" if isinstance(
+            exc, OSError) else str(exc)  # not the file name; a database's message: its kind
         if kind != self.fault:
             self.log.error("cannot work; not claiming until this is fixed", error=error)
             self.fault = kind
