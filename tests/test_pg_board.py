@@ -5,7 +5,6 @@ wake-ups by LISTEN/NOTIFY, and a database restart under running claimers."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -155,7 +154,16 @@ def test_requeue_owner_touches_only_this_machines_teammate(tmp_path: Path,
         [back] = m1.requeue_owner("alice", reason="process died")
         assert back.id == a.id and back.status is Status.PENDING
         assert m2.get(b.id).status is Status.IN_PROGRESS
-        assert {s.host for s in m1.team.all()} <= {os.uname().nodename}
+        m1.team.publish("alice", "working", pid=1, task=back.id)
+        m2.team.publish("alice", "working", pid=2, task=b.id)
+        assert sorted((s.host, s.pid) for s in m1.team.all()) == [("m1", 1), ("m2", 2)]
+        # `status` on m1 shows m2's teammate too, with its host and last heartbeat
+        from orchestrator.team.status import format_status, team_status
+
+        st = team_status(Layout.at(tmp_path / "m1"), m1)
+        [remote] = [m for m in st["teammates"] if m.get("host") == "m2"]
+        assert (remote["name"], remote["pid"], remote["task"]) == ("alice", 2, b.id)
+        assert "on m2, last heartbeat" in format_status(st)
 
 
 def test_an_idle_waiter_wakes_on_another_machines_add(tmp_path: Path, pg_board_url: str) -> None:

@@ -371,7 +371,9 @@ class PgTeamStatus:
             "DELETE FROM teammates WHERE machine = %s AND name = %s", (self.machine, name)))
 
 
-TEAM_COLS = "name, host, pid, task, heartbeat, data"
+TEAM_COLS = "name, machine, pid, task, heartbeat, data"
+"""``host`` of a `TeammateState` is the machine's name (host name and clone by default), so
+two clones on one host stay apart."""
 
 
 def _state(row: tuple[object, ...]) -> TeammateState:
