@@ -55,6 +55,27 @@ class BoardConfig(_Section):
     fsync: bool = True
     """Durable task writes (fsync of file and folder). Off only for throwaway boards
     (tests, benchmarks on tmpfs): a power cut may then lose the last writes."""
+    url: str | None = None
+    """The shared board of a team across machines: a PostgreSQL database
+    (`postgresql://USER@HOST[:PORT]/DB`, set by `orchestrator init --board URL`). None: the
+    file board in `.tasks/`. Never holds a password (PGPASSWORD or ~/.pgpass do)."""
+    remote: str = "origin"
+    """With a PostgreSQL board: the git remote task branches are based on and pushed to."""
+    machine: str | None = None
+    """With a PostgreSQL board: this clone's name on the shared board (leases, `status`);
+    default: the host name and the clone's folder."""
+
+    @field_validator("url")
+    @classmethod
+    def _no_password(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not v.startswith(("postgresql://", "postgres://")):
+            raise ValueError("expected a PostgreSQL URL: postgresql://USER@HOST[:PORT]/DB")
+        netloc = v.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
+        if (":" in netloc.rsplit("@", 1)[0] and "@" in netloc) or "password=" in v.lower():
+            raise ValueError("the URL holds a password: put it in PGPASSWORD or ~/.pgpass")
+        return v
 
 
 class SharedFolder(_Section):

@@ -14,6 +14,7 @@
     │       ├── LeaseLost            a fenced write with an old token (another owner has it)
     │       ├── GitError             a git command failed (stderr attached)
     │       │   └── SecretLeak       a commit would add a known secret's value
+    │       ├── BoardUnavailable     the board's database cannot be used (down, login, schema)
     │       └── BackendError         an agent backend could not run
     └── (loop signals live in orchestrator.agent.base: they are control flow, not errors)
 
@@ -79,6 +80,11 @@ class GitError(RunError):
 
 class SecretLeak(GitError):
     """A commit would add the value of a known secret (`orchestrator.secrets`)."""
+
+
+class BoardUnavailable(RunError):
+    """The board's database is unreachable, refuses the login, or its schema does not fit
+    this code. The message says what to do; a daemon retries with back-off."""
 
 
 class BackendError(RunError):

@@ -2,6 +2,11 @@
 
     .venv/bin/python scripts/chaos.py --tasks 200 --teammates 4 [--mate-kills 10]
         [--lead-kills 2] [--stops 1] [--restarts 1] [--lease 3] [--seed N] [--json]
+        [--board postgresql://…|auto] [--db-restarts N]
+
+``--board`` runs the team on a PostgreSQL board (``auto``: a throwaway cluster started
+from the Debian binaries, which also allows ``--db-restarts``: the database is stopped
+and started again under the running team, every connection cut).
 
 Every task runs the command backend, which writes ``work_<id>.txt`` holding the
 task id (then sleeps ``--task-seconds``, so kills land mid-task). While the team
@@ -47,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from orchestrator.board import open_board
 from orchestrator.board.eventlog import EventLog
 from orchestrator.board.model import Status
+from orchestrator.config import BoardConfig
 from orchestrator.events import event_status
 from orchestrator.layout import Layout
 from scripts.harness import (
@@ -76,8 +82,12 @@ class Driver:
     """Runs the team and injects the faults; remembers every process it saw."""
 
     def __init__(self, repo: Path, n_tasks: int, n_mates: int, env: dict[str, str],
-                 command: str, rng: random.Random, say: Any) -> None:
+                 command: str, rng: random.Random, say: Any,
+                 board: BoardConfig | None = None, cluster: Any = None) -> None:
         self.repo = repo
+        self.board_config = board or BoardConfig()
+        self.cluster = cluster
+        """A throwaway PostgreSQL cluster this run may restart (``--board auto``)."""
         self.n_tasks = n_tasks
         self.ids: list[str] = []
         self.backlog = 3 * n_mates
@@ -96,7 +106,8 @@ class Driver:
         self.stall_seconds = 120.0
         self._last = (-1, time.monotonic())
         self.figures: dict[str, Any] = {"mate_kills": 0, "lead_kills": 0, "stops": [],
-                                        "restarts": 0, "mates_exit_after_lead_s": []}
+                                        "restarts": 0, "mates_exit_after_lead_s": [],
+                                        "db_restarts": 0}
 
     # --- the team -----------------------------------------------------------------
     def up(self) -> None:
@@ -108,7 +119,7 @@ class Driver:
     def live_mates(self) -> dict[str, dict[str, Any]]:
         """Teammates of the current lead that are alive (their state files say so)."""
         out = {}
-        for name, st in teammates(self.layout).items():
+        for name, st in teammates(self.layout, self.board_config).items():
             if alive(st.get("pid")) and st.get("state") != "stopped":
                 self.pids.add(int(st["pid"]))
                 if st.get("backend_pgid"):
@@ -122,7 +133,7 @@ class Driver:
                              f"see {self.log}")
 
     def board(self) -> list[Any]:
-        with open_board(self.layout) as b:
+        with open_board(self.layout, self.board_config) as b:
             return b.list()
 
     def progress(self) -> int:
@@ -134,10 +145,12 @@ class Driver:
             self._last = (done, time.monotonic())
         elif time.monotonic() - self._last[1] > self.stall_seconds:
             raise TimeoutError(f"no progress for {self.stall_seconds:.0f}s at {done}/"
-                               f"{self.n_tasks} done: {teammates(self.layout)}")
+                               f"{self.n_tasks} done: "
+                               f"{teammates(self.layout, self.board_config)}")
         more = min(self.n_tasks - len(self.ids), self.backlog - (len(self.ids) - done))
         if more > 0:
-            self.ids += add_tasks(self.repo, more, first=len(self.ids))
+            self.ids += add_tasks(self.repo, more, first=len(self.ids),
+                                  config=self.board_config)
         return done
 
     # --- faults ---------------------------------------------------------------------
@@ -167,6 +180,15 @@ class Driver:
         self.figures["mates_exit_after_lead_s"].append(took)
         self.say(f"  kill -9 lead (pid {self.lead.pid}); its teammates stopped in {took}s; up")
         self.up()
+
+    def restart_db(self) -> None:
+        """Stop the database under the running team (every connection cut), start it again."""
+        assert self.cluster is not None
+        self.cluster.stop("fast")
+        time.sleep(1.0)
+        self.cluster.start()
+        self.figures["db_restarts"] += 1
+        self.say("  PostgreSQL stopped and started again")
 
     def restart(self) -> None:
         res = orch(self.repo, "down", env=self.env, timeout=120)
@@ -236,18 +258,21 @@ class Driver:
 
 def run(repo: Path, *, n_tasks: int, n_mates: int, mate_kills: int, lead_kills: int,
         stops: int, restarts: int, lease: float, task_seconds: float, max_attempts: int,
-        seed: int, quiet: bool = False) -> dict[str, Any]:
+        seed: int, quiet: bool = False, board_url: str | None = None, cluster: Any = None,
+        db_restarts: int = 0) -> dict[str, Any]:
     def say(msg: str) -> None:
         if not quiet:
             print(msg, flush=True)
 
     rng = random.Random(seed)
-    env = team_env(board_lease_seconds=lease, board_max_attempts=max_attempts)
+    extra = {"board_url": board_url} if board_url else {}
+    env = team_env(board_lease_seconds=lease, board_max_attempts=max_attempts, **extra)
     command = f"{WRITE_OWN_FILE}; sleep {task_seconds}"
-    drv = Driver(repo, n_tasks, n_mates, env, command, rng, say)
+    board = BoardConfig(url=board_url) if board_url else None
+    drv = Driver(repo, n_tasks, n_mates, env, command, rng, say, board, cluster)
     drv.progress()  # the first tasks
     plan = ["mate"] * mate_kills + ["lead"] * lead_kills + ["stop"] * stops \
-        + ["restart"] * restarts
+        + ["restart"] * restarts + ["db"] * db_restarts
     rng.shuffle(plan)
     # spread the faults over 5 %..60 % of the work, so each lands on a busy team
     marks = [int(n_tasks * (0.05 + 0.55 * i / (len(plan) - 1))) if len(plan) > 1
@@ -273,6 +298,8 @@ def run(repo: Path, *, n_tasks: int, n_mates: int, mate_kills: int, lead_kills: 
                 drv.kill_lead()
             elif fault == "stop":
                 drv.freeze(lease)
+            elif fault == "db":
+                drv.restart_db()
             else:
                 drv.restart()
         wait_until(lambda: drv.progress() >= n_tasks, deadline, "every task to finish",
@@ -289,7 +316,7 @@ def run(repo: Path, *, n_tasks: int, n_mates: int, mate_kills: int, lead_kills: 
             drv.lead.wait()
     seconds = round(time.monotonic() - t0, 1)
     left = _leftovers(repo, drv)
-    result = audit(repo, drv.ids)
+    result = audit(repo, drv.ids, drv.board_config)
     result.update(tasks=n_tasks, teammates=n_mates, seconds=seconds, seed=seed, lease=lease,
                   faults=drv.figures, faults_skipped=skipped, leftover_processes=left,
                   stalled=stalled)
@@ -318,10 +345,10 @@ def _leftovers(repo: Path, drv: Driver) -> list[Any]:
     return stragglers()
 
 
-def audit(repo: Path, ids: list[str]) -> dict[str, Any]:
+def audit(repo: Path, ids: list[str], config: BoardConfig | None = None) -> dict[str, Any]:
     """Count what went wrong, set by set (see the module docstring)."""
     layout = Layout.at(repo)
-    with open_board(layout) as b:
+    with open_board(layout, config) as b:
         board = {t.id: t for t in b.list()}
     lines = layout.events.read_bytes().split(b"\n")
     if lines and lines[-1] == b"":
@@ -444,14 +471,42 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--repo", type=Path, help="scratch folder (default: a temp dir)")
     ap.add_argument("--json", action="store_true", help="print the result as JSON only")
+    ap.add_argument("--board", help="a PostgreSQL board URL, or `auto` for a throwaway "
+                                    "cluster (default: the file board)")
+    ap.add_argument("--db-restarts", type=int, default=None,
+                    help="PostgreSQL restarts under the team (--board auto; default 1 there)")
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-    with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
-        repo = make_repo((args.repo or Path(tmp)) / "repo")
-        res = run(repo, n_tasks=args.tasks, n_mates=args.teammates, mate_kills=args.mate_kills,
-                  lead_kills=args.lead_kills, stops=args.stops, restarts=args.restarts,
-                  lease=args.lease, task_seconds=args.task_seconds,
-                  max_attempts=args.max_attempts, seed=seed, quiet=args.json)
+    cluster = None
+    url = args.board
+    if url == "auto":
+        from orchestrator.board.pg import schema
+        from tests.pg import start_cluster
+
+        cluster = start_cluster(durable=True)
+        url = cluster.url(cluster.new_database("chaos"))
+        schema.migrate(url)
+    elif url is not None:
+        from orchestrator.board.pg import schema
+
+        schema.migrate(url)
+    db_restarts = args.db_restarts if args.db_restarts is not None else int(cluster is not None)
+    if db_restarts and cluster is None:
+        ap.error("--db-restarts needs --board auto (a cluster this script may restart)")
+    try:
+        with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
+            repo = make_repo((args.repo or Path(tmp)) / "repo")
+            res = run(repo, n_tasks=args.tasks, n_mates=args.teammates,
+                      mate_kills=args.mate_kills, lead_kills=args.lead_kills, stops=args.stops,
+                      restarts=args.restarts, lease=args.lease, task_seconds=args.task_seconds,
+                      max_attempts=args.max_attempts, seed=seed, quiet=args.json,
+                      board_url=url, cluster=cluster, db_restarts=db_restarts)
+    finally:
+        if cluster is not None:
+            import shutil
+
+            cluster.stop("immediate")
+            shutil.rmtree(cluster.folder, ignore_errors=True)
     print(json.dumps(res, indent=1, default=str) if args.json else report(res))
     return 0 if res["ok"] else 1
 

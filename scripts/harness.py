@@ -22,6 +22,7 @@ if str(ROOT) not in sys.path:
 
 from orchestrator.board import open_board  # noqa: E402
 from orchestrator.board.teamstatus import FileTeamStatus  # noqa: E402
+from orchestrator.config import BoardConfig  # noqa: E402
 from orchestrator.layout import Layout  # noqa: E402
 from orchestrator.procutil import descendants, parent_map  # noqa: E402
 from orchestrator.team import status  # noqa: E402
@@ -44,8 +45,9 @@ def make_repo(path: Path) -> Path:
     return path
 
 
-def add_tasks(repo: Path, n: int, first: int = 0, **fields: Any) -> list[str]:
-    with open_board(Layout.at(repo)) as board:
+def add_tasks(repo: Path, n: int, first: int = 0, config: BoardConfig | None = None,
+              **fields: Any) -> list[str]:
+    with open_board(Layout.at(repo), config) as board:
         return [board.add(f"harness task {i}", **fields).id for i in range(first, first + n)]
 
 
@@ -85,8 +87,12 @@ def wait_until(pred: Callable[[], Any], timeout: float, what: str,
         time.sleep(poll)
 
 
-def teammates(layout: Layout) -> dict[str, dict[str, Any]]:
-    """Each teammate's state file (name → state), as the team wrote it."""
+def teammates(layout: Layout, config: BoardConfig | None = None) -> dict[str, dict[str, Any]]:
+    """Each teammate's state (name → state), as the team wrote it: its state file, or its
+    row on a PostgreSQL board (``config.url``)."""
+    if config is not None and config.url:
+        with open_board(layout, config) as board:
+            return {st.name: st.to_dict() for st in board.team.all()}
     out = {}
     for st in FileTeamStatus(layout).all():
         out[st.name] = st.to_dict()

@@ -17,6 +17,12 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import child_pids, cmdline, make_repo
+from tests.pg import (  # noqa: F401  (fixtures: a real PostgreSQL)
+    pg_board_url,
+    pg_cluster,
+    pg_template,
+    pg_url,
+)
 
 # Real model calls are impossible in tests: nothing points at a real API.
 for _var in list(os.environ):

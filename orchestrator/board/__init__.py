@@ -25,12 +25,16 @@ __all__ = ["FileBoard", "board_paths", "init_repo", "open_board"]
 
 def open_board(layout: Layout, config: BoardConfig | None = None,
                actor: str = "cli", *, create: bool = True) -> ControlPlane:
-    """The control plane of ``layout``'s repository, as ``config`` says where it lives
-    (today: the file board; its folders are created when missing unless ``create`` is
-    False). ``actor`` is who this process writes as. A second implementation is chosen
-    here from ``config``; callers type the result as `ControlPlane`."""
+    """The control plane of ``layout``'s repository, as ``config`` says where it lives:
+    the file board (its folders are created when missing unless ``create`` is False), or
+    the PostgreSQL board of a team across machines when ``[board] url`` is set. ``actor``
+    is who this process writes as."""
     if create:
         layout.ensure()
+    if config is not None and config.url:
+        from orchestrator.board.pg.store import PgBoard
+
+        return PgBoard(layout, config, actor)
     return FileBoard(layout, config, actor)
 
 

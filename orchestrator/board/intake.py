@@ -238,9 +238,28 @@ def run_intake(board: FileBoard, actor: str | None = None,
                rejected: list[Path] | None = None) -> list[Task]:
     """Process every dropped file once; returns the tasks created. Where each rejected
     file went is appended to ``rejected``."""
-    layout = board.layout
     actor = actor or board.actor
     moved: list[Path] = [] if rejected is None else rejected
+    created = take_dropped(board, actor, moved)
+    board._index.refresh()
+    for task_id in list(board._index.broken):
+        try:
+            task = _repair(board, task_id, actor, moved)
+        except Exception as exc:
+            if _machine_trouble(exc):
+                raise
+            log.warning("intake: left task file %s in place: %s", task_id, _reason(exc))
+            continue
+        if task is not None:
+            created.append(task)
+    return created
+
+
+def take_dropped(board: Any, actor: str, moved: list[Path]) -> list[Task]:
+    """The dropped files of ``board.layout``'s inbox (and stray files in ``.tasks/``) made
+    tasks with ``board.create`` — for any board implementation whose clone has an inbox;
+    each rejected file's new place is appended to ``moved``."""
+    layout = board.layout
     with contextlib.suppress(OSError):
         _recover_stale(layout.inbox)
     created: list[Task] = []
@@ -251,17 +270,6 @@ def run_intake(board: FileBoard, actor: str | None = None,
             if _machine_trouble(exc):
                 raise  # a full or read-only disk: the caller backs off
             log.warning("intake: left %s in place: %s", _printable(rel), _reason(exc))
-            continue
-        if task is not None:
-            created.append(task)
-    board._index.refresh()
-    for task_id in list(board._index.broken):
-        try:
-            task = _repair(board, task_id, actor, moved)
-        except Exception as exc:
-            if _machine_trouble(exc):
-                raise
-            log.warning("intake: left task file %s in place: %s", task_id, _reason(exc))
             continue
         if task is not None:
             created.append(task)

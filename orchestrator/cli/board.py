@@ -50,15 +50,61 @@ def _with_problem(task: Task, problems: dict[str, str]) -> dict[str, Any]:
 
 
 @app.command("init")
-def init(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
+def init(
+    board_url: Annotated[str | None, typer.Option(
+        "--board", help="A shared PostgreSQL board (postgresql://USER@HOST/DB) for a team "
+                        "across machines: its schema is created or checked, and the URL "
+                        "written to orchestrator.toml. The password comes from PGPASSWORD "
+                        "or ~/.pgpass.")] = None,
+    repo: RepoOpt = None,
+    json_: JsonOpt = False,
+) -> None:
     """Create .tasks/ and .worktrees/ and keep them out of git status."""
     r = open_repo(repo, ensure=False)
+    applied: list[str] = []
+    written = ""
+    if board_url is not None:
+        from orchestrator.board.pg import schema
+        from orchestrator.settings.registry import Registry
+
+        schema.check_url(board_url)
+        applied = [f"{m.version:04d}_{m.name}" for m in schema.migrate(board_url)]
+        written = Registry().set(r.layout.root, "board.url", board_url).path.name
     paths = board_paths(init_repo(r.layout.root, r.layout.worktree_root))
     if json_:
         print_json({"root": paths["root"], "tasks": paths["tasks"],
-                    "worktrees": paths["worktrees"]})
+                    "worktrees": paths["worktrees"], "board": board_url,
+                    "migrations_applied": applied})
+        return
+    typer.echo(f"initialised {paths['tasks']} (drop tasks into {paths['inbox']})")
+    if board_url is not None:
+        from orchestrator.board.pg.schema import latest_version, redact_url
+
+        done = f"created the schema ({len(applied)} migrations)" if applied else \
+            f"the schema is current (version {latest_version()})"
+        typer.echo(f"board: {redact_url(board_url)}: {done}; written to {written}")
+
+
+@app.command("migrate")
+def migrate(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
+    """Apply newer schema migrations to the PostgreSQL board ([board] url)."""
+    from orchestrator.board.pg import schema
+    from orchestrator.errors import ConfigError
+
+    r = open_repo(repo, ensure=False)
+    url = r.config.board.url
+    if not url:
+        raise ConfigError("this repository uses the file board: nothing to migrate "
+                          "(orchestrator init --board URL sets up a PostgreSQL board)")
+    applied = schema.migrate(url)
+    if json_:
+        print_json({"board": schema.redact_url(url), "version": schema.latest_version(),
+                    "applied": [f"{m.version:04d}_{m.name}" for m in applied]})
+    elif applied:
+        for m in applied:
+            typer.echo(f"applied {m.version:04d}_{m.name}")
     else:
-        typer.echo(f"initialised {paths['tasks']} (drop tasks into {paths['inbox']})")
+        typer.echo(f"the schema is current (version {schema.latest_version()})")
 
 
 @app.command("add")

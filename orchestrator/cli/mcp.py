@@ -3,6 +3,7 @@ the teammates will get."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -11,15 +12,27 @@ from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
 
 
 @app.command("mcp")
-def mcp_serve(repo: RepoOpt = None) -> None:
-    """Serve the board over MCP on stdio (claude mcp add orchestrator -- orchestrator mcp)."""
-    from orchestrator.mcp.handshake import first_line
-
+def mcp_serve(
+    repo: RepoOpt = None,
+    http: Annotated[str | None, typer.Option(
+        "--http", metavar="HOST:PORT",
+        help="Serve over MCP's streamable HTTP transport at http://HOST:PORT/mcp instead of "
+             "stdio (a remote lead; claude mcp add --transport http …).")] = None,
+    token_file: Annotated[Path | None, typer.Option(
+        "--token-file", help="With --http: every request must carry 'Authorization: Bearer "
+                             "<the file's first line>'. Required off loopback.")] = None,
+) -> None:
+    """Serve the board over MCP on stdio (claude mcp add orchestrator -- orchestrator mcp),
+    or over HTTP with --http."""
     r = open_repo(repo)
-    first = first_line()  # before the SDK is imported: the client waits on this
+    first = None
+    if http is None:
+        from orchestrator.mcp.handshake import first_line
+
+        first = first_line()  # before the SDK is imported: the client waits on this
     from orchestrator.mcp.server import serve
 
-    serve(r, first)
+    serve(r, first, http=http, token_file=token_file)
 
 
 @app.command("mcp-status")

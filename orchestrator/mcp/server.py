@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
@@ -25,7 +26,7 @@ from orchestrator.board import open_board
 from orchestrator.board.index import describe_error
 from orchestrator.board.model import Status, Task
 from orchestrator.controlplane import ControlPlane
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import InvalidInput, OrchestratorError
 from orchestrator.mcp.handshake import INSTRUCTIONS, SERVER_NAME, FirstLine
 from orchestrator.repo import Repo, to_jsonable
 from orchestrator.review import diff_text, discard_task, merge_task, review_rows
@@ -186,17 +187,31 @@ def build_server(repo: Repo) -> tuple[MCPServer, ControlPlane]:
     return server, board
 
 
-def serve(repo: Repo, first: FirstLine | None = None) -> None:
-    """Serve the board over stdio until the client closes the connection. ``first``: the
-    line `orchestrator.mcp.handshake.answer_initialize` read (and maybe answered) before
-    the SDK was imported. A line that is not JSON gets JSON-RPC's parse error (-32700),
-    one that is JSON but no JSON-RPC message an invalid request (-32600), and the server
-    goes on."""
-    import anyio
+def serve(repo: Repo, first: FirstLine | None = None, *, http: str | None = None,
+          token_file: Path | None = None) -> None:
+    """Serve the board over stdio until the client closes the connection, or over
+    streamable HTTP at ``http`` (``HOST:PORT``, see `orchestrator.mcp.http`).
 
+    On stdio, ``first`` is the line `orchestrator.mcp.handshake.answer_initialize` read
+    (and maybe answered) before the SDK was imported. A line that is not JSON gets
+    JSON-RPC's parse error (-32700), one that is JSON but no JSON-RPC message an invalid
+    request (-32600), and the server goes on."""
+    if http is None and token_file is not None:
+        raise InvalidInput("--token-file goes with --http")
+    if http is not None:
+        from orchestrator.mcp.http import parse_address, read_token
+
+        read_token(token_file, parse_address(http)[0])  # refuse before opening anything
     server, board = build_server(repo)
     try:
-        anyio.run(_serve_stdio, server, first)
+        if http is None:
+            import anyio
+
+            anyio.run(_serve_stdio, server, first)
+        else:
+            from orchestrator.mcp.http import serve_http
+
+            serve_http(server, http, token_file)
     finally:
         board.close()
 

@@ -138,4 +138,9 @@ def diff_text(layout: Layout, config: Config, task_id: str, *, stat: bool = Fals
     """``git diff`` of the task's changes against its base (``--stat`` with ``stat``)."""
     with using_board(layout, config, board, "cli") as b:
         task = b.get(task_id)
+    from orchestrator.worktree.remote import Remote
+
+    remote = Remote.for_config(layout.root, config)
+    if remote is not None and task.branch:  # it may have been finished on another machine
+        remote.fetch_branches([task.branch])
     return diff_output(Git(layout.root), changes(Git(layout.root), task), stat=stat, color=color)

@@ -48,6 +48,7 @@ from orchestrator.review.common import using_board
 from orchestrator.review.diff import Changes, changes, current_branch, merge_conflicts
 from orchestrator.worktree.git import Git, list_worktrees
 from orchestrator.worktree.names import check_branch
+from orchestrator.worktree.remote import Remote
 from orchestrator.worktree.safety import MAX_NAMED, dirty_paths
 
 Strategy = Literal["merge", "squash", "rebase"]
@@ -82,10 +83,15 @@ def merge_task(layout: Layout, config: Config, task_id: str, strategy: str = "me
         task = b.get(task_id)
         if task.status is not Status.REVIEW:
             raise Conflict(f"{task.id} is {task.status}: only a task in review can be merged")
+        remote = Remote.for_config(layout.root, config)
+        if remote is not None and task.branch:
+            remote.fetch_branches([task.branch])  # it may have been finished on another machine
         _owned_branch(layout, config, b, task)
         ch = changes(repo, task)
         main = current_branch(repo)
         target = _target(repo, task, into, main)
+        if remote is not None:
+            remote.check_base_current(target)
         worktree = _clean_worktree(layout, task)
         if target == main:
             _clean_main_tree(repo)
@@ -104,6 +110,12 @@ def merge_task(layout: Layout, config: Config, task_id: str, strategy: str = "me
         else:
             commit = _commit(repo, task, ch, tree, target_tip, target, strategy)
         _land(repo, target, target_tip, commit, main, f"orchestrator: {strategy} {task.id}")
+        if remote is not None and commit != target_tip:
+            try:
+                remote.push_base(target)
+            except Conflict:
+                _unland(repo, target, commit, target_tip, main)
+                raise
         task = b.set_status(task.id, Status.MERGED, actor=actor)
         b.events.emit("merged", task.id, actor=actor, strategy=strategy, into=target,
                       commit=commit, branch=ch.branch)
@@ -222,6 +234,14 @@ def _land(repo: Git, target: str, old: str, new: str, main: str | None, msg: str
     out = repo.run("update-ref", "-m", msg, f"refs/heads/{target}", new, old, check=False)
     if out.returncode != 0:
         raise Conflict(f"{target} moved while merging ({out.stderr.strip()}); try again")
+
+
+def _unland(repo: Git, target: str, new: str, old: str, main: str | None) -> None:
+    """Undo `_land` after the remote refused the push: the target is back where it was."""
+    if target == main:
+        repo.run("reset", "--quiet", "--keep", old, check=False)
+    else:
+        repo.run("update-ref", f"refs/heads/{target}", old, new, check=False)
 
 
 def _cleanup(layout: Layout, config: Config, board: ControlPlane, task: Task, target: str,

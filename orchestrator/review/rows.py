@@ -29,6 +29,7 @@ from orchestrator.review.diff import (
     outside_links,
 )
 from orchestrator.worktree.git import Git
+from orchestrator.worktree.remote import Remote
 
 
 def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = None,
@@ -36,6 +37,10 @@ def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = 
     """One dict per task in review, oldest id first (the shape of ``review --json``)."""
     with using_board(layout, config, board, "cli") as b:
         tasks = b.list()
+    remote = Remote.for_config(layout.root, config)
+    if remote is not None:  # branches finished on other machines
+        remote.fetch_branches([t.branch for t in tasks
+                               if t.branch and t.status is Status.REVIEW])
     repo = Git(layout.root)
     main = current_branch(repo)
     kept: dict[str, tuple[Changes, dict[str, Any]]] = {}

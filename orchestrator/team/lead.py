@@ -264,15 +264,17 @@ class Lead:
 
     def guarded(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
         """Run ``fn``; when it fails — the control plane cannot be used (a full or read-only
-        disk, too few open files), or any other error — log one line (once, until it works
-        again) and return None: the supervisor stays up, the other steps still run, and
-        leases and the next pass put the board right later."""
+        disk, too few open files, a board database that is down), or any other error — log
+        one line (once, until it works again) and return None: the supervisor stays up, the
+        other steps still run, and leases and the next pass put the board right later."""
         try:
             result = fn(*args, **kwargs)
         except Exception as exc:
             error = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
+            # an OSError by its kind, not the file name; a board database's message names
+            # its kind of error
             kind = (f"{type(exc).__name__} {exc.errno}" if isinstance(exc, OSError)
-                    else error)  # an OSError by its kind, not the file name
+                    else error)
             if self.faults.get(what) != kind:
                 self.log.error(f"{what} failed", error=error)
                 self.faults[what] = kind

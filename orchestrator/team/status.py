@@ -78,7 +78,9 @@ def team_status(layout: Layout, board: ControlPlane,
     now = time.time()
     info = running_daemon(layout)
     names = list(info.get("teammates", [])) if info else []
-    known = {st.name: st for st in board.team.all()}
+    here = getattr(board, "machine", None)  # a shared board: teammates of every machine
+    states = board.team.all()
+    known = {st.name: st for st in states if st.host is None or st.host == here}
     names += [n for n in known if n not in names]
     mates = []
     for name in names:
@@ -91,6 +93,11 @@ def team_status(layout: Layout, board: ControlPlane,
             "name": name, "state": state, "pid": pid if info else None,
             "task": task, "seconds": _age(st.since if st is not None else None, now),
         })
+    for st in states:  # other machines' teammates: what they last said, and when
+        if st.host is not None and st.host != here:
+            mates.append({"name": st.name, "host": st.host, "state": st.state, "pid": st.pid,
+                          "task": st.task, "seconds": _age(st.since, now),
+                          "heartbeat_seconds": _age(st.updated_at, now)})
     return {
         "running": info is not None,
         "pid": info.get("pid") if info else None,
@@ -128,7 +135,9 @@ def format_status(st: dict[str, Any]) -> str:
         else:
             what = m["state"]
         pid = f" (pid {m['pid']})" if m.get("pid") else ""
-        lines.append(f"  {m['name']:<10} {what}{pid}")
+        where = f" on {m['host']}, last heartbeat {_dur(m.get('heartbeat_seconds'))} ago" \
+            if m.get("host") else ""
+        lines.append(f"  {m['name']:<10} {what}{pid}{where}")
     if st["board"]:
         shown = [f"{k} {v}" for k, v in st["board"].items() if v]
         lines.append("board: " + (", ".join(shown) if shown else "no tasks"))

@@ -36,7 +36,7 @@ from orchestrator.backends import load_backend
 from orchestrator.board.model import Task, Usage, utcnow
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane, Message, TaskLogger
-from orchestrator.errors import LeaseLost, OrchestratorError, SecretLeak
+from orchestrator.errors import BoardUnavailable, LeaseLost, OrchestratorError, SecretLeak
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.logging import configure, get_logger
@@ -50,6 +50,7 @@ from orchestrator.team.command import task_env
 from orchestrator.team.commit import commit_leftovers, idle_maintenance
 from orchestrator.team.mailbox import read_new
 from orchestrator.team.wake import COLD_SIGNAL, Wake, Waker
+from orchestrator.worktree.remote import Remote
 
 if TYPE_CHECKING:  # imported when the teammate runs (see `run`), not at start-up
     from orchestrator.worktree import Workspaces
@@ -77,6 +78,8 @@ class Teammate:
         self.started_at = utcnow()
         self.committed = False
         """A task was committed since the last `idle_maintenance`."""
+        self.remote: Remote | None = None
+        """The shared git remote of a team across machines (a PostgreSQL board)."""
         self.fault: str | None = None
         """The last error from the board (disk full, read-only, no file descriptors)."""
 
@@ -91,6 +94,7 @@ class Teammate:
         self.board = open_board(self.layout, self.config.board, actor=self.name)
         self.isolation = open_isolation(self.layout, self.config.worktree, self.board)
         self.isolation.prepare()
+        self.remote = Remote.for_config(self.layout.root, self.config)
         self.waker.follow_board(self.board, self.config.board.rescan_seconds)
         self.log.info("teammate ready", pid=os.getpid())
         try:
@@ -110,8 +114,8 @@ class Teammate:
                         if self.committed:
                             self.committed = False
                             idle_maintenance(self.layout.root)
-                except OSError as exc:  # a full or read-only disk, too few open files
-                    self.board_fails(exc)
+                except (OSError, BoardUnavailable) as exc:  # a full or read-only disk, too
+                    self.board_fails(exc)  # few open files, the board's database is down
                 # board changes wake us; mailboxes are not watched (and a failing board
                 # is retried), so look again on the board's rescan period as well
                 self.absorb(self.waker.wait(self.config.board.rescan_seconds, self._fds()))
@@ -182,7 +186,7 @@ class Teammate:
         self.shutdown_requests = []
 
     def publish(self, state: str, **fields: Any) -> None:
-        with contextlib.suppress(OSError):  # a hint for `status`; the board is the truth
+        with contextlib.suppress(OSError, BoardUnavailable):  # a hint for `status`
             self.board.team.publish(self.name, state, pid=os.getpid(),
                                     started_at=self.started_at, since=utcnow(), **fields)
 
@@ -191,7 +195,8 @@ class Teammate:
         disk, too few file descriptors): one log line per new error, then `healthy` is
         probed on every rescan period instead of claiming, so no attempt is burned."""
         error = f"{type(exc).__name__}: {exc}"
-        kind = f"{type(exc).__name__} {getattr(exc, 'errno', '')}"  # not the file name
+        kind = f"{type(exc).__name__} {getattr(exc, 'errno', '')}" if isinstance(
+            exc, OSError) else str(exc)  # not the file name; a database's message: its kind
         if kind != self.fault:
             self.log.error("cannot work; not claiming until this is fixed", error=error)
             self.fault = kind
@@ -256,8 +261,11 @@ class Teammate:
                                    reason="lease lost")
 
     def _work(self, task: Task, claim: Claim, tlog: TaskLogger, stop: threading.Event) -> None:
-        from orchestrator.worktree.manager import binding
+        from orchestrator.worktree.manager import WorktreeManager, binding
 
+        if self.remote is not None and isinstance(self.isolation, WorktreeManager):
+            self.isolation.start_ref = self.remote.prepare(
+                task, self.isolation.branch_for(task), self.board, self.config.worktree.base)
         ws = self.isolation.create(task)
         task = claim.update(**binding(ws))
         backend = self.backend_for(task)
@@ -316,6 +324,11 @@ class Teammate:
             fields["checks"] = checks
         if result.session_id:
             fields["session_id"] = result.session_id
+        if self.remote is not None and ws.branch and (ws.path / ".git").exists():
+            rejected = self.remote.finish(ws.path, ws.branch, task.id)
+            if rejected:  # still kept for review: the work is on the local branch
+                self.log.error("push rejected", task=task.id, error=rejected)
+                fields["error"] = rejected
         done = claim.complete(**fields)
         self.isolation.keep(done)
         self.log.info("completed", task=task.id, sha=sha)
@@ -367,6 +380,20 @@ class Heartbeat(threading.Thread):
         except Exception:  # a transient error (a lock): try again next beat
             self.mate.log.exception("heartbeat failed", task=self.task_id)
         self.mate.read_mail()
+        self.snapshot()
+
+    def snapshot(self) -> None:
+        """Across machines: push the worktree's state when it changed since the last beat,
+        so another machine resumes from here if this one dies."""
+        remote = self.mate.remote
+        path = self.mate.layout.worktree(self.task_id)
+        if remote is None or not (path / ".git").exists():
+            return
+        try:
+            remote.snapshot(path, self.task_id)
+        except Exception as exc:  # the remote is down: the next beat tries again
+            self.mate.log.error("snapshot failed", task=self.task_id,
+                                error=f"{type(exc).__name__}: {exc}")
 
     def finish(self) -> None:
         self._done.set()

@@ -85,6 +85,10 @@ class WorktreeManager:
         self._registry: Registry | None = None
         self.kept_ignored: Path | None = None
         """Where the last `remove` kept the worktree's gitignored files (None: it had none)."""
+        self.start_ref: str | None = None
+        """Where new branches start instead of the configured base: the base fetched from
+        the shared remote (``refs/remotes/origin/main``), set by a teammate of a team across
+        machines before each task (see `orchestrator.worktree.remote`)."""
 
     # --- names ------------------------------------------------------------------
     def path_for(self, task: Task) -> Path:
@@ -330,7 +334,8 @@ class WorktreeManager:
     def _checkout(self, task: Task, path: Path, branch: str) -> tuple[str, str, bool, str | None]:
         """Make ``path`` a worktree on ``branch``; (base, base_commit, reused, note)."""
         self.ensure_excluded()
-        tip, base_commit = self.repo.commits(f"refs/heads/{branch}", self.config.base)
+        tip, base_commit = self.repo.commits(f"refs/heads/{branch}",
+                                             self.start_ref or self.config.base)
         entry = self._entry(path) if path.exists() or self._registered(path) else None
         if entry is not None and (entry.locked == "initializing" or entry.branch is None):
             # a creation killed inside `git worktree add`, or after a detached add (see

@@ -18,23 +18,28 @@ from orchestrator.config import BoardConfig
 from orchestrator.controlplane import ControlPlane
 from orchestrator.layout import Layout
 
-IMPLEMENTATIONS = ["file"]
-"""pytest parameter ids of the board fixture (the PostgreSQL board adds "postgresql")."""
+IMPLEMENTATIONS = ["file", "postgresql"]
+"""pytest parameter ids of the board fixture."""
 
 Spec = dict[str, Any]
 
 
-def make_spec(kind: str, tmp_path: Path, repo: Path, **board: Any) -> Spec:
-    """A fresh, empty board of ``kind`` for one test."""
+def make_spec(kind: str, tmp_path: Path, repo: Path, url: str | None = None,
+              **board: Any) -> Spec:
+    """A fresh, empty board of ``kind`` for one test (``url``: the PostgreSQL database,
+    already migrated)."""
     if kind == "file":
         init_repo(repo)
         return {"kind": "file", "root": str(repo), "board": board}
+    if kind == "postgresql":
+        init_repo(repo)
+        return {"kind": "postgresql", "root": str(repo), "board": {**board, "url": url}}
     raise ValueError(f"unknown board implementation {kind!r}")
 
 
 def open_spec(spec: Spec, actor: str = "test") -> ControlPlane:
     config = BoardConfig(**spec.get("board", {}))
-    if spec["kind"] == "file":
+    if spec["kind"] in ("file", "postgresql"):
         return open_board(Layout.at(spec["root"]), config, actor=actor)
     raise ValueError(f"unknown board implementation {spec['kind']!r}")
 

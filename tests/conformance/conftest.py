@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(params=IMPLEMENTATIONS)
 def spec(request: pytest.FixtureRequest, tmp_path: Path, repo: Path) -> Spec:
     """A fresh board (max 2 attempts, fast rescans) of each implementation."""
-    return make_spec(str(request.param), tmp_path, repo, max_attempts=2, rescan_seconds=0.2)
+    url = request.getfixturevalue("pg_board_url") if request.param == "postgresql" else None
+    return make_spec(str(request.param), tmp_path, repo, url=url, max_attempts=2,
+                     rescan_seconds=0.2)
 
 
 @pytest.fixture

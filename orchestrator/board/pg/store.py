@@ -1,0 +1,492 @@
+"""PgBoard: the control plane of a team across machines, in PostgreSQL.
+
+A task is a row of ``tasks``: the columns the board decides on (status, priority,
+blockers, owner, lease, fence, attempts) plus ``data`` (the rest of the `Task`). Every
+change is one transaction that locks the row (``FOR UPDATE``), checks the transition and
+the fencing token in Python with the same rules as the file board, writes the row back
+and appends its event, so a change and its audit record commit together.
+
+- **Claims** pick the first ready row in claim order with ``FOR UPDATE SKIP LOCKED``:
+  concurrent claimers never wait on each other and never get the same task.
+- **Leases** expire on the database's clock (``now()``), never a machine's.
+- **Owners** are teammate names, which repeat across machines (each machine has its
+  ``alice``), so a task also records the ``machine`` holding it and `requeue_owner`
+  touches only this machine's.
+- **Wake-ups**: `wait_for_ready` / `wait_for_change` sleep on ``LISTEN`` (see
+  `orchestrator.board.pg.db.Listener`) and re-check the table after each hint.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import socket
+import time
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import Any
+
+from psycopg.types.json import Jsonb
+from pydantic import ValidationError
+
+from orchestrator.board import graph
+from orchestrator.board.index import describe_error
+from orchestrator.board.model import (
+    Lease,
+    Status,
+    Task,
+    format_task_id,
+    normalize_task_id,
+    parse_task_id,
+)
+from orchestrator.board.pg.db import Cursor, Database, Listener
+from orchestrator.board.pg.parts import (
+    PgEvents,
+    PgIds,
+    PgMailboxes,
+    PgRequests,
+    PgTaskLogs,
+    PgTeamStatus,
+    iso,
+)
+from orchestrator.board.store import PROTECTED, BoardClosed, _assign, _count_attempt, _move
+from orchestrator.config import BoardConfig
+from orchestrator.errors import InvalidInput, LeaseLost, NotFound
+from orchestrator.layout import Layout
+
+COLUMNS = frozenset({"id", "status", "priority", "blocked_by", "owner", "fence", "lease",
+                     "attempts", "created_at", "updated_at"})
+"""Task fields kept in columns; the others live in ``data``."""
+COLS = ("id, status, priority, blocked_by, owner, fence, lease_token, "
+        "extract(epoch FROM lease_expires), lease_acquired, lease_renewed, attempts, data, "
+        "created_at, updated_at")
+SELECT = f"SELECT {COLS} FROM tasks"
+READY = ("status = 'pending' AND NOT EXISTS (SELECT 1 FROM unnest(t.blocked_by) b "
+         "LEFT JOIN tasks bt ON bt.id = b WHERE bt.status IS NULL "
+         "OR bt.status NOT IN ('review', 'merged'))")
+"""A pending task whose every blocker exists and is in review or merged (graph.is_ready)."""
+CHANGE_CHANNELS = ["orch_tasks", "orch_messages", "orch_requests"]
+"""What `wait_for_change` wakes on: tasks, mail and permission/plan requests."""
+
+
+def machine_name(layout: Layout, config: BoardConfig) -> str:
+    """This clone's name on the shared board: ``[board] machine``, else host:folder."""
+    return config.machine or f"{socket.gethostname()}:{layout.root}"
+
+
+class PgBoard:
+    """Implements `orchestrator.controlplane.ControlPlane` on PostgreSQL."""
+
+    def __init__(self, layout: Layout, config: BoardConfig, actor: str = "cli") -> None:
+        if not config.url:
+            raise InvalidInput("PgBoard needs [board] url")
+        self.layout = layout
+        self.config = config
+        self.actor = actor
+        self._rejected: builtins.list[Path] = []
+        self.url = config.url
+        self.machine = machine_name(layout, config)
+        self.db = Database(config.url)
+        self.db.connection()  # fail here, with one line, when the database cannot be used
+        self.events = PgEvents(self.db, actor, self.machine, layout.events)
+        self.mailboxes = PgMailboxes(self.db)
+        self.logs = PgTaskLogs(self.db)
+        self.team = PgTeamStatus(self.db, self.machine, socket.gethostname())
+        self.requests = PgRequests(self.db)
+        self.ids = PgIds(self.db)
+        self._listeners: dict[str, Listener] = {}
+        """One per kind of wait: a teammate waits for changes in one thread (its waker's
+        feed) and for ready tasks in another, and a connection serves one thread."""
+        self._closed = False
+
+    def __enter__(self) -> PgBoard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._closed = True
+        for listener in self._listeners.values():
+            listener.close()
+        self.db.close()
+
+    # --- reading -----------------------------------------------------------------
+    def get(self, task_id: str) -> Task:
+        n = parse_task_id(str(task_id))
+
+        def select(cur: Cursor) -> Task:
+            cur.execute(f"{SELECT} WHERE id = %s", (n,))
+            row = cur.fetchone()
+            if row is None:
+                raise NotFound(f"no task {format_task_id(n)}")
+            return _task(row)
+
+        return self.db.run(select)
+
+    def list(self, status: Status | Collection[Status] | None = None) -> builtins.list[Task]:
+        wanted = None if status is None else (
+            [str(Status(status))] if isinstance(status, str) else [str(Status(s))
+                                                                   for s in status])
+
+        def select(cur: Cursor) -> builtins.list[Task]:
+            cur.execute(f"{SELECT} WHERE %(w)s::text[] IS NULL OR status = ANY(%(w)s) "
+                        "ORDER BY id", {"w": wanted})
+            return [_task(r) for r in cur.fetchall()]
+
+        return self.db.run(select)
+
+    def ready(self) -> builtins.list[Task]:
+        def select(cur: Cursor) -> builtins.list[Task]:
+            cur.execute(f"{SELECT} t WHERE {READY} ORDER BY priority DESC, id")
+            return [_task(r) for r in cur.fetchall()]
+
+        return self.db.run(select)
+
+    def problems(self) -> dict[str, str]:
+        tasks = {t.id: t for t in self.list()}
+        return graph.find_problems(tasks)
+
+    # --- writing (people and the lead) ---------------------------------------------
+    def add(self, subject: str, *, description: str = "", blocked_by: Collection[str] = (),
+            priority: int = 0, actor: str = "cli", **fields: Any) -> Task:
+        blockers = [normalize_task_id(str(b)) for b in blocked_by]
+        return self.create(dict(fields, subject=subject, description=description,
+                                blocked_by=blockers, priority=priority), actor=actor,
+                           check_blockers=True)
+
+    def create(self, fields: dict[str, Any], *, actor: str, task_id: str | None = None,
+               event: str = "task_created", check_blockers: bool = False,
+               **event_fields: Any) -> Task:
+        """A new pending task with the next id (or ``task_id`` when free); the row and its
+        ``task_created`` event commit together, so no claimer sees the task first."""
+        fields.setdefault("max_attempts", self.config.max_attempts)
+        bad = PROTECTED & fields.keys()
+        if bad:
+            raise InvalidInput(f"cannot set {', '.join(sorted(bad))} on a new task")
+        try:
+            draft = Task(id="task_000", **fields)
+        except ValidationError as exc:
+            raise InvalidInput(f"invalid task: {describe_error(exc)}") from None
+
+        def insert(cur: Cursor) -> Task:
+            blockers = [parse_task_id(b) for b in draft.blocked_by]
+            if check_blockers and blockers:
+                cur.execute("SELECT id FROM tasks WHERE id = ANY(%s)", (blockers,))
+                have = {int(str(r[0])) for r in cur.fetchall()}
+                for b in blockers:
+                    if b not in have:
+                        raise NotFound(f"unknown blocker {format_task_id(b)}: no such task")
+            if task_id is not None:
+                n = parse_task_id(task_id)
+                cur.execute("SELECT setval('task_ids', greatest(%s, (SELECT CASE WHEN "
+                            "is_called THEN last_value ELSE 0 END FROM task_ids)))", (n,))
+            else:
+                cur.execute("SELECT nextval('task_ids')")
+                row = cur.fetchone()
+                assert row is not None
+                n = int(str(row[0]))
+            task = draft.model_copy(update={"id": format_task_id(n)})
+            cur.execute("INSERT INTO tasks (id, status, priority, blocked_by, attempts, data) "
+                        "VALUES (%s, 'pending', %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING "
+                        "RETURNING created_at", (n, task.priority, blockers, task.attempts,
+                                                 Jsonb(_data(task))))
+            row = cur.fetchone()
+            if row is None:
+                from orchestrator.errors import Conflict
+
+                raise Conflict(f"duplicate id {task.id}: that task already exists")
+            task = task.model_copy(update={"created_at": iso(row[0]),
+                                           "updated_at": iso(row[0])})
+            self.events.insert(cur, event, task.id, actor,
+                               {"subject": task.subject, **event_fields})
+            return task
+
+        return self.db.run(insert)
+
+    def edit(self, task_id: str, *, actor: str, **fields: Any) -> Task:
+        bad = PROTECTED & fields.keys()
+        if bad:
+            raise InvalidInput(f"edit cannot change {', '.join(sorted(bad))} "
+                               "(use claim/complete/set_status)")
+        return self._mutate(task_id, lambda t: _assign(t, fields),
+                            lambda t, old: ("task_edited", actor, {"fields": sorted(fields)}))
+
+    def set_status(self, task_id: str, status: Status, *, actor: str, **fields: Any) -> Task:
+        status = Status(status)
+        if status is Status.IN_PROGRESS:
+            raise InvalidInput(f"{task_id}: only a claim starts a task (it issues the lease)")
+        bad = PROTECTED & fields.keys()
+        if bad:
+            raise InvalidInput(f"set_status cannot change {', '.join(sorted(bad))}")
+
+        def change(t: Task) -> None:
+            _move(t, status)
+            _assign(t, fields)
+
+        return self._mutate(task_id, change, lambda t, old: (
+            "task_status", actor, {"from": old.status, "to": status}))
+
+    def cancel(self, task_id: str, *, actor: str = "cli") -> Task:
+        return self._mutate(task_id, lambda t: _move(t, Status.CANCELLED), lambda t, old: (
+            "task_cancelled", actor, {"previous": old.status}))
+
+    def intake(self) -> builtins.list[Task]:
+        """Files dropped into this clone's ``.tasks/inbox/`` become tasks on the shared board
+        (a bad file goes to ``.tasks/rejected/`` with the reason, as on the file board)."""
+        from orchestrator.board.intake import take_dropped
+
+        self._rejected = []
+        return take_dropped(self, self.actor, self._rejected)
+
+    def rejected_drops(self) -> builtins.list[str]:
+        from orchestrator.board.intake import rel_to
+
+        return [rel_to(p, self.layout.root) for p in self._rejected]
+
+    # --- claims and leases -------------------------------------------------------------
+    def claim(self, owner: str, *, lease_seconds: float | None = None,
+              task_id: str | None = None) -> Task | None:
+        seconds = lease_seconds or self.config.lease_seconds
+        n = None if task_id is None else parse_task_id(str(task_id))
+
+        def take(cur: Cursor) -> Task | None:
+            # Like the file board's claims, a claim need not wait for the disk: lost in a
+            # server crash, it is the same as its lease expiring (the task comes back).
+            cur.execute("SET LOCAL synchronous_commit = off")
+            if n is not None:
+                cur.execute("SELECT 1 FROM tasks WHERE id = %s", (n,))
+                if cur.fetchone() is None:
+                    raise NotFound(f"no task {format_task_id(n)}")
+            cur.execute(
+                "UPDATE tasks SET status = 'in_progress', owner = %(o)s, machine = %(m)s, "
+                "fence = fence + 1, lease_token = fence + 1, "
+                "lease_expires = now() + make_interval(secs => %(s)s), lease_acquired = now(), "
+                "lease_renewed = now(), data = data - 'error', updated_at = now() "
+                f"WHERE id = (SELECT id FROM tasks t WHERE {READY} "
+                "AND (%(n)s::bigint IS NULL OR id = %(n)s) "
+                "ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
+                f"RETURNING {COLS}",
+                {"o": owner, "m": self.machine, "s": seconds, "n": n})
+            row = cur.fetchone()
+            if row is None:
+                return None
+            task = _task(row)
+            self.events.insert(cur, "task_claimed", task.id, owner,
+                               {"owner": owner, "token": task.fence,
+                                "attempt": task.attempts + 1})
+            return task
+
+        return self.db.run(take)
+
+    def renew(self, task_id: str, token: int, *, lease_seconds: float | None = None) -> Task:
+        seconds = lease_seconds or self.config.lease_seconds
+        n = parse_task_id(str(task_id))
+
+        def extend(cur: Cursor) -> Task:
+            cur.execute("SET LOCAL synchronous_commit = off")  # as a claim: see `claim`
+            cur.execute("UPDATE tasks SET lease_expires = now() + make_interval(secs => %s), "
+                        "lease_renewed = now() WHERE id = %s AND status = 'in_progress' "
+                        f"AND lease_token = %s RETURNING {COLS}",
+                        (seconds, n, token))
+            row = cur.fetchone()
+            if row is None:
+                raise self._lost(cur, n, token)
+            return _task(row)
+
+        return self.db.run(extend)
+
+    def update(self, task_id: str, token: int, **fields: Any) -> Task:
+        bad = PROTECTED & fields.keys()
+        if bad:
+            raise InvalidInput(f"update cannot change {', '.join(sorted(bad))}")
+        return self._mutate(task_id, lambda t: _assign(t, fields), None, token=token)
+
+    def complete(self, task_id: str, token: int, **fields: Any) -> Task:
+        def done(t: Task) -> None:
+            _move(t, Status.REVIEW)
+            _assign(t, fields)
+
+        return self._mutate(task_id, done, lambda t, old: (
+            "task_completed", _holder(old), {"token": token}), token=token)
+
+    def fail(self, task_id: str, token: int, error: str, *, retry: bool = True) -> Task:
+        return self._mutate(task_id, lambda t: _count_attempt(t, error, retry), lambda t, old: (
+            "task_failed", _holder(old), {"token": token, "error": error,
+                                          "attempts": t.attempts, "status": t.status}),
+            token=token)
+
+    def release(self, task_id: str, token: int, *, reason: str = "") -> Task:
+        return self._mutate(task_id, lambda t: _move(t, Status.PENDING), lambda t, old: (
+            "task_released", _holder(old), {"token": token, "reason": reason}), token=token)
+
+    def requeue_expired(self, *, now: float | None = None,
+                        actor: str = "lead") -> builtins.list[Task]:
+        """Requeue every task whose lease ran out on the database's clock (``now``, a
+        machine's epoch seconds, only for tests that move time forward)."""
+        return self._requeue("lease_expires < coalesce(to_timestamp(%(now)s), now())",
+                             {"now": now}, "lease expired", "lease_expired", actor)
+
+    def requeue_owner(self, owner: str, *, reason: str,
+                      actor: str = "lead") -> builtins.list[Task]:
+        return self._requeue("owner = %(owner)s AND machine = %(machine)s",
+                             {"owner": owner, "machine": self.machine}, reason,
+                             "task_requeued", actor)
+
+    def _requeue(self, where: str, params: dict[str, Any], reason: str, event: str,
+                 actor: str) -> builtins.list[Task]:
+        def requeue(cur: Cursor) -> builtins.list[Task]:
+            cur.execute(f"{SELECT} WHERE status = 'in_progress' AND {where} "
+                        "ORDER BY id FOR UPDATE SKIP LOCKED", params)
+            out = []
+            for row in cur.fetchall():
+                old = _task(row)
+                task = old.model_copy(deep=True)
+                _count_attempt(task, reason, True)
+                self._write(cur, task)
+                lease = old.lease
+                out.append((task, lease))
+            for task, lease in out:
+                self.events.insert(cur, event, task.id, actor, {
+                    "owner": lease.owner if lease else None,
+                    "token": lease.token if lease else None, "reason": reason,
+                    "attempts": task.attempts, "status": task.status})
+            return [t for t, _ in out]
+
+        return self.db.run(requeue)
+
+    # --- change feed -------------------------------------------------------------
+    def wait_for_change(self, timeout: float) -> bool:
+        listener = self._listen("change", CHANGE_CHANNELS)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._closed:
+                raise BoardClosed("the board was closed while waiting")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            if listener.wait(min(remaining, self.config.rescan_seconds)):
+                return True
+            if self._has_drops():
+                return True
+
+    def wait_for_ready(self, timeout: float) -> bool:
+        listener = self._listen("ready", ["orch_tasks"])
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._closed:
+                raise BoardClosed("the board was closed while waiting")
+            if self._any_ready():
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            listener.wait(min(remaining, self.config.rescan_seconds))
+
+    # --- internals -----------------------------------------------------------------
+    def _listen(self, kind: str, channels: builtins.list[str]) -> Listener:
+        if self._closed:
+            raise BoardClosed("the board is closed")
+        if kind not in self._listeners:
+            self._listeners[kind] = Listener(self.url, channels)
+        return self._listeners[kind]
+
+    def _any_ready(self) -> bool:
+        def exists(cur: Cursor) -> bool:
+            cur.execute(f"SELECT 1 FROM tasks t WHERE {READY} LIMIT 1")
+            return cur.fetchone() is not None
+
+        return self.db.run(exists)
+
+    def _has_drops(self) -> bool:
+        try:
+            return any(not n.startswith(".") for n in os.listdir(self.layout.inbox))
+        except OSError:
+            return False
+
+    def _lost(self, cur: Cursor, n: int, token: int) -> LeaseLost | NotFound:
+        cur.execute(f"{SELECT} WHERE id = %s", (n,))
+        row = cur.fetchone()
+        if row is None:
+            return NotFound(f"no task {format_task_id(n)}")
+        t = _task(row)
+        now = (f"held by {t.lease.owner} with token {t.lease.token}" if t.lease
+               else f"{t.status}, no lease")
+        return LeaseLost(f"{t.id}: lease token {token} is no longer valid ({now})", task=t.id)
+
+    def _mutate(self, task_id: str, change: Callable[[Task], None],
+                event: Callable[[Task, Task], tuple[str, str | None, dict[str, Any]]] | None
+                = None, *, token: int | None = None,
+                lock_timeout: float | None = None) -> Task:
+        """Lock the row, apply ``change`` (which may raise), write it back and append
+        ``event(new, old)`` in the same transaction. With ``token``: fenced."""
+        n = parse_task_id(str(task_id))
+
+        def mutate(cur: Cursor) -> Task:
+            cur.execute(f"{SELECT} WHERE id = %s FOR UPDATE", (n,))
+            row = cur.fetchone()
+            if row is None:
+                raise NotFound(f"no task {format_task_id(n)}")
+            old = _task(row)
+            if token is not None and (old.status is not Status.IN_PROGRESS or old.lease is None
+                                      or old.lease.token != token):
+                raise self._lost(cur, n, token)
+            task = old.model_copy(deep=True)
+            try:
+                change(task)
+            except ValidationError as exc:
+                raise InvalidInput(f"{task.id}: {describe_error(exc)}") from None
+            task = self._write(cur, task)
+            if event is not None:
+                name, actor, fields = event(task, old)
+                self.events.insert(cur, name, task.id, actor, fields)
+            return task
+
+        return self.db.run(mutate)
+
+    def _write(self, cur: Cursor, task: Task) -> Task:
+        """Write a locked row back from ``task``; a cleared lease clears its columns."""
+        n = parse_task_id(task.id)
+        live = task.lease is not None
+        cur.execute(
+            "UPDATE tasks SET status = %(st)s, priority = %(p)s, blocked_by = %(b)s, "
+            "owner = %(o)s, machine = CASE WHEN %(live)s THEN machine END, fence = %(f)s, "
+            "lease_token = CASE WHEN %(live)s THEN lease_token END, "
+            "lease_expires = CASE WHEN %(live)s THEN lease_expires END, "
+            "lease_acquired = CASE WHEN %(live)s THEN lease_acquired END, "
+            "lease_renewed = CASE WHEN %(live)s THEN lease_renewed END, "
+            "attempts = %(a)s, data = %(d)s, updated_at = now() WHERE id = %(id)s "
+            f"RETURNING {COLS}",
+            {"st": str(task.status), "p": task.priority,
+             "b": [parse_task_id(b) for b in task.blocked_by], "o": task.owner,
+             "live": live, "f": task.fence, "a": task.attempts, "d": Jsonb(_data(task)),
+             "id": n})
+        row = cur.fetchone()
+        assert row is not None
+        return _task(row)
+
+
+def _holder(old: Task) -> str | None:
+    return old.lease.owner if old.lease else None
+
+
+def _data(task: Task) -> dict[str, Any]:
+    out: dict[str, Any] = task.model_dump(mode="json", exclude=set(COLUMNS))
+    return out
+
+
+def _task(row: tuple[object, ...]) -> Task:
+    (n, status, priority, blocked, owner, fence, token, expires, acquired, renewed,
+     attempts, data, created, updated) = row
+    lease = None
+    if token is not None:
+        lease = Lease(owner=str(owner), token=int(str(token)), expires_at=float(str(expires)),
+                      acquired_at=iso(acquired), renewed_at=iso(renewed))
+    fields = dict(data) if isinstance(data, dict) else {}
+    blockers = blocked if isinstance(blocked, list) else []
+    return Task.model_validate({
+        **fields, "id": format_task_id(int(str(n))), "status": status, "priority": priority,
+        "blocked_by": [format_task_id(int(b)) for b in blockers], "owner": owner,
+        "lease": lease, "fence": fence, "attempts": attempts, "created_at": iso(created),
+        "updated_at": iso(updated)})
+

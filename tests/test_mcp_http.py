@@ -1,0 +1,129 @@
+"""`orchestrator mcp --http`: the board's tools over streamable HTTP, a bearer token on
+every request, checked with the SDK's own HTTP client and the official conformance suite."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFORMANCE = ROOT / ".venv" / "npm" / "node_modules" / ".bin" / "conformance"
+SCENARIOS = ("server-initialize", "ping", "tools-list", "server-sse-multiple-streams")
+
+
+def serve(repo: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "mcp", "--http", *args],
+                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    if "serving MCP on" not in line:
+        proc.kill()
+        raise AssertionError(f"no server: {line}{proc.communicate()[1]}")
+    return proc, line.split("serving MCP on ", 1)[1].split()[0]
+
+
+def stop(proc: subprocess.Popen[str]) -> str:
+    proc.terminate()
+    out, err = proc.communicate(timeout=20)
+    return out + err
+
+
+@pytest.fixture
+def token_file(tmp_path: Path) -> Path:
+    f = tmp_path / "token"
+    f.write_text(secrets.token_urlsafe(32) + "\n")
+    return f
+
+
+@pytest.fixture
+def server(repo: Path, token_file: Path) -> Iterator[tuple[str, str, subprocess.Popen[str]]]:
+    proc, url = serve(repo, "127.0.0.1:0", "--token-file", str(token_file))
+    try:
+        yield url, token_file.read_text().strip(), proc
+    finally:
+        if proc.poll() is None:
+            stop(proc)
+
+
+def post(url: str, headers: dict[str, str]) -> int:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+    req = urllib.request.Request(url, body, {"content-type": "application/json",
+                                             "accept": "application/json, text/event-stream",
+                                             **headers})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_the_sdk_client_drives_the_board_with_the_token_and_nothing_passes_without(
+        server: tuple[str, str, subprocess.Popen[str]]) -> None:
+    url, token, proc = server
+    for headers in ({}, {"authorization": "Bearer wrong-token-wrong-token"},
+                    {"authorization": token}, {"authorization": f"Basic {token}"}):
+        assert post(url, headers) == 401
+
+    async def lead() -> tuple[set[str], Any, Any]:
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        async with http, streamable_http_client(url, http_client=http) as (r, w), \
+                ClientSession(r, w) as session:
+            await session.initialize()
+            tools = {t.name for t in (await session.list_tools()).tools}
+            added = await session.call_tool("add_task", {"subject": "from afar"})
+            listed = await session.call_tool("list_tasks", {})
+            return tools, added, listed
+
+    tools, added, listed = anyio.run(lead)
+    assert {"add_task", "list_tasks", "merge", "events"} <= tools
+    assert not added.is_error and "task_001" in added.content[0].text
+    assert "from afar" in listed.content[0].text
+    assert token not in stop(proc)  # never logged
+
+
+def test_an_address_off_loopback_needs_a_token_and_bad_input_is_one_line(
+        repo: Path, tmp_path: Path) -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "orchestrator", "mcp", *args], cwd=repo,
+                              capture_output=True, text=True, timeout=60)
+
+    p = run("--http", "0.0.0.0:0")
+    assert p.returncode == 1 and "--token-file" in p.stderr and p.stderr.count("\n") == 1
+    short = tmp_path / "short"
+    short.write_text("abc\n")
+    p = run("--http", "0.0.0.0:0", "--token-file", str(short))
+    assert p.returncode == 1 and "too short" in p.stderr and "abc" not in p.stderr
+    p = run("--http", "nonsense")
+    assert p.returncode == 1 and "HOST:PORT" in p.stderr
+    p = run("--token-file", str(short))
+    assert p.returncode == 1 and "goes with --http" in p.stderr
+
+
+def test_the_official_conformance_scenarios_pass(repo: Path) -> None:
+    if not CONFORMANCE.exists():
+        pytest.skip("npm package @modelcontextprotocol/conformance is not installed "
+                    "(scripts/test-deps)")
+    proc, url = serve(repo, "127.0.0.1:0")
+    try:
+        for scenario in SCENARIOS:
+            t0 = time.monotonic()
+            p = subprocess.run([str(CONFORMANCE), "server", "--url", url, "--scenario",
+                                scenario], cwd=repo, capture_output=True, text=True,
+                               timeout=120)
+            assert p.returncode == 0, f"{scenario} ({time.monotonic() - t0:.1f}s):\n" \
+                                      f"{p.stdout[-3000:]}\n{p.stderr[-2000:]}"
+    finally:
+        stop(proc)

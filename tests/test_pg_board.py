@@ -1,0 +1,255 @@
+"""The PostgreSQL board (orchestrator.board.pg) on a real PostgreSQL: claims from several
+processes, fencing, leases on the database clock, owners per machine, events in seq order,
+wake-ups by LISTEN/NOTIFY, and a database restart under running claimers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.board import open_board
+from orchestrator.board.model import Status
+from orchestrator.board.pg.store import PgBoard
+from orchestrator.config import BoardConfig
+from orchestrator.errors import LeaseLost, NotFound
+from orchestrator.layout import Layout
+from tests.pg import Cluster
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CLAIMER = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    from orchestrator.board import open_board
+    from orchestrator.config import BoardConfig
+    from orchestrator.errors import BoardUnavailable
+    from orchestrator.layout import Layout
+    url, machine, name, root, idle = sys.argv[1:6]
+    board = open_board(Layout.at(Path(root)), BoardConfig(url=url, machine=machine),
+                       actor=name)
+    done = []
+    quiet = time.monotonic()
+    while time.monotonic() - quiet < float(idle):
+        try:
+            t = board.claim(name)
+            if t is None:
+                board.wait_for_ready(0.2)
+                continue
+            board.complete(t.id, t.lease.token, branch="task/" + t.id)
+        except BoardUnavailable:
+            continue  # the database restarted under us: a claim may expire, never doubles
+        quiet = time.monotonic()
+        done.append(t.id)
+    print(json.dumps(done))
+""")
+
+
+def board_at(tmp_path: Path, url: str, machine: str = "m1", actor: str = "cli",
+             **kw: float) -> PgBoard:
+    b = open_board(Layout.at(tmp_path / machine), BoardConfig(url=url, machine=machine, **kw),
+                   actor=actor)
+    assert isinstance(b, PgBoard)
+    return b
+
+
+@pytest.fixture
+def board(tmp_path: Path, pg_board_url: str) -> Iterator[PgBoard]:
+    with board_at(tmp_path, pg_board_url) as b:
+        yield b
+
+
+def claimers(url: str, tmp_path: Path, n: int, idle: float = 1.5) -> list[subprocess.Popen[str]]:
+    return [subprocess.Popen(
+        [sys.executable, "-c", CLAIMER, url, f"m{i % 3}", f"w{i}", str(tmp_path / f"m{i % 3}"),
+         str(idle)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i in range(n)]
+
+
+def test_open_board_picks_postgresql_from_the_config(board: PgBoard) -> None:
+    t = board.add("one", description="d", priority=2, metadata={"k": [1, 2]})
+    got = board.get("1")
+    assert (got.id, got.subject, got.priority, got.metadata) == ("task_001", "one", 2,
+                                                                 {"k": [1, 2]})
+    assert got.created_at == t.created_at and got.status is Status.PENDING
+    with pytest.raises(NotFound):
+        board.get("task_999")
+    with pytest.raises(NotFound, match="unknown blocker"):
+        board.add("two", blocked_by=["task_042"])
+    assert board.ids.high_water() == 1  # the refused add spent no id
+
+
+def test_four_processes_on_three_machines_claim_each_task_exactly_once(
+        tmp_path: Path, pg_board_url: str) -> None:
+    with board_at(tmp_path, pg_board_url) as b:
+        for i in range(80):
+            b.add(f"task {i}", priority=i % 3)
+        procs = claimers(pg_board_url, tmp_path, 4, idle=1.0)
+        outs = [p.communicate(timeout=120) for p in procs]
+        assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
+        done = [t for o, _ in outs for t in json.loads(o)]
+        assert sorted(done) == sorted(t.id for t in b.list())  # every task, once
+        assert len(done) == len(set(done)) == 80
+        assert {t.status for t in b.list()} == {Status.REVIEW}
+        claimed = Counter(e.task for e in b.events.read() if e.event == "task_claimed")
+        assert set(claimed.values()) == {1}
+        # the audit log is in true order: strictly increasing seq, each task created first
+        seen: dict[str, list[str]] = {}
+        last = 0
+        for e in b.events.read():
+            assert e.seq > last
+            last = e.seq
+            seen.setdefault(str(e.task), []).append(e.event)
+        assert all(v[:3] == ["task_created", "task_claimed", "task_completed"]
+                   for v in seen.values())
+        assert [e.event for e in b.events.read(task="task_007")] == seen["task_007"]
+        assert [e.seq for e in b.events.read(since=last - 2)] == [last - 1, last]
+
+
+def test_fencing_and_leases_on_the_database_clock(board: PgBoard, tmp_path: Path) -> None:
+    board.add("a")
+    t = board.claim("alice", lease_seconds=0.3)
+    assert t is not None and t.lease is not None and t.lease.token == 1 and t.fence == 1
+    assert board.requeue_expired() == []  # the lease is live
+    time.sleep(0.5)
+    [requeued] = board.requeue_expired()
+    assert requeued.status is Status.PENDING and requeued.attempts == 1
+    with pytest.raises(LeaseLost):
+        board.update(t.id, 1, branch="x")
+    with pytest.raises(LeaseLost):
+        board.complete(t.id, 1)
+    t2 = board.claim("bob")
+    assert t2 is not None and t2.lease is not None and t2.lease.token == 2
+    board.renew(t2.id, 2)
+    with pytest.raises(LeaseLost, match="held by bob with token 2"):
+        board.renew(t2.id, 1)
+    done = board.complete(t2.id, 2, branch="task/a")
+    assert (done.status, done.branch, done.lease, done.owner) == (Status.REVIEW, "task/a",
+                                                                  None, None)
+    ev = board.events.tail(1)[0]
+    assert (ev.event, ev.actor, ev.get("machine")) == ("task_completed", "bob", "m1")
+    # the same machine's events land in its local events.jsonl too
+    local = [json.loads(x) for x in (tmp_path / "m1/.worktrees/events.jsonl").read_text()
+             .splitlines()]
+    assert [e["seq"] for e in local] == [e.seq for e in board.events.read()]
+
+
+def test_requeue_owner_touches_only_this_machines_teammate(tmp_path: Path,
+                                                           pg_board_url: str) -> None:
+    with board_at(tmp_path, pg_board_url, "m1") as m1, \
+            board_at(tmp_path, pg_board_url, "m2") as m2:
+        m1.add("a")
+        m1.add("b")
+        a = m1.claim("alice")
+        b = m2.claim("alice")  # every machine has an alice
+        assert a is not None and b is not None and a.id != b.id
+        [back] = m1.requeue_owner("alice", reason="process died")
+        assert back.id == a.id and back.status is Status.PENDING
+        assert m2.get(b.id).status is Status.IN_PROGRESS
+        m1.team.publish("alice", "working", pid=1, task=back.id)
+        m2.team.publish("alice", "working", pid=2, task=b.id)
+        assert sorted((s.host, s.pid) for s in m1.team.all()) == [("m1", 1), ("m2", 2)]
+        # `status` on m1 shows m2's teammate too, with its host and last heartbeat
+        from orchestrator.team.status import format_status, team_status
+
+        st = team_status(Layout.at(tmp_path / "m1"), m1)
+        [remote] = [m for m in st["teammates"] if m.get("host") == "m2"]
+        assert (remote["name"], remote["pid"], remote["task"]) == ("alice", 2, b.id)
+        assert "on m2, last heartbeat" in format_status(st)
+
+
+def test_an_idle_waiter_wakes_on_another_machines_add(tmp_path: Path, pg_board_url: str) -> None:
+    with board_at(tmp_path, pg_board_url, "m1") as m1, \
+            board_at(tmp_path, pg_board_url, "m2", rescan_seconds=30) as m2:
+        assert m2.wait_for_ready(0.2) is False
+        woke: list[float] = []
+
+        def wait() -> None:
+            m2.wait_for_ready(20)
+            woke.append(time.monotonic())
+
+        th = threading.Thread(target=wait)
+        th.start()
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        m1.add("wake up")
+        th.join(10)
+        assert woke and woke[0] - t0 < 2.0  # a NOTIFY, not the 30 s rescan
+        assert m2.claim("bob") is not None
+
+
+def test_a_database_restart_under_running_claimers_loses_nothing_and_doubles_nothing(
+        tmp_path: Path, pg_cluster: Cluster, pg_board_url: str) -> None:
+    with board_at(tmp_path, pg_board_url, lease_seconds=2) as b:
+        for i in range(100):
+            b.add(f"task {i}")
+        procs = claimers(pg_board_url, tmp_path, 3, idle=3)
+        time.sleep(1.0)
+        pg_cluster.stop("fast")  # every connection is cut
+        time.sleep(0.5)
+        pg_cluster.start()
+        outs = [p.communicate(timeout=120) for p in procs]
+        assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
+        # a claim whose commit reply was lost expires and is claimed again: reap and finish
+        deadline = time.monotonic() + 30
+        while b.list(Status.IN_PROGRESS) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            b.requeue_expired()
+            while (t := b.claim("sweeper")) is not None:
+                assert t.lease is not None
+                b.complete(t.id, t.lease.token)
+        tasks = b.list()
+        assert len(tasks) == 100 and {t.status for t in tasks} == {Status.REVIEW}
+        completed = Counter(e.task for e in b.events.read() if e.event == "task_completed")
+        assert set(completed.values()) == {1}  # no task completed twice
+
+
+def test_mailboxes_logs_status_and_requests_as_rows(tmp_path: Path, pg_board_url: str) -> None:
+    with board_at(tmp_path, pg_board_url, "m1") as m1, \
+            board_at(tmp_path, pg_board_url, "m2") as m2:
+        first = m1.mailboxes.send("lead", "alice", "hello")
+        second = m2.mailboxes.send("lead", "bob", "done", kind="shutdown_response",
+                                   request_id="r9")
+        assert [m.id for m in m2.mailboxes.unread("lead")] == [first.id, second.id]
+        m2.mailboxes.ack("lead", first.id)
+        assert [m.id for m in m1.mailboxes.unread("lead")] == [second.id]
+        assert [m.id for m in m1.mailboxes.unread("lead", reader="ui")] == [first.id,
+                                                                          second.id]
+        assert m1.mailboxes.find("lead", request_id="r9")[0].get("from") == "bob"
+        assert len(m1.mailboxes.read("lead")) == 2  # reading never deletes
+
+        m1.logs.writer("task_001", actor="alice").write("turn", text="x" * 70_000)
+        [rec] = m2.logs.read("task_001")
+        assert rec.kind == "turn" and rec.actor == "alice" and "more characters cut" in \
+            rec.get("text")
+        assert m2.logs.names("task_00") == ["task_001"] and not m2.logs.exists("task_1")
+
+        m1.team.publish("alice", "working", pid=11, task="task_001")
+        m2.team.publish("alice", "idle", pid=22)
+        states = m1.team.all()
+        assert sorted((s.state, s.pid) for s in states) == [("idle", 22), ("working", 11)]
+        got = m1.team.get("alice")
+        assert got is not None and got.pid == 11  # this machine's alice first
+        m1.team.remove("alice")
+        assert [s.pid for s in m2.team.all()] == [22]
+
+        m1.requests.ask("permission", request_id="p1", sender="alice", task="task_001",
+                        body="rm -rf build?", tool="Bash")
+        assert [r.id for r in m2.requests.pending()] == ["p1"]
+        answer: list[object] = []
+        th = threading.Thread(target=lambda: answer.append(m1.requests.wait("p1", timeout=10)))
+        th.start()
+        m2.requests.answer("p1", approved=False, message="no", actor="lead")
+        th.join(10)
+        assert answer and getattr(answer[0], "approved", None) is False
+        with pytest.raises(NotFound):
+            m2.requests.answer("p1", approved=True)  # at most once
+        assert m1.requests.pending() == []
