@@ -39,8 +39,13 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
                       _changes(row["diffstat"]), _checks(row["checks"]),
                       f"${row['cost_usd']:.2f}", _age(row["age_seconds"]))
     Console(soft_wrap=False, width=None if sys.stdout.isatty() else PIPED_WIDTH).print(table)
+    told: set[frozenset[str]] = set()
     for row in rows:
         for o in row["overlaps"]:
+            pair = frozenset((row["id"], o["task"]))
+            if pair in told:
+                continue
+            told.add(pair)
             typer.echo(f"! {row['id']} and {o['task']} ({o['status']}) both change: "
                        f"{', '.join(o['files'])}")
         merge = row["merge"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -43,6 +44,15 @@ def up(
     if teammates is not None and not 1 <= teammates <= 64:
         raise InvalidInput(f"-n must be between 1 and 64, not {teammates}")
     check_team(config)
+    if config.team.backend == "command" and config.team.command:
+        from orchestrator.team.command import locate_command
+
+        start = Path.cwd() if command else r.layout.root
+        located, note = locate_command(config.team.command, start, r.layout.root)
+        if note:
+            typer.echo(f"note: {note}", err=True)
+            overrides["team"]["command"] = located
+            config = Config.load(r.layout.root, overrides=overrides)
     if detach:
         pid = daemon.up_detached(r.layout, teammates=teammates, overrides=overrides, burst=burst)
         typer.echo(f"orchestrator running in the background (pid {pid}); "

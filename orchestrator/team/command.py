@@ -16,12 +16,52 @@ warm stop terminates it and the task is released, not failed.
 from __future__ import annotations
 
 import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
 
 from orchestrator.board.model import Task
 from orchestrator.config import Config
+from orchestrator.errors import ConfigError
 from orchestrator.layout import Layout
 from orchestrator.protocols import RunContext, RunResult
 from orchestrator.team.proc import run_streamed
+
+
+def locate_command(command: str, start: Path, root: Path) -> tuple[str, str | None]:
+    """Make a command whose program is a relative path (``./my-agent.sh``) run in every
+    task's worktree, which is a checkout of HEAD: a program committed there is left as it
+    is; one that is not committed but exists relative to ``start`` (where ``up`` was run)
+    is run by its absolute path. Returns the command and a note saying what changed.
+    Raises `ConfigError` for a program found in neither place."""
+    m = re.match(r"\s*(\S+)", command)
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command, None
+    if m is None or not words or m.group(1) != words[0]:
+        return command, None  # a quoted or unusual program: leave it to the shell
+    prog = words[0]
+    if "/" not in prog or os.path.isabs(prog):
+        return command, None
+    rel = os.path.normpath(os.path.relpath(start / prog, root))
+    if not rel.startswith("..") and _committed(root, rel):
+        return command, None
+    here = (start / prog).resolve()
+    if here.is_file():
+        note = (f"{prog} is not committed, so it is not in the tasks' worktrees "
+                f"(checkouts of HEAD); running {here} in each worktree instead")
+        return shlex.quote(str(here)) + command[m.end():], note
+    raise ConfigError(
+        f"command {prog!r} not found: commands run in each task's worktree (a checkout of "
+        f"HEAD) and {prog} is neither committed nor in {start}; commit it or give its path")
+
+
+def _committed(root: Path, rel: str) -> bool:
+    out = subprocess.run(["git", "cat-file", "-e", f"HEAD:{rel}"], cwd=root,
+                         capture_output=True, check=False)
+    return out.returncode == 0
 
 
 def build_prompt(task: Task) -> str:
