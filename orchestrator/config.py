@@ -145,6 +145,19 @@ class TeamConfig(_Section):
     names: list[str] = Field(default_factory=lambda: list(DEFAULT_TEAMMATE_NAMES),
                              json_schema_extra={"live": False})
     """Teammate names, in the order they are started."""
+    retry_backoff: float = Field(default=1.0, ge=0, le=3600)
+    """Seconds before a failed task's next attempt starts, doubled for each attempt after
+    that (at most 60 s). Errors that cannot change on a retry (a program not found, exit
+    126/127, a backend not installed, credentials refused) fail the task at once instead."""
+
+
+class ChecksConfig(_Section):
+    LIVE = True
+
+    retries: int = Field(default=2, ge=0, le=20)
+    """How many times a task whose checks (`team.verify`) fail goes straight back to the
+    same agent, with the check's output as feedback, before it waits for a person (status
+    `failed` with the last output; `orchestrator retry ID -m …` runs it again)."""
 
 
 class AgentConfig(_Section):
@@ -300,6 +313,7 @@ class Config(_Section):
     board: BoardConfig = Field(default_factory=BoardConfig)
     worktree: WorktreeConfig = Field(default_factory=WorktreeConfig)
     team: TeamConfig = Field(default_factory=TeamConfig)
+    checks: ChecksConfig = Field(default_factory=ChecksConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     claude_code: ClaudeCodeConfig = Field(default_factory=ClaudeCodeConfig)

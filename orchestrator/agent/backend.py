@@ -110,7 +110,7 @@ class AgentBackend:
         except ScriptError as exc:
             return self._failed(ctx, f"script: {exc}", usage, retry=False)
         except BackendError as exc:
-            return self._failed(ctx, str(exc), usage, retry=True)
+            return self._failed(ctx, str(exc), usage, retry=exc.retry)
         finally:
             close = getattr(model, "close", None)
             if close is not None:

@@ -50,7 +50,7 @@ from orchestrator.errors import OrchestratorError
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.protocols import RunContext, RunResult
-from orchestrator.team.command import build_prompt, task_env
+from orchestrator.team.command import build_prompt, last_failure, task_env
 from orchestrator.team.proc import ProcResult, run_streamed
 
 FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path",
@@ -349,8 +349,10 @@ def find_binary(name: str, env: dict[str, str]) -> str | None:
 
 
 def resume_prompt(task: Task) -> str:
-    why = f" ({task.error.strip().splitlines()[0]})" if task.error and task.error.strip() else ""
-    parts = [f"Continue the task in this worktree; the previous attempt did not finish{why}."]
+    failure = last_failure(task)
+    parts = ["Continue the task in this worktree; the previous attempt did not finish."]
+    if failure:
+        parts.append(failure)
     if task.feedback:
         parts.append("Feedback from review:\n" + "\n".join(f"- {f}" for f in task.feedback))
     return "\n\n".join(parts)

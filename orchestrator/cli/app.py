@@ -50,6 +50,20 @@ def open_repo(repo: Path | None = None, *, ensure: bool = True) -> Repo:
     return Repo(layout=layout, config=config)
 
 
+def require_commit(root: Path) -> None:
+    """Refuse, with the fix, a repository without a commit: every task's worktree is a
+    checkout of one."""
+    import subprocess
+
+    from orchestrator.errors import UserError
+
+    out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+                         cwd=root, capture_output=True, check=False)
+    if out.returncode != 0:
+        raise UserError(f"{root} has no commits yet, and each task works in a checkout of one: "
+                        "commit something first (e.g. git commit --allow-empty -m 'start')")
+
+
 def _worktree_root(root: Path, config: Config) -> Path | None:
     if not config.worktree.root:
         return None

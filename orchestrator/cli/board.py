@@ -17,8 +17,17 @@ from rich.table import Table
 from orchestrator.agent.todos import progress, render
 from orchestrator.board import FileBoard, init_repo, open_board
 from orchestrator.board.model import Status, Task, normalize_task_id
-from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json, to_jsonable
+from orchestrator.cli.app import (
+    JsonOpt,
+    RepoOpt,
+    app,
+    open_repo,
+    print_json,
+    require_commit,
+    to_jsonable,
+)
 from orchestrator.events import EventLog
+from orchestrator.layout import find_root
 
 STATUS_STYLE = {
     Status.PENDING: "yellow", Status.IN_PROGRESS: "cyan", Status.REVIEW: "magenta",
@@ -67,6 +76,7 @@ def add(
     json_: JsonOpt = False,
 ) -> None:
     """Add a task to the board."""
+    require_commit(find_root(repo))
     if agent is not None:
         from orchestrator.agent.profiles import check_task_profile
 

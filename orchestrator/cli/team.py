@@ -10,7 +10,7 @@ import typer
 
 # orchestrator.board first: `import orchestrator.events` on its own hits an import cycle
 from orchestrator.board.model import normalize_task_id
-from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
+from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json, require_commit
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError, InvalidInput, NotFound
 from orchestrator.events import EventLog
@@ -39,6 +39,7 @@ def up(
 ) -> None:
     """Start the lead and its teammates (Ctrl-C once: warm stop, twice: stop now)."""
     r = open_repo(repo)
+    require_commit(r.layout.root)
     overrides = _overrides(backend=backend, command=command, verify=verify)
     config = Config.load(r.layout.root, overrides=overrides)  # bad values fail here, not later
     if teammates is not None and not 1 <= teammates <= 64:

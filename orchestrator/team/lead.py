@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from orchestrator.backends import backend_module
-from orchestrator.board.model import Status, utcnow
+from orchestrator.board.model import Status, Task, utcnow
 from orchestrator.config import Config
 from orchestrator.errors import OrchestratorError
 from orchestrator.layout import Layout
@@ -46,6 +46,7 @@ from orchestrator.protocols import Board
 from orchestrator.review.hooks import Hooks
 from orchestrator.settings.live import ConfigWatcher, LiveConfig
 from orchestrator.team import status
+from orchestrator.team.command import reason_line
 from orchestrator.team.mailbox import LEAD, Mailbox
 from orchestrator.team.proc import signal_group
 from orchestrator.team.spawner import SpawnedProcess, Spawner, SpawnerGone
@@ -128,7 +129,7 @@ class Lead:
             self.loop()
             failed = {t.id for t in self.board.list(Status.FAILED)} - failed_before
             if failed:
-                self.log.warning("tasks failed", tasks=sorted(failed))
+                self.summarise_failures(failed)
             return 1 if self.burst and failed else 0
         finally:
             watcher.stop()
@@ -138,6 +139,18 @@ class Lead:
             self.hooks.close()  # the last events' hooks, then wait for running ones
             self.waker.close()
             self.board.close()
+
+    def summarise_failures(self, failed: set[str]) -> None:
+        """The end of a run: each task that failed, why, and what it leaves blocked."""
+        tasks = {t.id: t for t in self.board.list()}
+        for tid in sorted(failed):
+            t = tasks[tid]
+            self.log.error("task failed", task=tid, reason=reason_line(t.error or ""),
+                           attempts=t.attempts, see=f"orchestrator logs {tid}")
+        blocked = sorted(_blocked_by(failed, tasks))
+        self.log.warning(f"{len(failed)} task(s) failed", tasks=sorted(failed),
+                         left_blocked=blocked or None,
+                         next="orchestrator retry ID -m 'what to change'")
 
     def recover(self) -> None:
         """Start-up after any kind of exit: orphans, worktrees, leases, intake."""
@@ -529,3 +542,17 @@ def _plain(obj: Any) -> Any:
     if hasattr(obj, "__dataclass_fields__"):
         return {k: str(v) for k, v in vars(obj).items()}
     return str(obj) if obj is not None else None
+
+
+def _blocked_by(failed: set[str], tasks: dict[str, Task]) -> set[str]:
+    """The not-yet-done tasks that wait, directly or through others, on a failed one."""
+    stuck: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        for t in tasks.values():
+            if t.id not in stuck and not t.status.final and t.status is not Status.FAILED \
+                    and any(b in failed or b in stuck for b in t.blocked_by):
+                stuck.add(t.id)
+                grew = True
+    return stuck

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.backends import load_backend
-from orchestrator.board.model import Task, Usage, utcnow
+from orchestrator.board.model import Status, Task, Usage, utcnow
 from orchestrator.config import Config
 from orchestrator.errors import LeaseLost, OrchestratorError
 from orchestrator.fsutil import atomic_write
@@ -44,7 +44,7 @@ from orchestrator.settings.live import LiveConfig
 from orchestrator.tasklog import TaskLog
 from orchestrator.team import status
 from orchestrator.team.checks import run_checks
-from orchestrator.team.command import task_env
+from orchestrator.team.command import reason_line, task_env
 from orchestrator.team.commit import commit_leftovers, idle_maintenance
 from orchestrator.team.mailbox import Mailbox
 from orchestrator.team.wake import COLD_SIGNAL, Wake, Waker
@@ -248,7 +248,7 @@ class Teammate:
             if not beat.lost:
                 beat.ending = True
                 try:
-                    self.board.fail(task.id, token, f"{type(exc).__name__}: {exc}")
+                    self.fail(task.id, token, f"{type(exc).__name__}: {exc}")
                 except LeaseLost:
                     beat.lost = True
         finally:
@@ -265,6 +265,10 @@ class Teammate:
 
         ws = self.isolation.create(task)
         task = self.board.update(task.id, token, **binding(ws))
+        if task.attempts and not self.back_off(task, stop):
+            beat.ending = True
+            self.board.release(task.id, token, reason="teammate stopping")
+            return
         backend = self.backend_for(task)
         ctx = RunContext(
             task=task, token=token, teammate=self.name, workspace=ws, board=self.board,
@@ -273,30 +277,36 @@ class Teammate:
                       "on_process_start": lambda pgid: self.publish(
                           "working", task=task.id, backend_pgid=pgid)},
         )
-        result = backend.run(ctx)
-        if beat.lost:
-            return
-        if result.usage != Usage():
-            self.board.update(task.id, token, usage=task.usage.add(result.usage))
-        if result.stopped or self.cold.is_set() or (not result.ok and stop.is_set()):
-            beat.ending = True
-            self.board.release(task.id, token, reason="teammate stopping")
-            return
-        if not result.ok:
-            beat.ending = True
-            self.board.fail(task.id, token, result.error or "backend failed", retry=result.retry)
-            return
-        self.still_ours(task.id, token)  # never commit over a new owner's work
-        # a workspace that is no git checkout (hook isolation) cannot be committed: its
-        # isolation snapshots it on keep instead
-        sha = commit_leftovers(ws.path, task, self.name) if (ws.path / ".git").exists() else None
-        if sha:
-            self.committed = True
-            self.board.events.emit("commit", task.id, actor=self.name, sha=sha,
-                                   branch=ws.branch)
-            tlog.write("commit", sha=sha)
-        fields: dict[str, Any] = {}
-        if self.config.team.verify:
+        check_round = 0
+        while True:
+            result = backend.run(ctx)
+            if beat.lost:
+                return
+            if result.usage != Usage():
+                task = self.board.update(task.id, token, usage=task.usage.add(result.usage))
+            if result.stopped or self.cold.is_set() or (not result.ok and stop.is_set()):
+                beat.ending = True
+                self.board.release(task.id, token, reason="teammate stopping")
+                return
+            if not result.ok:
+                beat.ending = True
+                self.fail(task.id, token, result.error or "backend failed", retry=result.retry)
+                return
+            self.still_ours(task.id, token)  # never commit over a new owner's work
+            # a workspace that is no git checkout (hook isolation) cannot be committed: its
+            # isolation snapshots it on keep instead
+            sha = (commit_leftovers(ws.path, task, self.name) if (ws.path / ".git").exists()
+                   else None)
+            if sha:
+                self.committed = True
+                self.board.events.emit("commit", task.id, actor=self.name, sha=sha,
+                                       branch=ws.branch)
+                tlog.write("commit", sha=sha)
+            fields: dict[str, Any] = {}
+            if result.session_id:
+                fields["session_id"] = result.session_id
+            if not self.config.team.verify:
+                break
             checks = run_checks(self.config.team.verify, cwd=ws.path, env=task_env(ctx),
                                 log=tlog, timeout=self.config.team.verify_timeout,
                                 stop=self.cold)  # a warm stop lets the checks finish
@@ -309,19 +319,55 @@ class Teammate:
             self.board.events.emit("checks_passed" if checks["passed"] else "checks_failed",
                                    task.id, actor=self.name, command=checks["command"],
                                    result=checks["result"])
-            if not checks["passed"]:
+            if checks["passed"]:
+                fields["checks"] = checks
+                break
+            error = (f"verification failed ({checks['result']}): {checks['command']}\n"
+                     f"{_tail(checks['output_tail'])}")
+            if check_round >= self.config.checks.retries:
                 self.board.update(task.id, token, checks=checks)
                 beat.ending = True
-                self.board.fail(task.id, token, f"verification failed ({checks['result']}): "
-                                f"{checks['command']}\n{_tail(checks['output_tail'])}")
+                self.fail(task.id, token, error + f"\n(checks failed {check_round + 1} times; "
+                          f"waiting for a person: orchestrator retry {task.id} -m …)",
+                          retry=False)
                 return
-            fields["checks"] = checks
-        if result.session_id:
-            fields["session_id"] = result.session_id
+            # straight back to the same agent (its session resumed where the backend keeps
+            # one), with the failing check's output in its prompt
+            check_round += 1
+            self.log.warning("checks failed; back to the agent with their output",
+                             task=task.id, result=checks["result"],
+                             round=f"{check_round}/{self.config.checks.retries}")
+            tlog.write("checks_retry", round=check_round, of=self.config.checks.retries)
+            task = self.board.update(task.id, token, checks=checks, error=error, **fields)
+            ctx.task = task
         beat.ending = True
-        done = self.board.complete(task.id, token, **fields)
+        done = self.board.complete(task.id, token, error=None, **fields)
         self.isolation.keep(done)
         self.log.info("completed", task=task.id, sha=sha)
+
+    def back_off(self, task: Task, stop: threading.Event) -> bool:
+        """Wait before a failed task's next attempt (``team.retry_backoff``, doubled per
+        attempt, at most `MAX_BACKOFF`); False when a stop came first."""
+        delay = min(self.config.team.retry_backoff * 2 ** (task.attempts - 1), MAX_BACKOFF)
+        if delay <= 0:
+            return not stop.is_set()
+        self.log.info("retrying after a failure", task=task.id, attempt=task.attempts + 1,
+                      wait=f"{delay:g}s")
+        return not stop.wait(delay)
+
+    def fail(self, task_id: str, token: int, error: str, *, retry: bool = True) -> None:
+        """Record a failed run, and say why on the console: the reason, whether it runs
+        again, and where to see more."""
+        task = self.board.fail(task_id, token, error, retry=retry)
+        reason = reason_line(error)
+        see = f"orchestrator logs {task_id}"
+        if task.status is Status.FAILED:
+            self.log.error("task failed", task=task_id, reason=reason,
+                           attempts=f"{task.attempts}/{task.max_attempts}"
+                           if retry else "no retry (it cannot help)", see=see)
+        else:
+            self.log.warning("attempt failed; will retry", task=task_id, reason=reason,
+                             attempts=f"{task.attempts}/{task.max_attempts}", see=see)
 
     def still_ours(self, task_id: str, token: int) -> None:
         """Raise `LeaseLost` unless our lease holds for a good while yet: a read when the
@@ -393,6 +439,10 @@ class Heartbeat(threading.Thread):
         self.join()
         os.close(self._r)
         os.close(self._w)
+
+
+MAX_BACKOFF = 60.0
+"""The longest wait before a retry, in seconds."""
 
 
 def _tail(text: str, n: int = 20) -> str:
