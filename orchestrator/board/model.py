@@ -190,6 +190,13 @@ class Task(BaseModel):
             raise ValueError(f"not a task id: {v!r} (expected task_NNN)")
         return v
 
+    @field_validator("subject")
+    @classmethod
+    def _subject(cls, v: str) -> str:
+        if any(c in v for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"):
+            raise ValueError("the subject is one line (put details in the description)")
+        return v
+
     @field_validator("blocked_by")
     @classmethod
     def _blockers(cls, v: list[str]) -> list[str]:

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.agent.todos import progress, render
+from orchestrator.backends import BACKENDS, check_backend
 from orchestrator.board import FileBoard, init_repo, open_board
 from orchestrator.board.model import Status, Task, normalize_task_id
 from orchestrator.cli.app import (
@@ -66,9 +67,11 @@ def add(
     blocked_by: Annotated[list[str] | None, typer.Option(
         "--blocked-by", "-b", help="A task that must be in review or merged first.")] = None,
     priority: Annotated[int, typer.Option("--priority", "-p", help="Higher runs first.")] = 0,
-    backend: Annotated[str | None, typer.Option(help="Agent backend for this task.")] = None,
+    backend: Annotated[str | None, typer.Option(
+        help=f"Agent backend for this task: {', '.join(BACKENDS)}.")] = None,
     agent: Annotated[str | None, typer.Option(
-        help="Agent profile (.claude/agents/NAME.md or [agents.NAME]) to run it with.")] = None,
+        help="Agent profile to run it with: .claude/agents/NAME.md, or \\[agents.NAME] in "
+             "orchestrator.toml.")] = None,
     plan_first: Annotated[bool, typer.Option(
         "--plan-first", help="Read-only until the lead approves the agent's plan "
                              "(orchestrator approve ID).")] = False,
@@ -77,6 +80,8 @@ def add(
 ) -> None:
     """Add a task to the board."""
     require_commit(find_root(repo))
+    if backend is not None:
+        check_backend(backend)
     if agent is not None:
         from orchestrator.agent.profiles import check_task_profile
 

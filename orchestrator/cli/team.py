@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 # orchestrator.board first: `import orchestrator.events` on its own hits an import cycle
+from orchestrator.backends import BACKENDS, check_backend
 from orchestrator.board.model import normalize_task_id
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json, require_commit
 from orchestrator.config import Config
@@ -27,7 +29,9 @@ def _overrides(**team: Any) -> dict[str, dict[str, Any]]:
 def up(
     teammates: Annotated[int | None, typer.Option("-n", "--teammates",
                                                   help="How many teammates.")] = None,
-    backend: Annotated[str | None, typer.Option("--backend", help="Agent backend.")] = None,
+    backend: Annotated[str | None, typer.Option(
+        "--backend", help=f"Agent backend: {', '.join(BACKENDS)} (default: team.backend, "
+                          "command).")] = None,
     command: Annotated[str | None, typer.Option(
         "--command", help="Shell command for the command backend.")] = None,
     verify: Annotated[str | None, typer.Option(
@@ -65,11 +69,7 @@ def up(
 
 def check_team(config: Config) -> None:
     """Refuse a team that could only fail: an unknown backend, a command backend without one."""
-    from orchestrator.backends import BACKENDS
-
-    if config.team.backend not in BACKENDS:
-        raise ConfigError(f"unknown backend {config.team.backend!r} "
-                          f"(choose from: {', '.join(sorted(BACKENDS))})")
+    check_backend(config.team.backend)
     if config.team.backend == "command" and not config.team.command:
         raise ConfigError("the command backend needs a command: --command 'CMD' "
                           "or team.command in orchestrator.toml")
@@ -107,24 +107,38 @@ def _counts(r: Any) -> dict[str, int]:
         board.close()
 
 
+class SendKind(StrEnum):
+    """What `orchestrator send` may send (the other kinds are the team's own)."""
+
+    MESSAGE = "message"
+    SHUTDOWN_REQUEST = "shutdown_request"
+
+
 @app.command()
 def send(
     name: Annotated[str, typer.Argument(help="Teammate name, `lead`, or `all`.")],
     message: Annotated[str, typer.Argument(help="The message.")],
-    kind: Annotated[str, typer.Option("--kind", help="Message kind.")] = "message",
+    kind: Annotated[SendKind, typer.Option(
+        "--kind", help="message: delivered to the agent; shutdown_request: the teammate "
+                       "finishes its step and stops.")] = SendKind.MESSAGE,
     json_out: JsonOpt = False,
     repo: RepoOpt = None,
 ) -> None:
     """Put a message in a teammate's mailbox (`shutdown_request` asks it to stop)."""
     r = open_repo(repo)
+    known = [m["name"] for m in status.team_status(r.layout)["teammates"]]
     if name == "all":
-        names = [m["name"] for m in status.team_status(r.layout)["teammates"]]
+        names = known
         if not names:
             raise NotFound("no teammates known yet (start the team with `orchestrator up`)")
     else:
-        names = [check_name(name)]
+        check_name(name)
+        valid = ["lead", *dict.fromkeys([*known, *r.config.team.names])]
+        if name not in valid:
+            raise NotFound(f"no teammate {name!r} (choose from: all, {', '.join(valid)})")
+        names = [name]
     extra = {"request_id": _rid()} if kind.endswith("_request") else {}
-    sent = [Mailbox(r.layout, n).send("cli", message, kind=kind, **extra) for n in names]
+    sent = [Mailbox(r.layout, n).send("cli", message, kind=str(kind), **extra) for n in names]
     if json_out:
         print_json(sent)
     else:
