@@ -254,10 +254,12 @@ class Teammate:
         finally:
             beat.finish()
         if beat.lost:
-            self.log.warning("lease lost, task abandoned", task=task.id)
-            tlog.write("abandoned", reason="lease lost (another teammate owns the task now)")
+            why = ("cancelled" if beat.cancelled
+                   else "lease lost (another teammate owns the task now)")
+            self.log.warning("task abandoned", task=task.id, reason=why)
+            tlog.write("abandoned", reason=why)
             self.board.events.emit("task_abandoned", task.id, actor=self.name, token=token,
-                                   reason="lease lost")
+                                   reason="cancelled" if beat.cancelled else "lease lost")
 
     def _work(self, task: Task, token: int, tlog: TaskLog, stop: threading.Event,
               beat: Heartbeat) -> None:
@@ -399,6 +401,8 @@ class Heartbeat(threading.Thread):
         self.token = token
         self.stop = stop
         self.lost = False
+        self.cancelled = False
+        """The task was cancelled while it ran (seen on the board's change feed)."""
         self.ending = False
         """Set just before the run's last board write (complete, fail, release): a renewal
         refused after it lost nothing, the lease was handed back."""
@@ -410,8 +414,10 @@ class Heartbeat(threading.Thread):
         next_renew = time.monotonic() + self.interval
         while not self._done.is_set():
             wake = self.mate.waker.wait(next_renew - time.monotonic(),
-                                        [*self.mate._fds(), self._r], notes=False)
+                                        [*self.mate._fds(), self._r])
             self.mate.absorb(wake)
+            if wake.notified and not self._done.is_set():
+                self.check_cancelled()
             if time.monotonic() >= next_renew and not self._done.is_set():
                 next_renew = time.monotonic() + self.interval
                 self.beat()
@@ -432,6 +438,19 @@ class Heartbeat(threading.Thread):
         except Exception:  # a transient error (a lock): try again next beat
             self.mate.log.exception("heartbeat failed", task=self.task_id)
         self.mate.read_mail()
+
+    def check_cancelled(self) -> None:
+        """On a board change: stop the run at once when its task was cancelled (or is no
+        longer ours), instead of at the next renewal."""
+        try:
+            task = self.mate.board.get(self.task_id)
+        except Exception:  # a torn read or a lock: the next renewal decides
+            return
+        mine = task.lease is not None and task.lease.token == self.token
+        if task.status is Status.CANCELLED or not mine:
+            self.cancelled = task.status is Status.CANCELLED
+            self.lost = self.lost or not self.ending
+            self._done.set()
 
     def finish(self) -> None:
         self._done.set()

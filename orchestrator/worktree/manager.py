@@ -27,6 +27,7 @@ from orchestrator.config import WorktreeConfig
 from orchestrator.errors import InvalidInput, NotFound, RunError, UnsafeRemoval
 from orchestrator.events import EventLog
 from orchestrator.layout import Layout
+from orchestrator.procutil import busy_reason
 from orchestrator.protocols import Board, Workspace
 from orchestrator.tasklog import TaskLog
 from orchestrator.worktree import reconcile as housekeeping
@@ -114,6 +115,9 @@ class WorktreeManager:
     def remove(self, task: Task, *, force: bool = False) -> str | None:
         path, branch = self.path_for(task), self.branch_for(task)
         with self.lock:
+            busy = busy_reason(path) if path.exists() else None
+            if busy:  # never pulled from under a running process, not even with --force
+                raise UnsafeRemoval(f"{task.id}: not removing {path}: {busy}")
             bases = self._bases(task)
             co = safety.inspect(self.repo, path, branch, bases, self.common_dir())
             if co.path is None and path.exists():
