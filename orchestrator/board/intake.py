@@ -59,6 +59,8 @@ ALIASES = {
     "max_attempts": "max_attempts", "maxAttempts": "max_attempts",
     "max-attempts": "max_attempts",
     "plan_first": "plan_first", "planFirst": "plan_first", "plan-first": "plan_first",
+    "expect_changes": "expect_changes", "expectChanges": "expect_changes",
+    "expect-changes": "expect_changes",
 }
 
 

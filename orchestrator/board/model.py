@@ -173,6 +173,9 @@ class Task(BaseModel):
     """Anything else the user put in the dropped file, kept verbatim."""
     source: str | None = None
     """The dropped file this task came from (``inbox/fix-login.md``), when intake made it."""
+    expect_changes: bool = True
+    """False for a task whose run may rightly change nothing (an investigation, a check);
+    otherwise a run that leaves no change fails with that reason."""
     plan_first: bool = False
     """Run in ``plan`` mode (read-only tools) until the lead approves the agent's plan."""
     plan: str | None = None

@@ -72,6 +72,9 @@ def add(
     agent: Annotated[str | None, typer.Option(
         help="Agent profile to run it with: .claude/agents/NAME.md, or \\[agents.NAME] in "
              "orchestrator.toml.")] = None,
+    no_changes: Annotated[bool, typer.Option(
+        "--no-changes-expected", help="A run that changes nothing is fine (an investigation, "
+                                      "a check); otherwise it fails.")] = False,
     plan_first: Annotated[bool, typer.Option(
         "--plan-first", help="Read-only until the lead approves the agent's plan "
                              "(orchestrator approve ID).")] = False,
@@ -91,6 +94,8 @@ def add(
         extra = {k: v for k, v in (("backend", backend), ("agent", agent)) if v is not None}
         if plan_first:
             extra["plan_first"] = True
+        if no_changes:
+            extra["expect_changes"] = False
         task = board.add(subject, description=description, blocked_by=blocked_by or [],
                          priority=priority, actor="cli", **extra)
     if json_:

@@ -91,8 +91,13 @@ def merge(
     if json_:
         print_json(result)
         return
-    typer.echo(f"merged {result.task.id} ({result.branch}) into {result.into} by {strategy}: "
-               f"{result.commit[:12]}")
+    if result.added:
+        typer.echo(f"merged {result.task.id} ({result.branch}) into {result.into} by "
+                   f"{strategy}: {result.commit[:12]}")
+    else:
+        typer.echo(f"{result.task.id} had nothing to merge: {result.branch} adds no commit to "
+                   f"{result.into} ({result.into} unchanged at {result.commit[:12]}); "
+                   "marked merged")
     if result.snapshot:
         typer.echo(f"the original commits are kept under {result.snapshot}")
     if result.note:

@@ -304,6 +304,12 @@ class Teammate:
                 self.board.events.emit("commit", task.id, actor=self.name, sha=sha,
                                        branch=ws.branch)
                 tlog.write("commit", sha=sha)
+            if not sha and task.expect_changes and _unchanged(ws.path, task):
+                beat.ending = True
+                self.fail(task.id, token, "the agent changed nothing: no commit and no "
+                          "change in the worktree (a task that may rightly change nothing "
+                          "says expect_changes: false)")
+                return
             fields: dict[str, Any] = {}
             if result.session_id:
                 fields["session_id"] = result.session_id
@@ -462,6 +468,16 @@ class Heartbeat(threading.Thread):
 
 MAX_BACKOFF = 60.0
 """The longest wait before a retry, in seconds."""
+
+
+def _unchanged(path: Path, task: Task) -> bool:
+    """Whether the task's branch is still at the commit it started from (nothing of any
+    attempt committed). A workspace that is no git checkout cannot tell: False."""
+    if not (path / ".git").exists() or not task.base_commit:
+        return False
+    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True,
+                         text=True, check=False)
+    return out.returncode == 0 and out.stdout.strip() == task.base_commit
 
 
 def _tail(text: str, n: int = 20) -> str:
