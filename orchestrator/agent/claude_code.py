@@ -50,6 +50,7 @@ from orchestrator.errors import OrchestratorError
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.protocols import RunContext, RunResult
+from orchestrator.team import delivery
 from orchestrator.team.command import build_prompt, last_failure, task_env
 from orchestrator.team.proc import ProcResult, run_streamed
 
@@ -429,6 +430,10 @@ class Session:
         ctx = self.ctx
         session = ctx.task.session_id
         prompt = resume_prompt(ctx.task) if session else build_prompt(ctx.task)
+        inbox = delivery.Reader(ctx.settings.get("messages"))
+        waiting = inbox.new()
+        if waiting:
+            prompt = f"{prompt}\n\n{delivery.as_prompt(waiting)}"
         rounds = self.backend.config.claude_code.permission_rounds
         for round_no in range(rounds + 1):
             stream, proc = self.once(prompt, session)
@@ -442,6 +447,11 @@ class Session:
                 return failed
             denials = stream.denials
             if not denials:
+                news = inbox.new()  # messages sent during the turn: resume with them
+                if news and stream.session_id and not ctx.stop.is_set():
+                    ctx.log.write("messages_delivered", text=news)
+                    session, prompt = stream.session_id, delivery.as_prompt(news)
+                    continue
                 break
             try:
                 prompt = self.ask(denials, wait=round_no < rounds)

@@ -26,6 +26,7 @@ from orchestrator.config import Config
 from orchestrator.errors import ConfigError
 from orchestrator.layout import Layout
 from orchestrator.protocols import RunContext, RunResult
+from orchestrator.team.delivery import MESSAGES_ENV
 from orchestrator.team.proc import CANNOT_RUN, run_streamed
 
 
@@ -114,6 +115,8 @@ def task_env(ctx: RunContext) -> dict[str, str]:
         ORCH_PROMPT=build_prompt(ctx.task),
         ORCH_TEAMMATE=ctx.teammate,
     )
+    if ctx.settings.get("messages"):
+        env[MESSAGES_ENV] = str(ctx.settings["messages"])
     return env
 
 

@@ -42,7 +42,7 @@ from orchestrator.logging import configure, get_logger
 from orchestrator.protocols import Backend, Board, RunContext
 from orchestrator.settings.live import LiveConfig
 from orchestrator.tasklog import TaskLog
-from orchestrator.team import status
+from orchestrator.team import delivery, status
 from orchestrator.team.checks import run_checks
 from orchestrator.team.command import reason_line, task_env
 from orchestrator.team.commit import commit_leftovers, idle_maintenance
@@ -74,6 +74,11 @@ class Teammate:
         self.started_at = utcnow()
         self.committed = False
         """A task was committed since the last `idle_maintenance`."""
+        self.undelivered: list[dict[str, Any]] = []
+        """Messages for the agent that came while no task ran: they go to the next run."""
+        self.messages_path: Path | None = None
+        """The running task's messages file (`orchestrator.team.delivery`)."""
+        self._mail_lock = threading.Lock()
         self.fault: str | None = None
         """The last error from the board (disk full, read-only, no file descriptors)."""
 
@@ -170,7 +175,15 @@ class Teammate:
                 self.shutdown_requests.append(msg)
                 self.warm.set()
             elif kind == "message":
-                self.log.info("message", sender=msg.get("from"), body=msg.get("body"))
+                with self._mail_lock:
+                    if self.messages_path is not None:
+                        delivery.deliver(self.messages_path, msg)
+                        where = f"the agent of {self.messages_path.stem}"
+                    else:
+                        self.undelivered.append(msg)
+                        where = "the agent of the next task"
+                self.log.info("message", sender=msg.get("from"), body=msg.get("body"),
+                              to=where)
 
     def answer_shutdown(self) -> None:
         for req in self.shutdown_requests:
@@ -272,10 +285,23 @@ class Teammate:
             self.board.release(task.id, token, reason="teammate stopping")
             return
         backend = self.backend_for(task)
+        messages = delivery.messages_file(self.layout, task.id)
+        with self._mail_lock:
+            delivery.start(messages, self.undelivered)
+            self.undelivered = []
+            self.messages_path = messages
+        try:
+            self._run(task, token, tlog, stop, beat, ws, backend, messages)
+        finally:
+            with self._mail_lock:
+                self.messages_path = None
+
+    def _run(self, task: Task, token: int, tlog: TaskLog, stop: threading.Event,
+             beat: Heartbeat, ws: Any, backend: Backend, messages: Path) -> None:
         ctx = RunContext(
             task=task, token=token, teammate=self.name, workspace=ws, board=self.board,
             layout=self.layout, log=tlog, stop=stop, timeout=self.config.team.task_timeout,
-            settings={"command": self.config.team.command,
+            settings={"command": self.config.team.command, "messages": messages,
                       "on_process_start": lambda pgid: self.publish(
                           "working", task=task.id, backend_pgid=pgid)},
         )

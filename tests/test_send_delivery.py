@@ -1,0 +1,77 @@
+"""`orchestrator send alice …` reaches alice's agent (issue 22): the built-in loop sees it at
+its next step (real model client on the loopback API), a command agent reads it from
+$ORCH_MESSAGES while it runs (a real team)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.board.model import Status
+from orchestrator.team import delivery
+from tests.loopback import LoopbackAPI, tool_use
+from tests.test_loop import Run, api  # noqa: F401 (the fixture)
+from tests.test_team_support import (
+    add_tasks,
+    cli,
+    finish,
+    start,
+    tasks,
+    team_cleanup,
+    team_env,
+    wait_until,
+    working_on,
+)
+
+
+def test_the_loop_puts_new_messages_in_front_of_the_model_at_its_next_step(
+        repo: Path, api: LoopbackAPI) -> None:  # noqa: F811
+    path = repo / "messages.md"
+    delivery.start(path, [{"from": "lead", "ts": "t0", "body": "waiting since before"}])
+    api.reply(tool_use("write", {"file_path": "a.txt", "content": "a\n"}, id="t1"))
+    api.reply("All done.")  # the model thinks it is done, but a message came meanwhile
+    api.reply("Done, with v2.")
+    run = Run(repo, api, mode="acceptEdits")
+    reader = delivery.Reader(path)
+    # asked before the first request, after each step: the message comes with the model's
+    # "All done." answer, which then is not the end
+    sent = iter([None, None, {"from": "cli", "ts": "t1", "body": "the API moved to v2"}])
+
+    def inbox() -> str:
+        msg = next(sent, None)
+        if msg is not None:
+            delivery.deliver(path, msg)
+        return reader.new()
+
+    run.loop.inbox = inbox
+    assert run() == "Done, with v2."
+    first = api.requests[0]["messages"][0]["content"]
+    assert "waiting since before" in str(first)
+    third = api.requests[2]["messages"][-1]["content"]
+    assert "the API moved to v2" in str(third) and "from cli" in str(third)
+    assert "the API moved to v2" not in str(api.requests[1]["messages"])
+
+
+AGENT = """for i in $(seq 300); do
+  if grep -q "use the v2 API" "$ORCH_MESSAGES"; then
+    grep -c "^## from cli" "$ORCH_MESSAGES" > got.txt; exit 0
+  fi
+  sleep 0.1
+done
+exit 1"""
+
+
+def test_a_command_agent_reads_messages_sent_while_it_runs(repo: Path) -> None:
+    [task] = add_tasks(repo, 1)
+    with team_cleanup(repo):
+        proc = start(repo, "--burst", "-n", "1", "--command", AGENT,
+                     env=team_env(board_lease_seconds=3))
+        wait_until(lambda: working_on(repo, task.id), 60, "the agent to start")
+        out = cli(repo, "send", "alice", "use the v2 API")
+        assert out.returncode == 0, out.stderr
+        code, log = finish(proc, 90)
+    assert code == 0, log
+    [t] = tasks(repo)
+    assert t.status is Status.REVIEW
+    assert "to=" in log and "the agent of task_001" in log
+    wt = repo / ".worktrees" / task.id
+    assert (wt / "got.txt").read_text().strip() == "1"
