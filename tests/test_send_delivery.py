@@ -75,3 +75,24 @@ def test_a_command_agent_reads_messages_sent_while_it_runs(repo: Path) -> None:
     assert "to=" in log and "the agent of task_001" in log
     wt = repo / ".worktrees" / task.id
     assert (wt / "got.txt").read_text().strip() == "1"
+
+
+def test_status_says_the_team_is_stopped_after_a_shutdown_request_to_all(repo: Path) -> None:
+    import json
+
+    from tests.test_team_support import mate
+
+    with team_cleanup(repo):
+        env = team_env(board_rescan_seconds=1)  # idle teammates look at their mailbox each second
+        assert cli(repo, "up", "--detach", "-n", "1", "--command", "true", env=env
+                   ).returncode == 0
+        wait_until(lambda: mate(repo, "alice").get("state") == "idle", 60, "alice idle")
+        st = json.loads(cli(repo, "status", "--json").stdout)
+        assert st["running"] and not st["team_stopped"] and st["hint"] is None
+        assert cli(repo, "send", "all", "wrap up", "--kind", "shutdown_request").returncode == 0
+        wait_until(lambda: json.loads(cli(repo, "status", "--json").stdout)["team_stopped"],
+                   60, "the team to stop")
+        human = cli(repo, "status").stdout
+        assert "every teammate has stopped" in human
+        assert "orchestrator down, then orchestrator up" in human
+        assert cli(repo, "down").returncode == 0

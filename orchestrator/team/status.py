@@ -103,8 +103,13 @@ def team_status(layout: Layout, counts: dict[str, int] | None = None) -> dict[st
             "name": name, "state": st["state"], "pid": st.get("pid") if info else None,
             "task": st.get("task"), "seconds": _age(st.get("since"), now),
         })
+    stopped_team = info is not None and bool(mates) and all(
+        m["state"] == "stopped" for m in mates)
     return {
         "running": info is not None,
+        "team_stopped": stopped_team,
+        "hint": ("every teammate has stopped (a shutdown request?), so no new task will run: "
+                 "orchestrator down, then orchestrator up") if stopped_team else None,
         "pid": info.get("pid") if info else None,
         "uptime": _age(info.get("started_at"), now) if info else None,
         "mode": info.get("mode") if info else None,
@@ -157,6 +162,8 @@ def format_status(st: dict[str, Any]) -> str:
             what = m["state"]
         pid = f" (pid {m['pid']})" if m.get("pid") else ""
         lines.append(f"  {m['name']:<10} {what}{pid}")
+    if st.get("hint"):
+        lines.append(st["hint"])
     if st["board"]:
         shown = [f"{k} {v}" for k, v in st["board"].items() if v]
         lines.append("board: " + (", ".join(shown) if shown else "no tasks"))
