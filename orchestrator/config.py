@@ -9,6 +9,7 @@ then whatever the CLI passes as overrides. Unknown keys and bad values are a
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -342,7 +343,8 @@ class Config(_Section):
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"])
-            raise ConfigError(f"config {where}: {err['msg']}") from exc
+            raise ConfigError(f"config {where}{_where(root, err['loc'])}: {err['msg']}"
+                              ) from exc
 
 
 def _env_value(raw: str) -> Any:
@@ -381,12 +383,28 @@ def _merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
 
 def _read_files(root: Path) -> dict[str, Any]:
     own = root / "orchestrator.toml"
+    py = root / "pyproject.toml"
     try:
         if own.exists():
             return tomllib.loads(own.read_text())
-        py = root / "pyproject.toml"
         if py.exists():
             return dict(tomllib.loads(py.read_text()).get("tool", {}).get("orchestrator", {}))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read configuration: {exc}") from exc
+        raise ConfigError(f"cannot read configuration {own if own.exists() else py}: {exc}"
+                          ) from exc
     return {}
+
+
+def _where(root: Path, loc: tuple[Any, ...]) -> str:
+    """`` in FILE, line N`` for the project file line that sets ``section.key``, if any."""
+    if len(loc) < 2:
+        return ""
+    for path in (root / "orchestrator.toml", root / "pyproject.toml"):
+        try:
+            lines = path.read_text().splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for n, line in enumerate(lines, 1):
+            if re.match(rf"\s*{re.escape(str(loc[1]))}\s*=", line):
+                return f" in {path}, line {n}"
+    return ""

@@ -83,10 +83,19 @@ def test_status_says_the_team_is_stopped_after_a_shutdown_request_to_all(repo: P
     from tests.test_team_support import mate
 
     with team_cleanup(repo):
+        (repo / "orchestrator.toml").write_text("[team]\nteammates = 4\n")
         env = team_env(board_rescan_seconds=1)  # idle teammates look at their mailbox each second
         assert cli(repo, "up", "--detach", "-n", "1", "--command", "true", env=env
                    ).returncode == 0
         wait_until(lambda: mate(repo, "alice").get("state") == "idle", 60, "alice idle")
+        # a later `config set` wins over `up -n`, and the log says what was running
+        assert cli(repo, "config", "set", "team.teammates", "2").returncode == 0
+        wait_until(lambda: mate(repo, "bob").get("state") == "idle", 60, "bob idle")
+        logged = [json.loads(x) for x in
+                  (repo / ".tasks" / ".run" / "daemon.log").read_text().splitlines()
+                  if x.startswith("{")]
+        [changed] = [r for r in logged if r.get("event") == "settings changed"]
+        assert changed["changes"] == [{**changed["changes"][0], "old": 1, "new": 2}]
         st = json.loads(cli(repo, "status", "--json").stdout)
         assert st["running"] and not st["team_stopped"] and st["hint"] is None
         assert cli(repo, "send", "all", "wrap up", "--kind", "shutdown_request").returncode == 0

@@ -17,6 +17,7 @@ import typer
 from pydantic import BaseModel
 
 from orchestrator.config import Config
+from orchestrator.errors import ConfigError
 from orchestrator.layout import Layout, find_root
 
 app = typer.Typer(
@@ -40,10 +41,20 @@ class Repo:
     config: Config
 
 
-def open_repo(repo: Path | None = None, *, ensure: bool = True) -> Repo:
-    """Find the repository, load its configuration, and make sure the folders exist."""
+def open_repo(repo: Path | None = None, *, ensure: bool = True, lenient: bool = False) -> Repo:
+    """Find the repository, load its configuration, and make sure the folders exist.
+
+    ``lenient`` (commands that look or stop: status, down, list, show, add, events, logs):
+    a configuration that does not load gives one warning line naming the file and line,
+    and the default settings, instead of an error."""
     root = find_root(repo)
-    config = Config.load(root)
+    try:
+        config = Config.load(root)
+    except ConfigError as exc:
+        if not lenient:
+            raise
+        sys.stderr.write(f"warning: {exc}; using the default settings until it is fixed\n")
+        config = Config()
     layout = Layout.at(root, _worktree_root(root, config))
     if ensure:
         layout.ensure()

@@ -38,7 +38,7 @@ STATUS_STYLE = {
 
 
 def _board(repo: Path | None) -> FileBoard:
-    r = open_repo(repo)
+    r = open_repo(repo, lenient=True)
     board = open_board(r.layout, r.config.board, actor="cli")
     board.intake()
     return board
@@ -88,7 +88,7 @@ def add(
     if agent is not None:
         from orchestrator.agent.profiles import check_task_profile
 
-        r = open_repo(repo)
+        r = open_repo(repo, lenient=True)
         check_task_profile(r.layout.root, r.config, agent)
     with _board(repo) as board:
         extra = {k: v for k, v in (("backend", backend), ("agent", agent)) if v is not None}
@@ -217,7 +217,7 @@ def events(
     json_: JsonOpt = False,
 ) -> None:
     """Print the events log (.worktrees/events.jsonl)."""
-    r = open_repo(repo)
+    r = open_repo(repo, lenient=True)
     log = EventLog(r.layout.events)
     task_id = normalize_task_id(task) if task else None
     for rec in log.follow(task_id) if follow else log.read(task_id):

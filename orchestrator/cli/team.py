@@ -81,7 +81,7 @@ def down(
     repo: RepoOpt = None,
 ) -> None:
     """Stop the running daemon (warm: running tasks finish their step and are released)."""
-    r = open_repo(repo)
+    r = open_repo(repo, lenient=True)
     pid = daemon.down(r.layout, now=now)
     typer.echo("orchestrator is not running" if pid is None else f"stopped (pid {pid})")
 
@@ -89,7 +89,7 @@ def down(
 @app.command("status")
 def status_cmd(json_out: JsonOpt = False, repo: RepoOpt = None) -> None:
     """The daemon, what each teammate is doing, and the board counts."""
-    r = open_repo(repo)
+    r = open_repo(repo, lenient=True)
     st = status.team_status(r.layout, _counts(r))
     if json_out:
         print_json(st)
@@ -125,7 +125,7 @@ def send(
     repo: RepoOpt = None,
 ) -> None:
     """Put a message in a teammate's mailbox (`shutdown_request` asks it to stop)."""
-    r = open_repo(repo)
+    r = open_repo(repo, lenient=True)
     known = [m["name"] for m in status.team_status(r.layout)["teammates"]]
     if name == "all":
         names = known
@@ -161,7 +161,7 @@ def logs(
     repo: RepoOpt = None,
 ) -> None:
     """Print a task's log (backend output, checks, commits)."""
-    r = open_repo(repo)
+    r = open_repo(repo, lenient=True)
     tid = normalize_task_id(task_id)
     path = r.layout.logs / f"{tid}.jsonl"
     if not path.exists() and not r.layout.task_file(tid).exists() and not follow:
