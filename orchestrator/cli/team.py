@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,6 +21,7 @@ from orchestrator.events import EventLog
 from orchestrator.tasklog import read_jsonl
 from orchestrator.team import daemon, status
 from orchestrator.team.mailbox import Mailbox, check_name
+from orchestrator.transcript import render
 
 
 def _overrides(**team: Any) -> dict[str, dict[str, Any]]:
@@ -155,20 +158,57 @@ def _rid() -> str:
 @app.command()
 def logs(
     task_id: Annotated[str, typer.Argument(help="The task, e.g. task_001 or 1.")],
-    follow: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing new lines.")]
+    follow: Annotated[bool, typer.Option(
+        "-f", "--follow", help="Keep printing new lines until the task's run ends.")] = False,
+    raw: Annotated[bool, typer.Option(
+        "--raw", help="Every record, fields as they are (model requests, stream messages).")]
     = False,
     json_out: JsonOpt = False,
     repo: RepoOpt = None,
 ) -> None:
-    """Print a task's log (backend output, checks, commits)."""
+    """A task's transcript: the agent's text, tool calls and results, output, checks,
+    commits and costs."""
     r = open_repo(repo, lenient=True)
     tid = normalize_task_id(task_id)
     path = r.layout.logs / f"{tid}.jsonl"
     if not path.exists() and not r.layout.task_file(tid).exists() and not follow:
         raise NotFound(f"no task {tid} and no log for it")
-    records = EventLog(path).follow() if follow else read_jsonl(path)
+    records = EventLog(path).follow(stop=_run_ended(r, tid)) if follow else read_jsonl(path)
     for rec in records:
-        typer.echo(json.dumps(rec, ensure_ascii=False) if json_out else format_log(rec))
+        if json_out:
+            typer.echo(json.dumps(rec, ensure_ascii=False))
+            continue
+        line = format_log(rec) if raw else render(rec)
+        if line is not None:
+            typer.echo(line)
+
+
+def _run_ended(r: Any, task_id: str, grace: float = 0.6) -> threading.Event:
+    """Set once the task is neither pending nor running (its last lines are written before
+    its status changes; ``grace`` lets the follower read them)."""
+    from orchestrator.board import open_board
+    from orchestrator.board.model import Status
+
+    ended = threading.Event()
+
+    def watch() -> None:
+        board = open_board(r.layout, r.config.board, actor="cli")
+        try:
+            while True:
+                try:
+                    st = board.get(task_id).status
+                except NotFound:
+                    st = None
+                if st not in (Status.PENDING, Status.IN_PROGRESS, None):
+                    time.sleep(grace)
+                    ended.set()
+                    return
+                time.sleep(0.3)
+        finally:
+            board.close()
+
+    threading.Thread(target=watch, name="logs-follow", daemon=True).start()
+    return ended
 
 
 def format_log(rec: dict[str, Any]) -> str:
