@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import textwrap
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -173,7 +175,16 @@ def show(
     if task.waiting_for:
         typer.echo(f"waiting for {_waiting(task)} approval: orchestrator approve {task.id} "
                    f"| orchestrator deny {task.id} -m WHY")
-    shown = task.model_dump(mode="json", exclude={"id", "status", "subject", "todos", "plan"},
+        asked = _asked(repo, task)
+        if asked:
+            typer.echo(textwrap.indent(asked, "  "))
+    if task.lease is not None:
+        left = task.lease.expires_at - time.time()
+        at = datetime.fromtimestamp(task.lease.expires_at, UTC).strftime("%H:%M:%S UTC")
+        typer.echo(f"lease: {task.lease.owner}, token {task.lease.token}, expires {at} "
+                   f"({f'in {left:.0f}s' if left >= 0 else f'{-left:.0f}s ago'})")
+    shown = task.model_dump(mode="json", exclude={"id", "status", "subject", "todos", "plan",
+                                                  "lease"},
                             exclude_defaults=True)
     for key, value in shown.items():
         if value not in (None, "", [], {}) and key != "description":
@@ -185,6 +196,18 @@ def show(
         typer.echo("\n" + task.description)
     if task.plan:
         typer.echo("\napproved plan:\n" + textwrap.indent(task.plan, "  "))
+
+
+def _asked(repo: Path | None, task: Task) -> str | None:
+    """What a waiting task's agent asked: the tool call, or the plan it submitted."""
+    from orchestrator.agent.permission_flow import pending
+
+    for req in pending(open_repo(repo, lenient=True).layout):
+        if req.get("request_id") == task.waiting_for:
+            if req.get("kind") == "plan_request":
+                return "the plan:\n" + str(req.get("plan") or req.get("body") or "")
+            return f"asks to run {req.get('body')}"
+    return None
 
 
 def _waiting(task: Task) -> str:

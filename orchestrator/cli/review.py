@@ -59,9 +59,15 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
 @app.command("diff")
 def diff(task_id: TaskArg,
          stat: Annotated[bool, typer.Option("--stat", help="Only the per-file summary.")] = False,
-         repo: RepoOpt = None) -> None:
+         repo: RepoOpt = None, json_: JsonOpt = False) -> None:
     """The task's changes against its base: paged and coloured on a terminal, plain when piped."""
     r = open_repo(repo)
+    if json_:
+        from orchestrator.board.model import normalize_task_id
+
+        print_json({"task": normalize_task_id(task_id), "stat": stat,
+                    "diff": diff_text(r.layout, r.config, task_id, stat=stat, color=False)})
+        return
     tty = sys.stdout.isatty()
     text = diff_text(r.layout, r.config, task_id, stat=stat, color=tty)
     if tty:

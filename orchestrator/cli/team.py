@@ -43,6 +43,7 @@ def up(
     burst: Annotated[bool, typer.Option(
         "--burst", help="Exit when no claimable work is left (1 if a task failed).")] = False,
     repo: RepoOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Start the lead and its teammates (Ctrl-C once: warm stop, twice: stop now)."""
     r = open_repo(repo)
@@ -63,10 +64,20 @@ def up(
             config = Config.load(r.layout.root, overrides=overrides)
     if detach:
         pid = daemon.up_detached(r.layout, teammates=teammates, overrides=overrides, burst=burst)
-        typer.echo(f"orchestrator running in the background (pid {pid}); "
-                   f"log: {status.log_file(r.layout)}")
+        if json_out:
+            print_json({"pid": pid, "log": status.log_file(r.layout), "detached": True})
+        else:
+            typer.echo(f"orchestrator running in the background (pid {pid}); "
+                       f"log: {status.log_file(r.layout)}")
         return
     code = daemon.up(r.layout, config, teammates=teammates, overrides=overrides, burst=burst)
+    if json_out:  # the log went to stderr; the outcome, for scripts
+        from orchestrator.board import open_board
+
+        with open_board(r.layout, r.config.board, actor="cli") as board:
+            print_json({"exit_code": code, "board": status.board_counts(board.list()),
+                        "failed": [{"id": t.id, "error": t.error}
+                                   for t in board.list() if t.status == "failed"]})
     raise typer.Exit(code)
 
 
@@ -82,10 +93,14 @@ def check_team(config: Config) -> None:
 def down(
     now: Annotated[bool, typer.Option("--now", help="Cold stop: kill running work.")] = False,
     repo: RepoOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Stop the running daemon (warm: running tasks finish their step and are released)."""
     r = open_repo(repo, lenient=True)
     pid = daemon.down(r.layout, now=now)
+    if json_out:
+        print_json({"stopped": pid is not None, "pid": pid, "mode": "cold" if now else "warm"})
+        return
     typer.echo("orchestrator is not running" if pid is None else f"stopped (pid {pid})")
 
 
