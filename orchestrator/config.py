@@ -146,6 +146,10 @@ class TeamConfig(_Section):
     names: list[str] = Field(default_factory=lambda: list(DEFAULT_TEAMMATE_NAMES),
                              json_schema_extra={"live": False})
     """Teammate names, in the order they are started."""
+    log_format: Literal["text", "json"] = Field(default="text",
+                                                json_schema_extra={"live": False})
+    """How `.tasks/.run/daemon.log` is written: `text`, the console's readable lines, or
+    `json`, one JSON object per line (for log tools)."""
     retry_backoff: float = Field(default=1.0, ge=0, le=3600)
     """Seconds before a failed task's next attempt starts, doubled for each attempt after
     that (at most 60 s). Errors that cannot change on a retry (a program not found, exit

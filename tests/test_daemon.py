@@ -40,7 +40,8 @@ def all_idle(repo: Path, names: tuple[str, ...]) -> bool:
 def test_detached_daemon_status_send_shutdown_handshake_and_down(repo: Path) -> None:
     layout = Layout.at(repo)
     with team_cleanup(repo):
-        env = team_env(board_rescan_seconds=1)  # idle teammates look at their mailbox each second
+        # idle teammates look at their mailbox each second; the log as JSON lines
+        env = team_env(board_rescan_seconds=1, team_log_format="json")
         res = cli(repo, "up", "--detach", "-n", "2", "--command", "true", env=env)
         assert res.returncode == 0, res.stderr
         assert "running in the background" in res.stdout

@@ -62,6 +62,12 @@ def test_failures_say_why_fail_once_when_retrying_cannot_help_and_retries_get_th
     summary = next(ln for ln in console.splitlines() if "task(s) failed" in ln)
     assert "task_003" in summary and "left_blocked" in summary
     assert board["task_003"].status is Status.PENDING
+    # one line per teammate stopping (the lead's, with how it ended), no stale-request noise
+    assert console.count("teammate stopped") == 2 and "ignoring a shutdown" not in console
+    # daemon.log reads like the console (JSON only with team.log_format = "json")
+    daemon_log = (repo / ".tasks" / ".run" / "daemon.log").read_text()
+    assert "attempt failed; will retry" in daemon_log and "task_002" in daemon_log
+    assert not any(line.startswith("{") for line in daemon_log.splitlines())
 
     # an ordinary failure: three attempts, spaced by the back-off, each retry told why
     t2 = board["task_002"]

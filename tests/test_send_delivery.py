@@ -84,7 +84,8 @@ def test_status_says_the_team_is_stopped_after_a_shutdown_request_to_all(repo: P
 
     with team_cleanup(repo):
         (repo / "orchestrator.toml").write_text("[team]\nteammates = 4\n")
-        env = team_env(board_rescan_seconds=1)  # idle teammates look at their mailbox each second
+        # idle teammates look at their mailbox each second; the log as JSON lines
+        env = team_env(board_rescan_seconds=1, team_log_format="json")
         assert cli(repo, "up", "--detach", "-n", "1", "--command", "true", env=env
                    ).returncode == 0
         wait_until(lambda: mate(repo, "alice").get("state") == "idle", 60, "alice idle")

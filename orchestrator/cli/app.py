@@ -82,6 +82,25 @@ def _worktree_root(root: Path, config: Config) -> Path | None:
     return p if p.is_absolute() else root / p
 
 
+PIPED_WIDTH = 100_000
+"""Piped output is never wrapped (the terminal's width applies on a terminal)."""
+
+
+def print_table(table: Any) -> None:
+    """A rich table: fitted to a terminal; piped, one line per row, never wrapped, with no
+    trailing padding."""
+    from rich.console import Console
+
+    if sys.stdout.isatty():
+        Console(soft_wrap=False).print(table)
+        return
+    console = Console(soft_wrap=False, width=PIPED_WIDTH, no_color=True)
+    with console.capture() as cap:
+        console.print(table)
+    sys.stdout.write("".join(line.rstrip() + "\n" for line in cap.get().splitlines()))
+    sys.stdout.flush()
+
+
 def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, BaseModel):
         return obj.model_dump(mode="json")

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from orchestrator.agent.todos import progress, render
@@ -26,6 +25,7 @@ from orchestrator.cli.app import (
     app,
     open_repo,
     print_json,
+    print_table,
     require_commit,
     to_jsonable,
 )
@@ -145,7 +145,7 @@ def list_tasks(
         table.add_row(t.id, f"[{STATUS_STYLE[t.status]}]{t.status}[/]{mark}", str(t.priority),
                       t.subject, t.owner or "", ", ".join(t.blocked_by),
                       *([progress(t.todos)] if with_todos else []))
-    Console(soft_wrap=False).print(table)
+    print_table(table)
     # Problems of the tasks shown, and of task files too broken to list at all.
     shown = {t.id for t in tasks} | (set(problems) - {t.id for t in everything})
     for tid in sorted(set(problems) & shown):

@@ -7,15 +7,11 @@ from typing import Annotated, Any
 
 import click
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
+from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json, print_table
 from orchestrator.errors import InvalidInput
 from orchestrator.review import diff_text, discard_task, merge_task, retry_task, review_rows
-
-PIPED_WIDTH = 200
-"""Piped output is not cut to 80 columns (the terminal's width applies on a terminal)."""
 
 TaskArg = Annotated[str, typer.Argument(metavar="ID", help="task_007, or just 7.")]
 
@@ -38,7 +34,7 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
         table.add_row(row["id"], row["subject"], row["branch"] or "", _str(row["commits"]),
                       _changes(row["diffstat"]), _checks(row["checks"]),
                       f"${row['cost_usd']:.2f}", _age(row["age_seconds"]))
-    Console(soft_wrap=False, width=None if sys.stdout.isatty() else PIPED_WIDTH).print(table)
+    print_table(table)
     told: set[frozenset[str]] = set()
     for row in rows:
         for o in row["overlaps"]:

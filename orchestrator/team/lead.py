@@ -126,6 +126,10 @@ class Lead:
             self.waker.follow_board(self.board, self.config.board.rescan_seconds)
             for child in self.children:
                 self.spawn(child)
+            if not self.burst and not self.board.ready():
+                self.log.info("waiting for tasks",
+                              add="orchestrator add 'SUBJECT' (or drop a file in "
+                                  f"{self.layout.inbox})")
             self.loop()
             failed = {t.id for t in self.board.list(Status.FAILED)} - failed_before
             if failed:
@@ -496,7 +500,11 @@ class Lead:
         if level <= self.stopping:
             return
         self.stopping = level
-        self.log.info("stopping", mode="warm" if level == 1 else "cold")
+        if level == 1 and self.console:
+            self.log.info("stopping", mode="warm",
+                          note="running work finishes its step; Ctrl-C again to stop now")
+        else:
+            self.log.info("stopping", mode="warm" if level == 1 else "cold")
         for child in self.children:
             child.restart_at = None
             if not child.alive:

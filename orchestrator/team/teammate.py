@@ -120,7 +120,7 @@ class Teammate:
             self.answer_shutdown()
             self.waker.close()
             self.board.close()
-            self.log.info("teammate stopped")
+            self.log.debug("teammate stopped")  # the lead says so, with how it ended
         return 0
 
     def _fds(self) -> list[int]:
@@ -167,8 +167,8 @@ class Teammate:
             if kind == "shutdown_request" and str(msg.get("ts", "")) < self.started_at:
                 # sent to a namesake of an earlier run (e.g. by a lead stopped before it
                 # could read it): not for this process, which would otherwise stop at once
-                self.log.info("ignoring a shutdown request older than this teammate",
-                              request_id=msg.get("request_id"))
+                self.log.debug("ignoring a shutdown request older than this teammate",
+                               request_id=msg.get("request_id"))
             elif kind == "shutdown_request":
                 self.log.info("shutdown requested", by=msg.get("from"),
                               request_id=msg.get("request_id"))
@@ -522,7 +522,8 @@ def main(argv: list[str] | None = None) -> int:
     layout = Layout.at(Path(args.root), args.worktree_root)
     try:
         config = Config.load(layout.root, overrides=json.loads(args.overrides))
-        configure(status.log_file(layout), console=args.console, actor=args.name)
+        configure(status.log_file(layout), console=args.console, actor=args.name,
+                  fmt=config.team.log_format)
         return Teammate(layout, config, args.name, lead_fd=args.lead_fd,
                         overrides=json.loads(args.overrides)).run()
     except OrchestratorError as exc:
