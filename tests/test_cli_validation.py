@@ -83,3 +83,20 @@ def test_txt_drops_are_refused_with_the_reason(capsys: pytest.CaptureFixture[str
     assert (rejected / "note.txt").exists()
     assert "drop .json or .md files" in (rejected / "note.txt.error.txt").read_text()
     assert (repo / ".tasks" / "readme.txt").exists()
+
+
+def test_help_texts_break_only_where_the_terminal_does(
+        capsys: pytest.CaptureFixture[str], repo: Path) -> None:
+    from orchestrator.cli import _load_commands
+    from orchestrator.cli.app import app
+
+    _load_commands()
+    for info in app.registered_commands:
+        for paragraph in (info.help or "").split("\n\n"):
+            assert "\n" not in paragraph, info.help
+    from orchestrator.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    top = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "cancelled tasks, when no work would be lost; say what was skipped and why" in top

@@ -8,10 +8,13 @@ too, with the full traceback only when ``ORCH_DEBUG=1``.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
 import sys
 from typing import NoReturn
+
+import typer
 
 from orchestrator.cli.app import app
 from orchestrator.errors import OrchestratorError
@@ -27,6 +30,18 @@ def _load_commands() -> None:
         except ModuleNotFoundError as exc:
             if exc.name != f"orchestrator.cli.{name}":
                 raise
+    _unwrap_help(app)
+
+
+def _unwrap_help(group: typer.Typer) -> None:
+    """Docstrings wrap at 100 columns; help is wrapped again to the terminal. Join the
+    lines of each paragraph so the help does not break in ragged places."""
+    for info in group.registered_commands:
+        text = info.help or inspect.getdoc(info.callback) or ""
+        info.help = "\n\n".join(" ".join(p.split()) for p in text.split("\n\n"))
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _unwrap_help(sub.typer_instance)
 
 
 def main(argv: list[str] | None = None) -> None:
