@@ -26,18 +26,20 @@ BACKENDS: dict[str, str] = {
 }
 
 
+def check_backend(name: str) -> str:
+    """``name`` if it is a backend; else a `ConfigError` listing the ones there are."""
+    if name not in BACKENDS:
+        raise ConfigError(f"unknown backend {name!r} (choose from: {', '.join(BACKENDS)})")
+    return name
+
+
 def backend_module(name: str) -> str:
     """The module a backend lives in ("" for an unknown name)."""
     return BACKENDS.get(name, "").partition(":")[0]
 
 
 def load_backend(name: str, config: Config, layout: Layout) -> Backend:
-    try:
-        target = BACKENDS[name]
-    except KeyError:
-        raise ConfigError(
-            f"unknown backend {name!r} (choose from: {', '.join(sorted(BACKENDS))})"
-        ) from None
+    target = BACKENDS[check_backend(name)]
     module_name, _, attr = target.partition(":")
     try:
         module = importlib.import_module(module_name)

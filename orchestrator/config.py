@@ -9,6 +9,7 @@ then whatever the CLI passes as overrides. Unknown keys and bad values are a
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tomllib
 from collections.abc import Mapping
@@ -167,6 +168,23 @@ class TeamConfig(_Section):
     names: list[str] = Field(default_factory=lambda: list(DEFAULT_TEAMMATE_NAMES),
                              json_schema_extra={"live": False})
     """Teammate names, in the order they are started."""
+    log_format: Literal["text", "json"] = Field(default="text",
+                                                json_schema_extra={"live": False})
+    """How `.tasks/.run/daemon.log` is written: `text`, the console's readable lines, or
+    `json`, one JSON object per line (for log tools)."""
+    retry_backoff: float = Field(default=1.0, ge=0, le=3600)
+    """Seconds before a failed task's next attempt starts, doubled for each attempt after
+    that (at most 60 s). Errors that cannot change on a retry (a program not found, exit
+    126/127, a backend not installed, credentials refused) fail the task at once instead."""
+
+
+class ChecksConfig(_Section):
+    LIVE = True
+
+    retries: int = Field(default=2, ge=0, le=20)
+    """How many times a task whose checks (`team.verify`) fail goes straight back to the
+    same agent, with the check's output as feedback, before it waits for a person (status
+    `failed` with the last output; `orchestrator retry ID -m …` runs it again)."""
 
 
 class AgentConfig(_Section):
@@ -327,6 +345,7 @@ class Config(_Section):
     board: BoardConfig = Field(default_factory=BoardConfig)
     worktree: WorktreeConfig = Field(default_factory=WorktreeConfig)
     team: TeamConfig = Field(default_factory=TeamConfig)
+    checks: ChecksConfig = Field(default_factory=ChecksConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     claude_code: ClaudeCodeConfig = Field(default_factory=ClaudeCodeConfig)
@@ -355,7 +374,8 @@ class Config(_Section):
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"])
-            raise ConfigError(f"config {where}: {err['msg']}") from exc
+            raise ConfigError(f"config {where}{_where(root, err['loc'])}: {err['msg']}"
+                              ) from exc
 
 
 def _env_value(raw: str) -> Any:
@@ -419,3 +439,18 @@ def _read_files(root: Path) -> dict[str, Any]:
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read configuration {path}: {exc}") from exc
     return {}
+
+
+def _where(root: Path, loc: tuple[Any, ...]) -> str:
+    """`` in FILE, line N`` for the project file line that sets ``section.key``, if any."""
+    if len(loc) < 2:
+        return ""
+    for path in (root / "orchestrator.toml", root / "pyproject.toml"):
+        try:
+            lines = path.read_text().splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for n, line in enumerate(lines, 1):
+            if re.match(rf"\s*{re.escape(str(loc[1]))}\s*=", line):
+                return f" in {path}, line {n}"
+    return ""

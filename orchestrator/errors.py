@@ -88,4 +88,9 @@ class BoardUnavailable(RunError):
 
 
 class BackendError(RunError):
-    pass
+    """A backend could not run. ``retry`` is False when another attempt cannot help
+    (credentials refused, no credentials)."""
+
+    def __init__(self, message: str, *, task: str | None = None, retry: bool = True) -> None:
+        super().__init__(message, task=task)
+        self.retry = retry

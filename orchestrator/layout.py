@@ -103,6 +103,8 @@ def find_root(start: Path | str | None = None) -> Path:
     Raises a UserError with one clear line when not inside a git repository.
     """
     start = Path(start or os.getcwd()).resolve()
+    if not start.is_dir():
+        raise UserError(f"no such folder: {start}")
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--show-toplevel"],

@@ -1,9 +1,10 @@
-"""structlog set-up for the daemon: JSON lines to its log file, readable console output.
+"""structlog set-up for the daemon: its log file and readable console output.
 
 Every process of a team (the lead and each teammate) appends to the same
 ``.tasks/.run/daemon.log``; a record is one ``O_APPEND`` write of one line, so
-lines never interleave. In the foreground the same records are also printed
-readably on stderr. Secrets from the environment are masked in both.
+lines never interleave. The file has the console's readable lines by default, or
+one JSON object per line (``team.log_format = "json"``). In the foreground the same
+records are also printed on stderr. Secrets from the environment are masked in both.
 """
 
 from __future__ import annotations
@@ -22,16 +23,23 @@ from orchestrator.events import redact, secret_values
 from orchestrator.fsutil import append_line
 
 
-class _JsonFileSink:
-    """A processor that appends the event as one JSON line to ``path`` and passes it on."""
+class _FileSink:
+    """A processor that appends the event as one line to ``path`` (JSON, or the console's
+    readable form without colours) and passes it on."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, fmt: str = "text") -> None:
         self.path = path
         self.secrets = secret_values()
+        self.text = (structlog.dev.ConsoleRenderer(colors=False, pad_event=32)
+                     if fmt == "text" else None)
         path.parent.mkdir(parents=True, exist_ok=True)
 
     def __call__(self, logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
-        line = redact(json.dumps(event, default=str, ensure_ascii=False), self.secrets) + "\n"
+        if self.text is not None:
+            rendered = str(self.text(logger, method, dict(event))).replace("\n", "\n    ")
+        else:
+            rendered = json.dumps(event, default=str, ensure_ascii=False)
+        line = redact(rendered, self.secrets) + "\n"
         try:
             append_line(self.path, line.encode())
         except OSError:  # a full or read-only disk must not turn logging into a crash
@@ -49,8 +57,10 @@ def _drop(logger: Any, method: str, event: dict[str, Any]) -> str:
     raise structlog.DropEvent
 
 
-def configure(log_file: Path | None, *, console: bool, level: str = "info", **bind: Any) -> None:
-    """Send this process's logs to ``log_file`` (JSON lines) and, if ``console``, to stderr."""
+def configure(log_file: Path | None, *, console: bool, level: str = "info",
+              fmt: str = "text", **bind: Any) -> None:
+    """Send this process's logs to ``log_file`` (``fmt``: readable ``text`` or ``json``
+    lines) and, if ``console``, to stderr."""
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -58,7 +68,7 @@ def configure(log_file: Path | None, *, console: bool, level: str = "info", **bi
         structlog.processors.format_exc_info,
     ]
     if log_file is not None:
-        processors.append(_JsonFileSink(log_file))
+        processors.append(_FileSink(log_file, fmt))
     if console:
         processors += [_redact_values, structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())]
     else:

@@ -67,3 +67,41 @@ def lock_holders() -> set[int]:
         if len(fields) > 4 and fields[1] != "->" and fields[4].isdigit():
             pids.add(int(fields[4]))
     return pids
+
+
+def processes_in(folder: Path) -> list[int]:
+    """Pids of live processes whose working directory is ``folder`` or below it (read from
+    ``/proc/<pid>/cwd``; processes we may not inspect are not seen)."""
+    try:
+        root = folder.resolve()
+    except OSError:
+        return []
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cwd = Path(os.readlink(f"/proc/{entry}/cwd"))
+        except OSError:
+            continue
+        if (cwd == root or cwd.is_relative_to(root)) and process_state(int(entry)) != "Z":
+            found.append(int(entry))
+    return found
+
+
+def busy_reason(folder: Path) -> str | None:
+    """Why ``folder`` must not be removed now: a process still runs in it (None if none)."""
+    pids = processes_in(folder)
+    if not pids:
+        return None
+    shown = ", ".join(f"{pid} ({_name(pid)})" for pid in pids[:3])
+    more = f" and {len(pids) - 3} more" if len(pids) > 3 else ""
+    return (f"a process still runs in {folder}: pid {shown}{more}; stop it first "
+            "(orchestrator cancel ID stops the task's agent)")
+
+
+def _name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"

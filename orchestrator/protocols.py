@@ -76,6 +76,9 @@ class RunContext:
     on_process_start: Callable[[int], None] | None = None
     """Called with the process group id of the backend's process once it runs (the
     teammate records it, so that a restarted lead can kill an orphaned backend)."""
+    messages: Path | None = None
+    """The run's messages file: what `orchestrator send` sent its agent
+    (`orchestrator.team.delivery`)."""
 
 
 @dataclass

@@ -3,6 +3,7 @@ a folder (default: the current one). Shared by the CLI and the MCP server."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from orchestrator.config import Config
+from orchestrator.errors import ConfigError, UserError
 from orchestrator.layout import Layout, find_root
 
 
@@ -19,14 +21,36 @@ class Repo:
     config: Config
 
 
-def open_repo(repo: Path | None = None, *, ensure: bool = True) -> Repo:
-    """Find the repository, load its configuration, and make sure the folders exist."""
+def open_repo(repo: Path | None = None, *, ensure: bool = True, lenient: bool = False) -> Repo:
+    """Find the repository, load its configuration, and make sure the folders exist.
+
+    ``lenient`` (commands that look or stop: status, down, list, show, add, events, logs):
+    a configuration that does not load gives one warning line naming the file and line,
+    and the default settings, instead of an error."""
     root = find_root(repo)
-    config = Config.load(root)
+    try:
+        config = Config.load(root)
+    except ConfigError as exc:
+        if not lenient:
+            raise
+        sys.stderr.write(f"warning: {exc}; using the default settings until it is fixed\n")
+        config = Config()
     layout = Layout.at(root, _worktree_root(root, config))
     if ensure:
         layout.ensure()
     return Repo(layout=layout, config=config)
+
+
+def require_commit(root: Path) -> None:
+    """Refuse, with the fix, a repository without a commit: every task's worktree is a
+    checkout of one."""
+    import subprocess
+
+    out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+                         cwd=root, capture_output=True, check=False)
+    if out.returncode != 0:
+        raise UserError(f"{root} has no commits yet, and each task works in a checkout of one: "
+                        "commit something first (e.g. git commit --allow-empty -m 'start')")
 
 
 def _worktree_root(root: Path, config: Config) -> Path | None:

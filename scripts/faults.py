@@ -144,7 +144,7 @@ class Scenario:
             self.layout = Layout.at(self.repo, wt_root)
             init_repo(self.repo, wt_root)
             env = team_env(board_lease_seconds=LEASE, board_rescan_seconds=0.5,
-                           worktree_root=wt_root)
+                           worktree_root=wt_root, team_log_format="json")
             self.env = env
             try:
                 return self._run(inject, remove)

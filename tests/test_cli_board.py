@@ -84,6 +84,7 @@ def test_subprocess_events_follow(repo: Path) -> None:
 
 def test_add_list_cancel_in_process(capsys: pytest.CaptureFixture[str], repo: Path) -> None:
     assert ok(capsys, repo, "add", "one") == "added task_001: one\n"
+    (repo / "orchestrator.toml").write_text('[agents.reviewer]\nprompt = "Review."\n')
     out = ok(capsys, repo, "add", "two", "-b", "1", "-b", "task_001",
                        "--backend", "command", "--agent", "reviewer", "--json")
     two = json.loads(out)

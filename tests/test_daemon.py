@@ -40,7 +40,8 @@ def all_idle(repo: Path, names: tuple[str, ...]) -> bool:
 def test_detached_daemon_status_send_shutdown_handshake_and_down(repo: Path) -> None:
     layout = Layout.at(repo)
     with team_cleanup(repo):
-        env = team_env(board_rescan_seconds=1)  # idle teammates look at their mailbox each second
+        # idle teammates look at their mailbox each second; the log as JSON lines
+        env = team_env(board_rescan_seconds=1, team_log_format="json")
         res = cli(repo, "up", "--detach", "-n", "2", "--command", "true", env=env)
         assert res.returncode == 0, res.stderr
         assert "running in the background" in res.stdout
@@ -166,11 +167,11 @@ def test_logs_prints_a_task_log_readably_and_as_json(repo: Path) -> None:
     add_tasks(repo, 1)
     with team_cleanup(repo):
         res = cli(repo, "up", "--burst", "-n", "1", "--command",
-                  "echo first line; echo second line")
+                  "echo first line; echo second line; echo x > f.txt")
     assert res.returncode == 0, res.stderr
     text = cli(repo, "logs", "1").stdout
-    assert "first line\nsecond line" in text and "backend_started" in text
-    assert "commit" not in text or "sha=" in text
+    assert "first line\nsecond line" in text and "command started: echo first line" in text
+    assert "committed " in text and "backend_started" in cli(repo, "logs", "1", "--raw").stdout
     recs = [json.loads(x) for x in cli(repo, "logs", "task_001", "--json").stdout.splitlines()]
     assert recs[0]["kind"] == "backend_started" and all("ts" in r for r in recs)
 

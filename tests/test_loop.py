@@ -186,6 +186,7 @@ def test_a_model_error_is_raised_and_the_transcript_still_closes(repo: Path,
                                                                  api: LoopbackAPI) -> None:
     api.fail(401, "authentication_error", "invalid x-api-key")
     run = Run(repo, api)
-    with pytest.raises(BackendError, match="refused the credentials"):
+    with pytest.raises(BackendError, match="refused the credentials") as exc:
         run()
+    assert exc.value.retry is False  # bad credentials: a retry cannot help, the task fails once
     assert run.records("agent_end")[0]["outcome"] == "error"

@@ -68,6 +68,8 @@ def test_board_over_mcp_with_the_sdk_client(repo: Path) -> None:
         ("list_tasks", {"status": ["sleeping"]}),
         ("events", {"task": "2"}),
         ("events", {"event": "task_created", "limit": 1}),
+        ("list_tasks", {"status": "cancelled"}),  # one status, not only a list
+        ("list_tasks", {"status": "sleeping"}),
     ])
     by_name = {t.name: t for t in tools}
     assert set(by_name) == TOOLS
@@ -97,6 +99,8 @@ def test_board_over_mcp_with_the_sdk_client(repo: Path) -> None:
     tail = data(res[12])["events"]
     assert [(e["event"], e["actor"]) for e in tail] == [("task_created", "mcp"),
                                                         ("task_cancelled", "mcp")]
+    assert [t["id"] for t in data(res[14])["tasks"]] == ["task_002"]
+    assert res[15].is_error and "status" in text(res[15])
     last = data(res[13])["events"]
     assert len(last) == 1 and last[0]["task"] == "task_002"
 

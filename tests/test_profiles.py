@@ -164,11 +164,10 @@ def test_an_unknown_profile_fails_the_run_without_retry(claim: ClaimFn, repo: Pa
     assert "unknown agent profile 'ghost'" in (result.error or "")
 
 
-def test_add_agent_checks_the_name_when_profiles_exist(capsys: pytest.CaptureFixture[str],
-                                                       repo: Path) -> None:
-    out = json.loads(ok(capsys, repo, "add", "Before any profile", "--agent", "later",
-                        "--json"))
-    assert out["agent"] == "later"
+def test_add_agent_checks_the_name_when_given(capsys: pytest.CaptureFixture[str],
+                                             repo: Path) -> None:
+    code, _, err = run(capsys, repo, "add", "Before any profile", "--agent", "later")
+    assert code == 1 and "unknown agent profile 'later' (profiles: none defined" in err
     (agents_dir(repo) / "reviewer.md").write_text(REVIEWER)
     out = json.loads(ok(capsys, repo, "add", "Review", "--agent", "reviewer", "--json"))
     assert out["agent"] == "reviewer"
@@ -176,4 +175,4 @@ def test_add_agent_checks_the_name_when_profiles_exist(capsys: pytest.CaptureFix
     assert code == 1 and err.startswith("error: unknown agent profile 'reviwer' "
                                         "(profiles: reviewer;")
     assert err.count("\n") == 1
-    assert len(json.loads(ok(capsys, repo, "list", "--json"))) == 2
+    assert len(json.loads(ok(capsys, repo, "list", "--json"))) == 1

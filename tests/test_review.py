@@ -115,6 +115,7 @@ def test_overlap_first_merges_second_refuses_naming_the_file(repo: Path, cli: Cl
     assert rows[a.id]["merge"] == {"into": "main", "clean": True, "conflicts": []}
     text = cli(repo, "review").stdout
     assert f"! {a.id} and {b.id} (review) both change: shared.txt" in text
+    assert text.count("both change") == 1  # each pair once, not A-B and then B-A
 
     res = cli(repo, "merge", a.id)
     assert res.returncode == 0, res.stderr

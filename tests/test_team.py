@@ -77,10 +77,13 @@ def test_failing_verification_retries_then_fails_with_its_output_in_the_log(repo
                   "--verify", "echo 'FAILED test_greeting - AssertionError'; exit 1")
     assert res.returncode == 1, res.stdout + res.stderr
     [t] = tasks(repo)
-    assert t.status == Status.FAILED and t.attempts == 2
+    # the agent got the output back checks.retries (2) times in the same claim, then the task
+    # waits for a person: one attempt, three check runs
+    assert t.status == Status.FAILED and t.attempts == 1
     assert "verification failed" in (t.error or "") and "FAILED test_greeting" in (t.error or "")
+    assert "waiting for a person" in (t.error or "")
     assert t.checks and t.checks["passed"] is False and t.checks["exit_code"] == 1
-    assert len(events(repo, "checks_failed")) == 2 and not events(repo, "task_completed")
+    assert len(events(repo, "checks_failed")) == 3 and not events(repo, "task_completed")
     log = cli(repo, "logs", task.id)
     assert log.returncode == 0 and "FAILED test_greeting - AssertionError" in log.stdout
     # the work itself was committed once and kept for the retry

@@ -121,7 +121,7 @@ def _translate(exc: anthropic.APIError) -> BackendError:
     if isinstance(exc, anthropic.BadRequestError) and "prompt is too long" in str(exc):
         return ContextOverflow(str(exc))
     if isinstance(exc, anthropic.AuthenticationError | anthropic.PermissionDeniedError):
-        return BackendError(f"the Anthropic API refused the credentials: {exc}")
+        return BackendError(f"the Anthropic API refused the credentials: {exc}", retry=False)
     if isinstance(exc, anthropic.APIConnectionError):
         return BackendError(f"cannot reach the Anthropic API: {exc}")
     return BackendError(f"Anthropic API error: {exc}")

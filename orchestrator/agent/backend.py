@@ -41,6 +41,7 @@ from orchestrator.config import Config
 from orchestrator.errors import BackendError, ConfigError, InvalidInput
 from orchestrator.layout import Layout
 from orchestrator.protocols import RunContext, RunResult
+from orchestrator.team import delivery
 
 EXTENSIONS: list[str] = ["orchestrator.mcp.attach:attach"]
 
@@ -95,7 +96,8 @@ class AgentBackend:
                 loop = AgentLoop(model, toolset, prompt, ctx.log,
                                  limits=Limits.of(config.agent, ctx.timeout),
                                  max_tokens=config.agent.max_tokens, stop=ctx.stop,
-                                 ask=flow.ask, on_usage=live)
+                                 ask=flow.ask, on_usage=live,
+                                 inbox=delivery.Reader(ctx.messages).new)
                 subagents.bind(loop)
                 summary = loop.run(plan_first.first_message(ctx.task, prompt.first_message))
                 if isinstance(model, ScriptedModel):
@@ -110,7 +112,7 @@ class AgentBackend:
         except ScriptError as exc:
             return self._failed(ctx, f"script: {exc}", usage, retry=False)
         except BackendError as exc:
-            return self._failed(ctx, str(exc), usage, retry=True)
+            return self._failed(ctx, str(exc), usage, retry=exc.retry)
         finally:
             close = getattr(model, "close", None)
             if close is not None:

@@ -53,7 +53,8 @@ from orchestrator.errors import OrchestratorError
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.protocols import RunContext, RunResult
-from orchestrator.team.command import build_prompt, task_env
+from orchestrator.team import delivery
+from orchestrator.team.command import build_prompt, last_failure, task_env
 from orchestrator.team.proc import ProcResult, run_streamed
 
 FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path",
@@ -359,8 +360,10 @@ def find_binary(name: str, env: dict[str, str]) -> str | None:
 
 
 def resume_prompt(task: Task) -> str:
-    why = f" ({task.error.strip().splitlines()[0]})" if task.error and task.error.strip() else ""
-    parts = [f"Continue the task in this worktree; the previous attempt did not finish{why}."]
+    failure = last_failure(task)
+    parts = ["Continue the task in this worktree; the previous attempt did not finish."]
+    if failure:
+        parts.append(failure)
     if task.feedback:
         parts.append("Feedback from review:\n" + "\n".join(f"- {f}" for f in task.feedback))
     return "\n\n".join(parts)
@@ -440,6 +443,10 @@ class Session:
         ctx = self.ctx
         session = ctx.task.session_id
         prompt = resume_prompt(ctx.task) if session else build_prompt(ctx.task)
+        inbox = delivery.Reader(ctx.messages)
+        waiting = inbox.new()
+        if waiting:
+            prompt = f"{prompt}\n\n{delivery.as_prompt(waiting)}"
         rounds = self.backend.config.claude_code.permission_rounds
         for round_no in range(rounds + 1):
             stream, proc = self.once(prompt, session)
@@ -453,6 +460,11 @@ class Session:
                 return failed
             denials = stream.denials
             if not denials:
+                news = inbox.new()  # messages sent during the turn: resume with them
+                if news and stream.session_id and not ctx.stop.is_set():
+                    ctx.log.write("messages_delivered", text=news)
+                    session, prompt = stream.session_id, delivery.as_prompt(news)
+                    continue
                 break
             try:
                 answer = self.ask(denials, wait=round_no < rounds)

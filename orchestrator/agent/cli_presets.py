@@ -34,7 +34,7 @@ from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.protocols import RunContext, RunResult
 from orchestrator.team.command import _last_lines, build_prompt, task_env
-from orchestrator.team.proc import run_streamed
+from orchestrator.team.proc import CANNOT_RUN, run_streamed
 
 PRESETS: dict[str, CommandPreset] = {
     "aider": CommandPreset(argv=["aider", "--yes-always", "--no-auto-commits",
@@ -44,8 +44,6 @@ PRESETS: dict[str, CommandPreset] = {
 }
 INSTALL = {"aider": "pip install aider-chat", "codex": "npm install -g @openai/codex",
            "gemini": "npm install -g @google/gemini-cli"}
-CANNOT_RUN = (126, 127)
-"""The shell's exit codes for 'found but not executable' and 'not found'."""
 
 
 def command_line(preset: CommandPreset, prompt: str, stdin: Path | None) -> str:

@@ -37,6 +37,7 @@ from orchestrator.agent.prompt import Prompt, with_message_breakpoints
 from orchestrator.board.model import Usage
 from orchestrator.config import AgentConfig
 from orchestrator.protocols import TaskLogger
+from orchestrator.team.delivery import as_prompt
 
 CONTINUE = "Your reply was cut off at the output limit. Continue exactly where you stopped."
 
@@ -94,8 +95,12 @@ class AgentLoop:
     def __init__(self, model: Model, toolset: Toolset, prompt: Prompt, log: TaskLogger, *,
                  limits: Limits, max_tokens: int, stop: threading.Event | None = None,
                  ask: AskHandler | None = None,
-                 on_usage: Callable[[Usage], None] | None = None) -> None:
+                 on_usage: Callable[[Usage], None] | None = None,
+                 inbox: Callable[[], str] | None = None) -> None:
         self.model, self.toolset, self.prompt, self.log = model, toolset, prompt, log
+        self.inbox = inbox
+        """New messages for the agent (``orchestrator send``), put in front of the model at
+        its next step."""
         self.limits, self.max_tokens = limits, max_tokens
         self.stop = stop or threading.Event()
         self.ask, self.on_usage = ask, on_usage
@@ -104,8 +109,11 @@ class AgentLoop:
     def run(self, first_message: str | None = None) -> str:
         """Run until the model ends its turn and return its summary; budgets raise
         `LimitExceeded`, a warm stop `Stopped`, model failures `BackendError`."""
-        self.state.messages.append({"role": "user", "content": first_message
-                                    or self.prompt.first_message})
+        first = first_message or self.prompt.first_message
+        waiting = self.inbox() if self.inbox is not None else ""
+        if waiting:
+            first = f"{first}\n\n{as_prompt(waiting)}"
+        self.state.messages.append({"role": "user", "content": first})
         self.log.write("agent_start", model=self.model.name, system=self.prompt.system,
                        tools=[t["name"] for t in self.prompt.tools],
                        first_message=self.state.messages[0]["content"])
@@ -157,10 +165,15 @@ class AgentLoop:
             return [{"role": "assistant", "content": content},
                     {"role": "user", "content": CONTINUE}]
         calls = [b for b in content if b.get("type") == "tool_use"]
-        if not calls:
+        results = [self.call(b) for b in calls]
+        news = self.inbox() if self.inbox is not None else ""
+        if news:
+            self.log.write("messages_delivered", text=news)
+        if not calls and not news:
             raise Finished("\n".join(b["text"] for b in content if b.get("type") == "text"))
+        extra = [{"type": "text", "text": as_prompt(news)}] if news else []
         return [{"role": "assistant", "content": content},
-                {"role": "user", "content": [self.call(b) for b in calls]}]
+                {"role": "user", "content": [*results, *extra]}]
 
     def call(self, block: dict[str, Any]) -> dict[str, Any]:
         name, args = block["name"], block.get("input") or {}

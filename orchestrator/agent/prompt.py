@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.board.model import Task
+from orchestrator.team.command import last_failure
 
 EPHEMERAL = {"type": "ephemeral"}
 MEMORY_MAX_CHARS = 16_000
@@ -81,6 +82,9 @@ def task_text(task: Task) -> str:
     parts = [f"# Your task: {task.id}\n{task.subject}"]
     if task.description.strip():
         parts.append(task.description.strip())
+    failure = last_failure(task)
+    if failure:
+        parts.append(failure)
     if task.feedback:
         notes = "\n".join(f"- {f}" for f in task.feedback)
         parts.append("Feedback from earlier attempts (the worktree keeps their work):\n" + notes)

@@ -348,7 +348,7 @@ def _is_drop(name: str) -> bool:
     return not name.startswith(".") and name.lower().endswith(DROP_SUFFIXES)
 
 
-DROP_SUFFIXES = (".json", ".md", ".markdown", ".txt")
+DROP_SUFFIXES = (".json", ".md", ".markdown")
 
 
 def staged_write(path: Path, data: str, *, durable: bool = True, sync_dir: bool = True) -> None:

@@ -5,7 +5,7 @@ Dropped into ``.tasks/inbox/`` (or straight into ``.tasks/``), a file may be
 - JSON written the way people write it: ``title`` or ``subject``; ``desc``,
   ``body`` or ``description``; ``blockedBy``, ``blocked_by`` or ``blocked-by``;
   Claude Code's task files (``activeForm``, ``blocks``, ``owner``, ``metadata``);
-- Markdown (or plain text): the first heading is the subject, the rest the
+- Markdown (`.md`, `.markdown`): the first heading is the subject, the rest the
   description, with optional ``---`` front matter (``key: value``, ``[a, b]``).
 
 Fields we do not know go to ``metadata``; ``blocks: [X]`` adds the new task to
@@ -79,6 +79,8 @@ ALIASES = {
     "max_attempts": "max_attempts", "maxAttempts": "max_attempts",
     "max-attempts": "max_attempts",
     "plan_first": "plan_first", "planFirst": "plan_first", "plan-first": "plan_first",
+    "expect_changes": "expect_changes", "expectChanges": "expect_changes",
+    "expect-changes": "expect_changes",
 }
 
 
@@ -116,7 +118,7 @@ def parse_drop(name: str, data: bytes) -> Draft:
         if not isinstance(raw, dict):
             raise InvalidInput(f"expected a JSON object, got {type(raw).__name__}")
         return normalize(raw)
-    if suffix in (".md", ".markdown", ".txt"):
+    if suffix in (".md", ".markdown"):
         return normalize(parse_markdown(text))
     raise InvalidInput(f"unsupported file type {suffix or '(none)'!r}: drop .json or .md files")
 

@@ -173,6 +173,9 @@ class Task(BaseModel):
     """Anything else the user put in the dropped file, kept verbatim."""
     source: str | None = None
     """The dropped file this task came from (``inbox/fix-login.md``), when intake made it."""
+    expect_changes: bool = True
+    """False for a task whose run may rightly change nothing (an investigation, a check);
+    otherwise a run that leaves no change fails with that reason."""
     plan_first: bool = False
     """Run in ``plan`` mode (read-only tools) until the lead approves the agent's plan."""
     plan: str | None = None
@@ -188,6 +191,13 @@ class Task(BaseModel):
     def _id(cls, v: str) -> str:
         if not TASK_ID_RE.match(v):
             raise ValueError(f"not a task id: {v!r} (expected task_NNN)")
+        return v
+
+    @field_validator("subject")
+    @classmethod
+    def _subject(cls, v: str) -> str:
+        if any(c in v for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"):
+            raise ValueError("the subject is one line (put details in the description)")
         return v
 
     @field_validator("blocked_by")

@@ -534,7 +534,8 @@ class FileBoard:
             task.status = Status.IN_PROGRESS
             task.owner = owner
             task.lease = Lease(owner=owner, token=task.fence, expires_at=time.time() + seconds)
-            task.error = None
+            # task.error stays: the run's prompt says what went wrong last time; a
+            # completed run clears it
             self._write(task, forgettable=True)
             return task
 

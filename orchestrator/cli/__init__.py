@@ -8,8 +8,13 @@ too, with the full traceback only when ``ORCH_DEBUG=1``.
 from __future__ import annotations
 
 import importlib
+import inspect
+import json
 import os
 import sys
+from typing import NoReturn
+
+import typer
 
 from orchestrator.errors import OrchestratorError
 
@@ -24,6 +29,20 @@ def _load_commands() -> None:
         except ModuleNotFoundError as exc:
             if exc.name != f"orchestrator.cli.{name}":
                 raise
+    from orchestrator.cli.app import app
+
+    _unwrap_help(app)
+
+
+def _unwrap_help(group: typer.Typer) -> None:
+    """Docstrings wrap at 100 columns; help is wrapped again to the terminal. Join the
+    lines of each paragraph so the help does not break in ragged places."""
+    for info in group.registered_commands:
+        text = info.help or inspect.getdoc(info.callback) or ""
+        info.help = "\n\n".join(" ".join(p.split()) for p in text.split("\n\n"))
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _unwrap_help(sub.typer_instance)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -33,16 +52,47 @@ def main(argv: list[str] | None = None) -> None:
     from orchestrator.cli.app import app
 
     _load_commands()
+    as_json = "--json" in (sys.argv[1:] if argv is None else argv)
     try:
+        if as_json:
+            _run_for_json(argv)
         app(args=argv, prog_name="orchestrator")  # click's standalone mode: usage errors exit 2
     except OrchestratorError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        sys.exit(1)
+        _error(str(exc), type(exc).__name__, as_json)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)
     except Exception as exc:
         if os.environ.get("ORCH_DEBUG"):
             raise
-        sys.stderr.write(f"error: {type(exc).__name__}: {exc} (ORCH_DEBUG=1 for the traceback)\n")
-        sys.exit(1)
+        _error(f"{type(exc).__name__}: {exc} (ORCH_DEBUG=1 for the traceback)",
+               type(exc).__name__, as_json)
+
+
+def _run_for_json(argv: list[str] | None) -> NoReturn:
+    """With ``--json``, usage errors are JSON on stderr too (exit 2)."""
+    import typer
+
+    from orchestrator.cli.app import app
+
+    try:
+        result = app(args=argv, prog_name="orchestrator", standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:
+        # typer's own click: a usage error has format_message() and exit code 2
+        if getattr(exc, "exit_code", None) != 2 or not hasattr(exc, "format_message"):
+            raise
+        sys.stderr.write(json.dumps({"error": exc.format_message(), "type": "UsageError"})
+                         + "\n")
+        sys.exit(2)
+    sys.exit(result if isinstance(result, int) else 0)
+
+
+def _error(message: str, kind: str, as_json: bool) -> NoReturn:
+    """One line on stderr, exit 1; with ``--json``, that line is a JSON object."""
+    if as_json:
+        sys.stderr.write(json.dumps({"error": message, "type": kind}) + "\n")
+    else:
+        sys.stderr.write(f"error: {message}\n")
+    sys.exit(1)

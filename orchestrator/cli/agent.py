@@ -51,6 +51,20 @@ def deny(
     _answer(ident, False, message, repo, as_json)
 
 
+def command_name() -> str:
+    """How to run this orchestrator from another folder: ``orchestrator`` when that is the
+    one on PATH, else the full path of the one running (e.g. ``…/.venv/bin/orchestrator``
+    when ``scripts/run`` started it)."""
+    import shutil
+    import sys
+
+    me = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None
+    found = shutil.which("orchestrator")
+    if me is None or me.name != "orchestrator" or (found and Path(found).resolve() == me):
+        return "orchestrator"
+    return str(me)
+
+
 @app.command()
 def demo(
     directory: Annotated[Path | None, typer.Option(
@@ -73,6 +87,6 @@ def demo(
         print_json(d.as_json(layout, code, rows))
     else:
         typer.echo(f"\n{d.table(rows)}\n\nlook around: cd {layout.root} && "
-                   f"orchestrator list && git diff main...{rows[0].branch}")
+                   f"{command_name()} list && git diff main...{rows[0].branch}")
     if code != 0 or not d.all_in_review(rows):
         raise typer.Exit(1)

@@ -14,9 +14,10 @@ from typing import Annotated, Any
 
 import typer
 
-from orchestrator.repo import Repo, open_repo, to_jsonable
+from orchestrator.repo import Repo, open_repo, require_commit, to_jsonable
 
-__all__ = ["JsonOpt", "Repo", "RepoOpt", "app", "open_repo", "print_json", "to_jsonable"]
+__all__ = ["JsonOpt", "Repo", "RepoOpt", "app", "open_repo", "print_json", "print_table",
+           "require_commit", "to_jsonable"]
 
 app = typer.Typer(
     name="orchestrator",
@@ -31,6 +32,25 @@ RepoOpt = Annotated[
     Path | None,
     typer.Option("--repo", "-C", help="The repository (default: the one containing the cwd)."),
 ]
+
+
+PIPED_WIDTH = 100_000
+"""Piped output is never wrapped (the terminal's width applies on a terminal)."""
+
+
+def print_table(table: Any) -> None:
+    """A rich table: fitted to a terminal; piped, one line per row, never wrapped, with no
+    trailing padding."""
+    from rich.console import Console
+
+    if sys.stdout.isatty():
+        Console(soft_wrap=False).print(table)
+        return
+    console = Console(soft_wrap=False, width=PIPED_WIDTH, no_color=True)
+    with console.capture() as cap:
+        console.print(table)
+    sys.stdout.write("".join(line.rstrip() + "\n" for line in cap.get().splitlines()))
+    sys.stdout.flush()
 
 
 def print_json(obj: Any) -> None:

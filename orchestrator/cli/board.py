@@ -7,18 +7,30 @@ from __future__ import annotations
 
 import json
 import textwrap
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from orchestrator.agent.todos import progress, render
+from orchestrator.backends import BACKENDS, check_backend
 from orchestrator.board import board_paths, init_repo, open_board
 from orchestrator.board.model import Status, Task, normalize_task_id
-from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json, to_jsonable
+from orchestrator.cli.app import (
+    JsonOpt,
+    RepoOpt,
+    app,
+    open_repo,
+    print_json,
+    print_table,
+    require_commit,
+    to_jsonable,
+)
 from orchestrator.controlplane import ControlPlane
+from orchestrator.layout import find_root
 
 STATUS_STYLE = {
     Status.PENDING: "yellow", Status.IN_PROGRESS: "cyan", Status.REVIEW: "magenta",
@@ -28,7 +40,7 @@ STATUS_STYLE = {
 
 
 def _board(repo: Path | None) -> ControlPlane:
-    r = open_repo(repo)
+    r = open_repo(repo, lenient=True)
     board = open_board(r.layout, r.config.board, actor="cli")
     board.intake()
     say_rejected(board)
@@ -114,9 +126,14 @@ def add(
     blocked_by: Annotated[list[str] | None, typer.Option(
         "--blocked-by", "-b", help="A task that must be in review or merged first.")] = None,
     priority: Annotated[int, typer.Option("--priority", "-p", help="Higher runs first.")] = 0,
-    backend: Annotated[str | None, typer.Option(help="Agent backend for this task.")] = None,
+    backend: Annotated[str | None, typer.Option(
+        help=f"Agent backend for this task: {', '.join(BACKENDS)}.")] = None,
     agent: Annotated[str | None, typer.Option(
-        help="Agent profile (.claude/agents/NAME.md or [agents.NAME]) to run it with.")] = None,
+        help="Agent profile to run it with: .claude/agents/NAME.md, or \\[agents.NAME] in "
+             "orchestrator.toml.")] = None,
+    no_changes: Annotated[bool, typer.Option(
+        "--no-changes-expected", help="A run that changes nothing is fine (an investigation, "
+                                      "a check); otherwise it fails.")] = False,
     plan_first: Annotated[bool, typer.Option(
         "--plan-first", help="Read-only until the lead approves the agent's plan "
                              "(orchestrator approve ID).")] = False,
@@ -124,16 +141,21 @@ def add(
     json_: JsonOpt = False,
 ) -> None:
     """Add a task to the board."""
+    require_commit(find_root(repo))
+    if backend is not None:
+        check_backend(backend)
     if agent is not None:
         from orchestrator.agent.profiles import check_task_profile
 
-        r = open_repo(repo)
+        r = open_repo(repo, lenient=True)
         check_task_profile(r.layout.root, r.config, agent)
     with _board(repo) as board:
         extra: dict[str, str | bool] = {k: v for k, v in (("backend", backend), ("agent", agent))
                                         if v is not None}
         if plan_first:
             extra["plan_first"] = True
+        if no_changes:
+            extra["expect_changes"] = False
         task = board.add(subject, description=description, blocked_by=blocked_by or [],
                          priority=priority, actor="cli", **extra)
     if json_:
@@ -181,7 +203,7 @@ def list_tasks(
         table.add_row(t.id, f"[{STATUS_STYLE[t.status]}]{t.status}[/]{mark}", str(t.priority),
                       t.subject, t.owner or "", ", ".join(t.blocked_by),
                       *([progress(t.todos)] if with_todos else []))
-    Console(soft_wrap=False).print(table)
+    print_table(table)
     # Problems of the tasks shown, and of task files too broken to list at all.
     shown = {t.id for t in tasks} | (set(problems) - {t.id for t in everything})
     for tid in sorted(set(problems) & shown):
@@ -202,6 +224,7 @@ def show(
     with _board(repo) as board:
         task = board.get(task_id)
         problem = board.problems().get(task.id)
+        asked = _asked(board, task) if task.waiting_for else None
     if json_:
         print_json(_with_problem(task, {task.id: problem} if problem else {}))
         return
@@ -211,7 +234,15 @@ def show(
     if task.waiting_for:
         typer.echo(f"waiting for {_waiting(task)} approval: orchestrator approve {task.id} "
                    f"| orchestrator deny {task.id} -m WHY")
-    shown = task.model_dump(mode="json", exclude={"id", "status", "subject", "todos", "plan"},
+        if asked:
+            typer.echo(textwrap.indent(asked, "  "))
+    if task.lease is not None:
+        left = task.lease.expires_at - time.time()
+        at = datetime.fromtimestamp(task.lease.expires_at, UTC).strftime("%H:%M:%S UTC")
+        typer.echo(f"lease: {task.lease.owner}, token {task.lease.token}, expires {at} "
+                   f"({f'in {left:.0f}s' if left >= 0 else f'{-left:.0f}s ago'})")
+    shown = task.model_dump(mode="json", exclude={"id", "status", "subject", "todos", "plan",
+                                                  "lease"},
                             exclude_defaults=True)
     for key, value in shown.items():
         if value not in (None, "", [], {}) and key != "description":
@@ -223,6 +254,18 @@ def show(
         typer.echo("\n" + task.description)
     if task.plan:
         typer.echo("\napproved plan:\n" + textwrap.indent(task.plan, "  "))
+
+
+def _asked(board: ControlPlane, task: Task) -> str | None:
+    """What a waiting task's agent asked: the tool call, or the plan it submitted."""
+    from orchestrator.agent.permission_flow import pending
+
+    for req in pending(board):
+        if req.get("request_id") == task.waiting_for:
+            if req.get("kind") == "plan_request":
+                return "the plan:\n" + str(req.get("plan") or req.get("body") or "")
+            return f"asks to run {req.get('body')}"
+    return None
 
 
 def _waiting(task: Task) -> str:
@@ -257,7 +300,7 @@ def events(
     json_: JsonOpt = False,
 ) -> None:
     """Print the events log (.worktrees/events.jsonl), oldest first, each with its seq."""
-    r = open_repo(repo)
+    r = open_repo(repo, lenient=True)
     task_id = normalize_task_id(task) if task else None
     board = open_board(r.layout, r.config.board, actor="cli")
     try:

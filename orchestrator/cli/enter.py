@@ -7,7 +7,9 @@ from typing import Annotated
 import typer
 
 from orchestrator.board import open_board
-from orchestrator.cli.app import RepoOpt, app, open_repo
+from orchestrator.board.model import normalize_task_id
+from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
+from orchestrator.errors import InvalidInput
 from orchestrator.worktree import open_isolation
 from orchestrator.worktree.enter import run_in, user_shell, workspace_of
 
@@ -18,17 +20,21 @@ def enter(
     command: Annotated[list[str] | None, typer.Argument(
         metavar="[-- CMD...]", help="Run this command there instead of a shell.")] = None,
     repo: RepoOpt = None,
+    json_: JsonOpt = False,
 ) -> None:
     """Open your shell in a task's worktree with the task's environment (ORCH_TASK_ID,
     ORCH_PORT_BASE…); exit it to come back. `enter ID -- CMD` runs one command there and
     exits with its status. The task itself is not touched."""
     r = open_repo(repo)
+    task_id = normalize_task_id(task_id)
     with open_board(r.layout, r.config.board, actor="cli") as board:
         path, env = workspace_of(open_isolation(r.layout, r.config.worktree, board), board,
                                  task_id)
         board.events.emit("worktree_entered", task_id, actor="cli", path=str(path),
                           command=command or None)
     argv = command or [user_shell()]
+    if json_ and not command:
+        raise InvalidInput("--json needs a command: orchestrator enter ID --json -- CMD")
     if not command:
         typer.echo(f"entering {task_id} in {path} (exit the shell to come back)", err=True)
     try:
@@ -36,4 +42,6 @@ def enter(
     except (FileNotFoundError, PermissionError) as exc:
         typer.echo(f"error: cannot run {argv[0]}: {exc.strerror}", err=True)
         raise typer.Exit(127 if isinstance(exc, FileNotFoundError) else 126) from exc
+    if json_:
+        print_json({"task": task_id, "worktree": path, "command": argv, "exit_code": code})
     raise typer.Exit(code)

@@ -7,16 +7,12 @@ from typing import Annotated, Any
 
 import click
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from orchestrator.board.model import Status
-from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
+from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json, print_table
 from orchestrator.errors import InvalidInput
 from orchestrator.review import diff_text, discard_task, merge_task, retry_task, review_rows
-
-PIPED_WIDTH = 200
-"""Piped output is not cut to 80 columns (the terminal's width applies on a terminal)."""
 
 TaskArg = Annotated[str, typer.Argument(metavar="ID", help="task_007, or just 7.")]
 
@@ -39,9 +35,14 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
         table.add_row(row["id"], row["subject"], row["branch"] or "", _str(row["commits"]),
                       _changes(row["diffstat"]), _checks(row["checks"]),
                       f"${row['cost_usd']:.2f}", _age(row["age_seconds"]))
-    Console(soft_wrap=False, width=None if sys.stdout.isatty() else PIPED_WIDTH).print(table)
+    print_table(table)
+    told: set[frozenset[str]] = set()
     for row in rows:
         for o in row["overlaps"]:
+            pair = frozenset((row["id"], o["task"]))
+            if pair in told:
+                continue
+            told.add(pair)
             typer.echo(f"! {row['id']} and {o['task']} ({o['status']}) both change: "
                        f"{', '.join(o['files'])}")
         merge = row["merge"]
@@ -57,9 +58,15 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
 @app.command("diff")
 def diff(task_id: TaskArg,
          stat: Annotated[bool, typer.Option("--stat", help="Only the per-file summary.")] = False,
-         repo: RepoOpt = None) -> None:
+         repo: RepoOpt = None, json_: JsonOpt = False) -> None:
     """The task's changes against its base: paged and coloured on a terminal, plain when piped."""
     r = open_repo(repo)
+    if json_:
+        from orchestrator.board.model import normalize_task_id
+
+        print_json({"task": normalize_task_id(task_id), "stat": stat,
+                    "diff": diff_text(r.layout, r.config, task_id, stat=stat, color=False)})
+        return
     tty = sys.stdout.isatty()
     text = diff_text(r.layout, r.config, task_id, stat=stat, color=tty)
     if tty:
@@ -89,8 +96,13 @@ def merge(
     if json_:
         print_json(result)
         return
-    typer.echo(f"merged {result.task.id} ({result.branch}) into {result.into} by {strategy}: "
-               f"{result.commit[:12]}")
+    if result.added:
+        typer.echo(f"merged {result.task.id} ({result.branch}) into {result.into} by "
+                   f"{strategy}: {result.commit[:12]}")
+    else:
+        typer.echo(f"{result.task.id} had nothing to merge: {result.branch} adds no commit to "
+                   f"{result.into} ({result.into} unchanged at {result.commit[:12]}); "
+                   "marked merged")
     if result.snapshot:
         typer.echo(f"the original commits are kept under {result.snapshot}")
     if result.note:

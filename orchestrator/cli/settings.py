@@ -24,6 +24,9 @@ ScopeOpt = Annotated[Scope | None, typer.Option(
 
 
 def _show(value: Any) -> str:
+    """A value as `config set` takes it back (``none``, not JSON's ``null``)."""
+    if value is None:
+        return "none"
     return value if isinstance(value, str) else json.dumps(value)
 
 
@@ -94,8 +97,14 @@ def _report(result: Any, json_: bool) -> None:
         print_json(result.to_dict())
         return
     s = result.setting
-    if result.value is None:
-        typer.echo(f"removed {s.key} from {result.path}")
+    default = _show(s.default)
+    if result.value is None and result.changed:
+        typer.echo(f"removed {s.key} from {result.path} (now the default: {default})")
+    elif result.value is None:
+        typer.echo(f"{s.key} was not set in {result.path}; nothing changed "
+                   f"(it is the default: {default})")
+    elif not result.changed:
+        typer.echo(f"{s.key} = {_show(result.value)} already in {result.path}; nothing changed")
     else:
         typer.echo(f"set {s.key} = {_show(result.value)} in {result.path}")
     if result.shadowed_by:

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
+from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from orchestrator.backends import BACKENDS, check_backend
 from orchestrator.board import open_board
 from orchestrator.board.model import normalize_task_id
-from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
+from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json, require_commit
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError, InvalidInput, NotFound
 from orchestrator.team import daemon, status
 from orchestrator.team.mailbox import check_name
+from orchestrator.transcript import render
 
 
 def _overrides(**team: Any) -> dict[str, dict[str, Any]]:
@@ -24,7 +30,9 @@ def _overrides(**team: Any) -> dict[str, dict[str, Any]]:
 def up(
     teammates: Annotated[int | None, typer.Option("-n", "--teammates",
                                                   help="How many teammates.")] = None,
-    backend: Annotated[str | None, typer.Option("--backend", help="Agent backend.")] = None,
+    backend: Annotated[str | None, typer.Option(
+        "--backend", help=f"Agent backend: {', '.join(BACKENDS)} (default: team.backend, "
+                          "command).")] = None,
     command: Annotated[str | None, typer.Option(
         "--command", help="Shell command for the command backend.")] = None,
     verify: Annotated[str | None, typer.Option(
@@ -33,30 +41,47 @@ def up(
     burst: Annotated[bool, typer.Option(
         "--burst", help="Exit when no claimable work is left (1 if a task failed).")] = False,
     repo: RepoOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Start the lead and its teammates (Ctrl-C once: warm stop, twice: stop now)."""
     r = open_repo(repo)
+    require_commit(r.layout.root)
     overrides = _overrides(backend=backend, command=command, verify=verify)
     config = Config.load(r.layout.root, overrides=overrides)  # bad values fail here, not later
     if teammates is not None and not 1 <= teammates <= 64:
         raise InvalidInput(f"-n must be between 1 and 64, not {teammates}")
     check_team(config)
+    if config.team.backend == "command" and config.team.command:
+        from orchestrator.team.command import locate_command
+
+        start = Path.cwd() if command else r.layout.root
+        located, note = locate_command(config.team.command, start, r.layout.root)
+        if note:
+            typer.echo(f"note: {note}", err=True)
+            overrides["team"]["command"] = located
+            config = Config.load(r.layout.root, overrides=overrides)
     if detach:
         pid = daemon.up_detached(r.layout, teammates=teammates, overrides=overrides, burst=burst)
-        typer.echo(f"orchestrator running in the background (pid {pid}); "
-                   f"log: {status.log_file(r.layout)}")
+        if json_out:
+            print_json({"pid": pid, "log": status.log_file(r.layout), "detached": True})
+        else:
+            typer.echo(f"orchestrator running in the background (pid {pid}); "
+                       f"log: {status.log_file(r.layout)}")
         return
     code = daemon.up(r.layout, config, teammates=teammates, overrides=overrides, burst=burst)
+    if json_out:  # the log went to stderr; the outcome, for scripts
+        from orchestrator.board import open_board
+
+        with open_board(r.layout, r.config.board, actor="cli") as board:
+            print_json({"exit_code": code, "board": status.board_counts(board.list()),
+                        "failed": [{"id": t.id, "error": t.error}
+                                   for t in board.list() if t.status == "failed"]})
     raise typer.Exit(code)
 
 
 def check_team(config: Config) -> None:
     """Refuse a team that could only fail: an unknown backend, a command backend without one."""
-    from orchestrator.backends import BACKENDS
-
-    if config.team.backend not in BACKENDS:
-        raise ConfigError(f"unknown backend {config.team.backend!r} "
-                          f"(choose from: {', '.join(sorted(BACKENDS))})")
+    check_backend(config.team.backend)
     if config.team.backend == "command" and not config.team.command:
         raise ConfigError("the command backend needs a command: --command 'CMD' "
                           "or team.command in orchestrator.toml")
@@ -66,17 +91,21 @@ def check_team(config: Config) -> None:
 def down(
     now: Annotated[bool, typer.Option("--now", help="Cold stop: kill running work.")] = False,
     repo: RepoOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Stop the running daemon (warm: running tasks finish their step and are released)."""
-    r = open_repo(repo)
+    r = open_repo(repo, lenient=True)
     pid = daemon.down(r.layout, now=now)
+    if json_out:
+        print_json({"stopped": pid is not None, "pid": pid, "mode": "cold" if now else "warm"})
+        return
     typer.echo("orchestrator is not running" if pid is None else f"stopped (pid {pid})")
 
 
 @app.command("status")
 def status_cmd(json_out: JsonOpt = False, repo: RepoOpt = None) -> None:
     """The daemon, what each teammate is doing, and the board counts."""
-    r = open_repo(repo)
+    r = open_repo(repo, lenient=True)
     board = open_board(r.layout, r.config.board, actor="cli")
     try:
         st = status.team_status(r.layout, board, status.board_counts(board.list()))
@@ -88,25 +117,40 @@ def status_cmd(json_out: JsonOpt = False, repo: RepoOpt = None) -> None:
         typer.echo(status.format_status(st))
 
 
+class SendKind(StrEnum):
+    """What `orchestrator send` may send (the other kinds are the team's own)."""
+
+    MESSAGE = "message"
+    SHUTDOWN_REQUEST = "shutdown_request"
+
+
 @app.command()
 def send(
     name: Annotated[str, typer.Argument(help="Teammate name, `lead`, or `all`.")],
     message: Annotated[str, typer.Argument(help="The message.")],
-    kind: Annotated[str, typer.Option("--kind", help="Message kind.")] = "message",
+    kind: Annotated[SendKind, typer.Option(
+        "--kind", help="message: delivered to the agent; shutdown_request: the teammate "
+                       "finishes its step and stops.")] = SendKind.MESSAGE,
     json_out: JsonOpt = False,
     repo: RepoOpt = None,
 ) -> None:
     """Put a message in a teammate's mailbox (`shutdown_request` asks it to stop)."""
-    r = open_repo(repo)
+    r = open_repo(repo, lenient=True)
     with open_board(r.layout, r.config.board, actor="cli") as board:
+        known = [m["name"] for m in status.team_status(r.layout, board)["teammates"]]
         if name == "all":
-            names = [m["name"] for m in status.team_status(r.layout, board)["teammates"]]
+            names = known
             if not names:
                 raise NotFound("no teammates known yet (start the team with `orchestrator up`)")
         else:
-            names = [check_name(name)]
+            check_name(name)
+            valid = ["lead", *dict.fromkeys([*known, *r.config.team.names])]
+            if name not in valid:
+                raise NotFound(f"no teammate {name!r} (choose from: all, {', '.join(valid)})")
+            names = [name]
         extra = {"request_id": _rid()} if kind.endswith("_request") else {}
-        sent = [board.mailboxes.send(n, "cli", message, kind=kind, **extra) for n in names]
+        sent = [board.mailboxes.send(n, "cli", message, kind=str(kind), **extra)
+                for n in names]
     if json_out:
         print_json([m.to_dict() for m in sent])
     else:
@@ -123,13 +167,17 @@ def _rid() -> str:
 @app.command()
 def logs(
     task_id: Annotated[str, typer.Argument(help="The task, e.g. task_001 or 1.")],
-    follow: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing new lines.")]
+    follow: Annotated[bool, typer.Option(
+        "-f", "--follow", help="Keep printing new lines until the task's run ends.")] = False,
+    raw: Annotated[bool, typer.Option(
+        "--raw", help="Every record, fields as they are (model requests, stream messages).")]
     = False,
     json_out: JsonOpt = False,
     repo: RepoOpt = None,
 ) -> None:
-    """Print a task's log (backend output, checks, commits)."""
-    r = open_repo(repo)
+    """A task's transcript: the agent's text, tool calls and results, output, checks,
+    commits and costs."""
+    r = open_repo(repo, lenient=True)
     tid = normalize_task_id(task_id)
     with open_board(r.layout, r.config.board, actor="cli") as board:
         if not follow and not board.logs.exists(tid):
@@ -137,10 +185,43 @@ def logs(
                 board.get(tid)
             except NotFound:
                 raise NotFound(f"no task {tid} and no log for it") from None
-        records = board.logs.follow(tid) if follow else board.logs.read(tid)
-        for rec in records:
-            d = rec.to_dict()
-            typer.echo(json.dumps(d, ensure_ascii=False) if json_out else format_log(d))
+        records = board.logs.follow(tid, stop=_run_ended(r, tid)) if follow else \
+            board.logs.read(tid)
+        for record in records:
+            rec = record.to_dict()
+            if json_out:
+                typer.echo(json.dumps(rec, ensure_ascii=False))
+                continue
+            line = format_log(rec) if raw else render(rec)
+            if line is not None:
+                typer.echo(line)
+
+
+def _run_ended(r: Any, task_id: str, grace: float = 0.6) -> threading.Event:
+    """Set once the task is neither pending nor running (its last lines are written before
+    its status changes; ``grace`` lets the follower read them)."""
+    from orchestrator.board.model import Status
+
+    ended = threading.Event()
+
+    def watch() -> None:
+        board = open_board(r.layout, r.config.board, actor="cli")
+        try:
+            while True:
+                try:
+                    st = board.get(task_id).status
+                except NotFound:
+                    st = None
+                if st not in (Status.PENDING, Status.IN_PROGRESS, None):
+                    time.sleep(grace)
+                    ended.set()
+                    return
+                time.sleep(0.3)
+        finally:
+            board.close()
+
+    threading.Thread(target=watch, name="logs-follow", daemon=True).start()
+    return ended
 
 
 def format_log(rec: dict[str, Any]) -> str:

@@ -98,8 +98,9 @@ def build_server(repo: Repo) -> tuple[MCPServer, ControlPlane]:
     @server.tool()
     @_tool_errors
     def list_tasks(
-        status: Annotated[list[Status] | None, Field(
-            description="Only tasks in these statuses (default: all).")] = None,
+        status: Annotated[Status | list[Status] | None, Field(
+            description="Only tasks in this status, or in these statuses (default: all).")
+        ] = None,
     ) -> dict[str, Any]:
         """The tasks on the board (id order), with any problem that keeps one from starting,
         and the dropped files this call's intake rejected."""

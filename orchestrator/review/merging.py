@@ -66,6 +66,9 @@ class MergeResult(BaseModel):
     """Whether the worktree and branch were removed (see ``note`` when not)."""
     snapshot: str | None = None
     note: str | None = None
+    added: bool = True
+    """False when the branch brought nothing new (its commits were already in the target):
+    the target did not move and ``commit`` is its unchanged tip."""
 
 
 def merge_task(layout: Layout, config: Config, task_id: str, strategy: str = "merge",
@@ -103,7 +106,8 @@ def merge_task(layout: Layout, config: Config, task_id: str, strategy: str = "me
                            f"{', '.join(conflicts)}; nothing was merged (retry the task with "
                            f"feedback: orchestrator retry {task.id} -m '…')")
         assert tree is not None
-        if repo.ok("merge-base", "--is-ancestor", ch.tip, target_tip):
+        added = not repo.ok("merge-base", "--is-ancestor", ch.tip, target_tip)
+        if not added:
             commit = target_tip  # already in the target: nothing to add
         elif strategy == "rebase":
             commit = _rebase(repo, task, ch, target_tip, worktree)
@@ -120,7 +124,7 @@ def merge_task(layout: Layout, config: Config, task_id: str, strategy: str = "me
         b.events.emit("merged", task.id, actor=actor, strategy=strategy, into=target,
                       commit=commit, branch=ch.branch)
         result = MergeResult(task=task, strategy=strategy, into=target, commit=commit,
-                             branch=ch.branch, removed=False)
+                             branch=ch.branch, removed=False, added=added)
         _cleanup(layout, config, b, task, target, strategy, result)
     return result
 

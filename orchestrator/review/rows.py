@@ -55,6 +55,7 @@ def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = 
             errors[task.id] = str(exc)
     touched = {tid: {f["path"] for f in stat["files"]} for tid, (_, stat) in kept.items()}
     status_of = {t.id: t.status for t in tasks}
+    by_id = {t.id: t for t in tasks}
     rows = []
     for task in tasks:
         if task.status is not Status.REVIEW:
@@ -71,10 +72,19 @@ def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = 
         mine = touched.get(task.id, set())
         row["overlaps"] = [
             {"task": other, "status": str(status_of[other]), "files": sorted(mine & files)}
-            for other, files in touched.items() if other != task.id and mine & files
+            for other, files in touched.items()
+            if other != task.id and mine & files and not _stacked(task, by_id[other])
         ]
         rows.append(row)
     return rows
+
+
+def _stacked(a: Task, b: Task) -> bool:
+    """Whether one task is built on the other (a blocker's branch is its base): their
+    branches share the blocker's changes by design, which is no overlap."""
+    return (a.id in b.blocked_by or b.id in a.blocked_by
+            or (a.branch is not None and a.branch == b.base)
+            or (b.branch is not None and b.branch == a.base))
 
 
 def _row(task: Task, now: float) -> dict[str, Any]:

@@ -208,7 +208,8 @@ class Registry:
             atomic_write(target.path, new_text.encode())
         shadow = f"ORCH_{s.section}_{s.name}".upper()
         return SetResult(s, value, target.path, where,
-                         shadowed_by=shadow if shadow in env else None)
+                         shadowed_by=shadow if shadow in env else None,
+                         changed=new_text != old_text)
 
 
 @dataclass(frozen=True)
@@ -219,10 +220,13 @@ class SetResult:
     scope: str
     shadowed_by: str | None
     """An environment variable that wins over the file, when one is set."""
+    changed: bool = True
+    """Whether the file changed (unsetting a key that was not there changes nothing)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.setting.key, "value": _plain(self.value), "file": str(self.path),
-                "scope": self.scope, "live": self.setting.live, "shadowed_by": self.shadowed_by}
+                "scope": self.scope, "live": self.setting.live, "shadowed_by": self.shadowed_by,
+                "changed": self.changed}
 
 
 @dataclass(frozen=True)

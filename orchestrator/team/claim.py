@@ -45,6 +45,12 @@ class Claim:
             return False
         return True
 
+    def mark_lost(self) -> None:
+        """Another owner has the task now, or it was cancelled (seen on the board's change
+        feed): write nothing more, unless the final write has started."""
+        with self._lock:
+            self.lost = self.lost or not self.ending
+
     def update(self, **fields: object) -> Task:
         """A fenced write of non-status fields; `LeaseLost` marks the claim lost."""
         return self._write(lambda: self.board.update(self.task_id, self.token, **fields))

@@ -16,18 +16,89 @@ warm stop terminates it and the task is released, not failed.
 from __future__ import annotations
 
 import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
 
 from orchestrator.board.model import Task
 from orchestrator.config import Config
+from orchestrator.errors import ConfigError
 from orchestrator.layout import Layout
 from orchestrator.protocols import RunContext, RunResult
-from orchestrator.team.proc import run_streamed
+from orchestrator.team.delivery import MESSAGES_ENV
+from orchestrator.team.proc import CANNOT_RUN, run_streamed
+
+
+def locate_command(command: str, start: Path, root: Path) -> tuple[str, str | None]:
+    """Make a command whose program is a relative path (``./my-agent.sh``) run in every
+    task's worktree, which is a checkout of HEAD: a program committed there is left as it
+    is; one that is not committed but exists relative to ``start`` (where ``up`` was run)
+    is run by its absolute path. Returns the command and a note saying what changed.
+    Raises `ConfigError` for a program found in neither place."""
+    m = re.match(r"\s*(\S+)", command)
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command, None
+    if m is None or not words or m.group(1) != words[0]:
+        return command, None  # a quoted or unusual program: leave it to the shell
+    prog = words[0]
+    if "/" not in prog or os.path.isabs(prog):
+        return command, None
+    rel = os.path.normpath(os.path.relpath(start / prog, root))
+    if not rel.startswith("..") and _committed(root, rel):
+        return command, None
+    here = (start / prog).resolve()
+    if here.is_file():
+        note = (f"{prog} is not committed, so it is not in the tasks' worktrees "
+                f"(checkouts of HEAD); running {here} in each worktree instead")
+        return shlex.quote(str(here)) + command[m.end():], note
+    raise ConfigError(
+        f"command {prog!r} not found: commands run in each task's worktree (a checkout of "
+        f"HEAD) and {prog} is neither committed nor in {start}; commit it or give its path")
+
+
+def _committed(root: Path, rel: str) -> bool:
+    out = subprocess.run(["git", "cat-file", "-e", f"HEAD:{rel}"], cwd=root,
+                         capture_output=True, check=False)
+    return out.returncode == 0
+
+
+LAST_ERROR_LINES = 30
+"""How much of the last attempt's error (a failing check's output tail) a retry is shown."""
+
+
+def last_failure(task: Task) -> str | None:
+    """What went wrong on the task's last attempt, for the prompt of the next one (every
+    backend puts it there), or None on a first attempt."""
+    if not task.error or not task.error.strip():
+        return None
+    lines = task.error.strip().splitlines()
+    if len(lines) > LAST_ERROR_LINES:
+        lines = [lines[0], "…", *lines[-LAST_ERROR_LINES + 2:]]
+    which = f" (attempt {task.attempts} of {task.max_attempts})" if task.attempts else ""
+    return (f"The previous attempt{which} failed; its work is still in this worktree. "
+            "What went wrong:\n" + "\n".join(lines))
+
+
+def reason_line(error: str) -> str:
+    """One line for the console: the error's first line, and its last when that differs
+    (the last line of a command's output usually says what went wrong)."""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    if not lines:
+        return "failed"
+    first, last = lines[0][:200], lines[-1][:200]
+    return first if len(lines) == 1 or first == last else f"{first} — {last}"
 
 
 def build_prompt(task: Task) -> str:
     parts = [task.subject]
     if task.description:
         parts.append(task.description)
+    failure = last_failure(task)
+    if failure:
+        parts.append(failure)
     if task.feedback:
         parts.append("Feedback from review:\n" + "\n".join(f"- {f}" for f in task.feedback))
     return "\n\n".join(parts)
@@ -44,6 +115,8 @@ def task_env(ctx: RunContext) -> dict[str, str]:
         ORCH_PROMPT=build_prompt(ctx.task),
         ORCH_TEAMMATE=ctx.teammate,
     )
+    if ctx.messages is not None:
+        env[MESSAGES_ENV] = str(ctx.messages)
     return env
 
 
@@ -70,6 +143,10 @@ class CommandBackend:
                       result=res.describe())
         if res.stopped:
             return RunResult(ok=False, stopped=True, error="stopped")
+        if not res.ok and res.returncode in CANNOT_RUN:
+            # the shell could not find or execute the program: the same on every attempt
+            error = f"command cannot run ({res.describe()}): {cmd}\n{_last_lines(res.tail)}"
+            return RunResult(ok=False, error=error, retry=False)
         if not res.ok:
             error = f"command failed: {res.describe()}\n{_last_lines(res.tail)}"
             return RunResult(ok=False, error=error)

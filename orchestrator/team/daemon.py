@@ -54,7 +54,8 @@ def up(layout: Layout, config: Config, *, teammates: int | None = None,
     except Timeout:
         raise _refuse(layout) from None
     try:
-        configure(status.log_file(layout), console=console, actor="lead")
+        configure(status.log_file(layout), console=console, actor="lead",
+                  fmt=config.team.log_format)
         lead = Lead(layout, config, teammates=teammates, overrides=overrides, burst=burst,
                     console=console)
         status.write_json(status.daemon_file(layout), {

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from orchestrator.backends import backend_module
-from orchestrator.board.model import Status, utcnow
+from orchestrator.board.model import Status, Task, utcnow
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import OrchestratorError
@@ -46,6 +46,7 @@ from orchestrator.logging import get_logger
 from orchestrator.procutil import lock_holders, process_state
 from orchestrator.settings.live import ConfigWatcher, LiveConfig
 from orchestrator.team import status
+from orchestrator.team.command import reason_line
 from orchestrator.team.hooks import Hooks
 from orchestrator.team.mailbox import LEAD, read_new
 from orchestrator.team.proc import signal_group
@@ -129,10 +130,13 @@ class Lead:
             self.waker.follow_board(self.board, self.config.board.rescan_seconds)
             for child in self.children:
                 self.guarded("starting a teammate", self.spawn, child)
+            if not self.burst and not self.board.ready():
+                self.log.info("waiting for tasks",
+                              add="orchestrator add 'SUBJECT' (or drop a file in the inbox)")
             self.loop()
             failed = {t.id for t in self.board.list(Status.FAILED)} - failed_before
             if failed:
-                self.log.warning("tasks failed", tasks=sorted(failed))
+                self.summarise_failures(failed)
             if self.rejected:
                 self.log.warning("dropped files rejected during this run (see the board's "
                                  "rejected files)", count=self.rejected)
@@ -145,6 +149,18 @@ class Lead:
             self.hooks.close()  # the last events' hooks, then wait for running ones
             self.waker.close()
             self.board.close()
+
+    def summarise_failures(self, failed: set[str]) -> None:
+        """The end of a run: each task that failed, why, and what it leaves blocked."""
+        tasks = {t.id: t for t in self.board.list()}
+        for tid in sorted(failed):
+            t = tasks[tid]
+            self.log.error("task failed", task=tid, reason=reason_line(t.error or ""),
+                           attempts=t.attempts, see=f"orchestrator logs {tid}")
+        blocked = sorted(_blocked_by(failed, tasks))
+        self.log.warning(f"{len(failed)} task(s) failed", tasks=sorted(failed),
+                         left_blocked=blocked or None,
+                         next="orchestrator retry ID -m 'what to change'")
 
     def recover(self) -> None:
         """Start-up after any kind of exit: orphans, worktrees, leases, intake."""
@@ -296,6 +312,9 @@ class Lead:
         if not change.changed:
             return
         changes = [c.to_dict() for c in change.changed]
+        for d in changes:  # say what was running (`up -n` may differ from the file)
+            if d.get("key") == "team.teammates":
+                d["old"] = self.n
         self.log.info("settings changed", changes=changes)
         for c in change.changed:
             if not c.live:
@@ -505,7 +524,11 @@ class Lead:
         if level <= self.stopping:
             return
         self.stopping = level
-        self.log.info("stopping", mode="warm" if level == 1 else "cold")
+        if level == 1 and self.console:
+            self.log.info("stopping", mode="warm",
+                          note="running work finishes its step; Ctrl-C again to stop now")
+        else:
+            self.log.info("stopping", mode="warm" if level == 1 else "cold")
         for child in self.children:
             child.restart_at = None
             if not child.alive:
@@ -554,3 +577,17 @@ def _plain(obj: Any) -> Any:
     if hasattr(obj, "__dataclass_fields__"):
         return {k: str(v) for k, v in vars(obj).items()}
     return str(obj) if obj is not None else None
+
+
+def _blocked_by(failed: set[str], tasks: dict[str, Task]) -> set[str]:
+    """The not-yet-done tasks that wait, directly or through others, on a failed one."""
+    stuck: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        for t in tasks.values():
+            if t.id not in stuck and not t.status.final and t.status is not Status.FAILED \
+                    and any(b in failed or b in stuck for b in t.blocked_by):
+                stuck.add(t.id)
+                grew = True
+    return stuck

@@ -53,6 +53,10 @@ class ProcResult:
         return f"exit code {self.returncode}"
 
 
+CANNOT_RUN = (126, 127)
+"""The shell's exit codes for 'found but not executable' and 'not found'."""
+
+
 def run_streamed(
     cmd: str,
     *,

@@ -93,6 +93,8 @@ def team_status(layout: Layout, board: ControlPlane,
             "name": name, "state": state, "pid": pid if info else None,
             "task": task, "seconds": _age(st.since if st is not None else None, now),
         })
+    stopped_team = info is not None and bool(mates) and all(
+        m["state"] == "stopped" for m in mates)
     for st in states:  # other machines' teammates: what they last said, and when
         if st.host is not None and st.host != here:
             mates.append({"name": st.name, "host": st.host, "state": st.state, "pid": st.pid,
@@ -100,6 +102,9 @@ def team_status(layout: Layout, board: ControlPlane,
                           "heartbeat_seconds": _age(st.updated_at, now)})
     return {
         "running": info is not None,
+        "team_stopped": stopped_team,
+        "hint": ("every teammate has stopped (a shutdown request?), so no new task will run: "
+                 "orchestrator down, then orchestrator up") if stopped_team else None,
         "pid": info.get("pid") if info else None,
         "uptime": _age(info.get("started_at"), now) if info else None,
         "mode": info.get("mode") if info else None,
@@ -138,6 +143,8 @@ def format_status(st: dict[str, Any]) -> str:
         where = f" on {m['host']}, last heartbeat {_dur(m.get('heartbeat_seconds'))} ago" \
             if m.get("host") else ""
         lines.append(f"  {m['name']:<10} {what}{pid}{where}")
+    if st.get("hint"):
+        lines.append(st["hint"])
     if st["board"]:
         shown = [f"{k} {v}" for k, v in st["board"].items() if v]
         lines.append("board: " + (", ".join(shown) if shown else "no tasks"))

@@ -33,20 +33,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.backends import load_backend
-from orchestrator.board.model import Task, Usage, utcnow
+from orchestrator.board.model import Status, Task, Usage, utcnow
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane, Message, TaskLogger
 from orchestrator.errors import BoardUnavailable, LeaseLost, OrchestratorError, SecretLeak
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.logging import configure, get_logger
-from orchestrator.protocols import Backend, RunContext
+from orchestrator.protocols import Backend, RunContext, Workspace
 from orchestrator.secrets import redact
 from orchestrator.settings.live import LiveConfig
-from orchestrator.team import status
+from orchestrator.team import delivery, status
 from orchestrator.team.checks import run_checks
 from orchestrator.team.claim import Claim
-from orchestrator.team.command import task_env
+from orchestrator.team.command import reason_line, task_env
 from orchestrator.team.commit import commit_leftovers, idle_maintenance
 from orchestrator.team.mailbox import read_new
 from orchestrator.team.wake import COLD_SIGNAL, Wake, Waker
@@ -80,6 +80,11 @@ class Teammate:
         """A task was committed since the last `idle_maintenance`."""
         self.remote: Remote | None = None
         """The shared git remote of a team across machines (a PostgreSQL board)."""
+        self.undelivered: list[Message] = []
+        """Messages for the agent that came while no task ran: they go to the next run."""
+        self.messages_path: Path | None = None
+        """The running task's messages file (`orchestrator.team.delivery`)."""
+        self._mail_lock = threading.Lock()
         self.fault: str | None = None
         """The last error from the board (disk full, read-only, no file descriptors)."""
 
@@ -124,7 +129,7 @@ class Teammate:
             self.answer_shutdown()
             self.waker.close()
             self.board.close()
-            self.log.info("teammate stopped")
+            self.log.debug("teammate stopped")  # the lead says so, with how it ended
         return 0
 
     def _fds(self) -> list[int]:
@@ -164,15 +169,23 @@ class Teammate:
             if kind == "shutdown_request" and str(msg.get("ts", "")) < self.started_at:
                 # sent to a namesake of an earlier run (e.g. by a lead stopped before it
                 # could read it): not for this process, which would otherwise stop at once
-                self.log.info("ignoring a shutdown request older than this teammate",
-                              request_id=msg.get("request_id"))
+                self.log.debug("ignoring a shutdown request older than this teammate",
+                               request_id=msg.get("request_id"))
             elif kind == "shutdown_request":
                 self.log.info("shutdown requested", by=msg.get("from"),
                               request_id=msg.get("request_id"))
                 self.shutdown_requests.append(msg)
                 self.warm.set()
             elif kind == "message":
-                self.log.info("message", sender=msg.get("from"), body=msg.get("body"))
+                with self._mail_lock:
+                    if self.messages_path is not None:
+                        delivery.deliver(self.messages_path, msg)
+                        where = f"the agent of {self.messages_path.stem}"
+                    else:
+                        self.undelivered.append(msg)
+                        where = "the agent of the next task"
+                self.log.info("message", sender=msg.get("from"), body=msg.get("body"),
+                              to=where)
 
     def answer_shutdown(self) -> None:
         for req in self.shutdown_requests:
@@ -251,14 +264,16 @@ class Teammate:
             tlog.write("error", error=f"{type(exc).__name__}: {exc}")
             if not claim.lost:
                 with contextlib.suppress(LeaseLost):  # marks the claim lost
-                    claim.fail(f"{type(exc).__name__}: {exc}")
+                    self.fail(claim, f"{type(exc).__name__}: {exc}")
         finally:
             beat.finish()
         if claim.lost:
-            self.log.warning("lease lost, task abandoned", task=task.id)
-            tlog.write("abandoned", reason="lease lost (another teammate owns the task now)")
+            why = ("cancelled" if beat.cancelled
+                   else "lease lost (another teammate owns the task now)")
+            self.log.warning("task abandoned", task=task.id, reason=why)
+            tlog.write("abandoned", reason=why)
             self.board.events.emit("task_abandoned", task.id, actor=self.name, token=token,
-                                   reason="lease lost")
+                                   reason="cancelled" if beat.cancelled else "lease lost")
 
     def _work(self, task: Task, claim: Claim, tlog: TaskLogger, stop: threading.Event) -> None:
         from orchestrator.worktree.manager import WorktreeManager, binding
@@ -268,43 +283,69 @@ class Teammate:
                 task, self.isolation.branch_for(task), self.board, self.config.worktree.base)
         ws = self.isolation.create(task)
         task = claim.update(**binding(ws))
+        if task.attempts and not self.back_off(task, stop):
+            claim.release("teammate stopping")
+            return
         backend = self.backend_for(task)
+        messages = delivery.messages_file(self.layout, task.id)
+        with self._mail_lock:
+            delivery.start(messages, self.undelivered)
+            self.undelivered = []
+            self.messages_path = messages
+        try:
+            self._run(task, claim, tlog, stop, ws, backend, messages)
+        finally:
+            with self._mail_lock:
+                self.messages_path = None
+
+    def _run(self, task: Task, claim: Claim, tlog: TaskLogger, stop: threading.Event,
+             ws: Workspace, backend: Backend, messages: Path) -> None:
         ctx = RunContext(
             task=task, token=claim.token, teammate=self.name, workspace=ws, board=self.board,
             layout=self.layout, log=tlog, stop=stop, timeout=self.config.team.task_timeout,
-            command=self.config.team.command,
+            command=self.config.team.command, messages=messages,
             on_process_start=lambda pgid: self.publish("working", task=task.id,
                                                        backend_pgid=pgid),
         )
-        result = backend.run(ctx)
-        if claim.lost:
-            return
-        if result.usage != Usage():
-            claim.update(usage=task.usage.add(result.usage))
-        if result.stopped or self.cold.is_set() or (not result.ok and stop.is_set()):
-            claim.release("teammate stopping")
-            return
-        if not result.ok:
-            claim.fail(result.error or "backend failed", retry=result.retry)
-            return
-        # never commit over a new owner's work
-        claim.still_ours(margin=self.config.board.lease_seconds / 3)
-        # a workspace that is no git checkout (hook isolation) cannot be committed: its
-        # isolation snapshots it on keep instead
-        try:
-            sha = commit_leftovers(ws.path, task, self.name, ws.base_commit) if (
-                ws.path / ".git").exists() else None
-        except SecretLeak as exc:  # shown on the task; a retry may take the value out
-            tlog.write("commit_refused", reason=str(exc))
-            claim.fail(str(exc))
-            return
-        if sha:
-            self.committed = True
-            self.board.events.emit("commit", task.id, actor=self.name, sha=sha,
-                                   branch=ws.branch)
-            tlog.write("commit", sha=sha)
-        fields: dict[str, Any] = {}
-        if self.config.team.verify:
+        check_round = 0
+        while True:
+            result = backend.run(ctx)
+            if claim.lost:
+                return
+            if result.usage != Usage():
+                task = claim.update(usage=task.usage.add(result.usage))
+            if result.stopped or self.cold.is_set() or (not result.ok and stop.is_set()):
+                claim.release("teammate stopping")
+                return
+            if not result.ok:
+                self.fail(claim, result.error or "backend failed", retry=result.retry)
+                return
+            # never commit over a new owner's work
+            claim.still_ours(margin=self.config.board.lease_seconds / 3)
+            # a workspace that is no git checkout (hook isolation) cannot be committed: its
+            # isolation snapshots it on keep instead
+            try:
+                sha = commit_leftovers(ws.path, task, self.name, ws.base_commit) if (
+                    ws.path / ".git").exists() else None
+            except SecretLeak as exc:  # shown on the task; a retry may take the value out
+                tlog.write("commit_refused", reason=str(exc))
+                self.fail(claim, str(exc))
+                return
+            if sha:
+                self.committed = True
+                self.board.events.emit("commit", task.id, actor=self.name, sha=sha,
+                                       branch=ws.branch)
+                tlog.write("commit", sha=sha)
+            if not sha and task.expect_changes and _unchanged(ws.path, task):
+                self.fail(claim, "the agent changed nothing: no commit and no change in the "
+                          "worktree (a task that may rightly change nothing says "
+                          "expect_changes: false)")
+                return
+            fields: dict[str, Any] = {}
+            if result.session_id:
+                fields["session_id"] = result.session_id
+            if not self.config.team.verify:
+                break
             checks = run_checks(self.config.team.verify, cwd=ws.path, env=task_env(ctx),
                                 log=tlog, timeout=self.config.team.verify_timeout,
                                 stop=self.cold)  # a warm stop lets the checks finish
@@ -316,14 +357,27 @@ class Teammate:
             self.board.events.emit("checks_passed" if checks["passed"] else "checks_failed",
                                    task.id, actor=self.name, command=checks["command"],
                                    result=checks["result"])
-            if not checks["passed"]:
+            if checks["passed"]:
+                fields["checks"] = checks
+                break
+            error = (f"verification failed ({checks['result']}): {checks['command']}\n"
+                     f"{redact(_tail(checks['output_tail']))}")
+            if check_round >= self.config.checks.retries:
                 claim.update(checks=checks)
-                claim.fail(f"verification failed ({checks['result']}): "
-                           f"{checks['command']}\n{redact(_tail(checks['output_tail']))}")
+                self.fail(claim, error + f"\n(checks failed {check_round + 1} times; "
+                          f"waiting for a person: orchestrator retry {task.id} -m …)",
+                          retry=False)
                 return
-            fields["checks"] = checks
-        if result.session_id:
-            fields["session_id"] = result.session_id
+            # straight back to the same agent (its session resumed where the backend keeps
+            # one), with the failing check's output in its prompt
+            check_round += 1
+            self.log.warning("checks failed; back to the agent with their output",
+                             task=task.id, result=checks["result"],
+                             round=f"{check_round}/{self.config.checks.retries}")
+            tlog.write("checks_retry", round=check_round, of=self.config.checks.retries)
+            task = claim.update(checks=checks, error=error, **fields)
+            ctx.task = task
+        fields["error"] = None
         if self.remote is not None and ws.branch and (ws.path / ".git").exists():
             rejected = self.remote.finish(ws.path, ws.branch, task.id)
             if rejected:  # still kept for review: the work is on the local branch
@@ -332,6 +386,30 @@ class Teammate:
         done = claim.complete(**fields)
         self.isolation.keep(done)
         self.log.info("completed", task=task.id, sha=sha)
+
+    def back_off(self, task: Task, stop: threading.Event) -> bool:
+        """Wait before a failed task's next attempt (``team.retry_backoff``, doubled per
+        attempt, at most `MAX_BACKOFF`); False when a stop came first."""
+        delay = min(self.config.team.retry_backoff * 2 ** (task.attempts - 1), MAX_BACKOFF)
+        if delay <= 0:
+            return not stop.is_set()
+        self.log.info("retrying after a failure", task=task.id, attempt=task.attempts + 1,
+                      wait=f"{delay:g}s")
+        return not stop.wait(delay)
+
+    def fail(self, claim: Claim, error: str, *, retry: bool = True) -> None:
+        """Record a failed run (the claim's final write), and say why on the console: the
+        reason, whether it runs again, and where to see more."""
+        task = claim.fail(error, retry=retry)
+        reason = reason_line(error)
+        see = f"orchestrator logs {task.id}"
+        if task.status is Status.FAILED:
+            self.log.error("task failed", task=task.id, reason=reason,
+                           attempts=f"{task.attempts}/{task.max_attempts}"
+                           if retry else "no retry (it cannot help)", see=see)
+        else:
+            self.log.warning("attempt failed; will retry", task=task.id, reason=reason,
+                             attempts=f"{task.attempts}/{task.max_attempts}", see=see)
 
     def backend_for(self, task: Task) -> Backend:
         name = task.backend or self.config.team.backend
@@ -353,6 +431,8 @@ class Heartbeat(threading.Thread):
         self.claim = claim
         self.task_id = claim.task_id
         self.stop = stop
+        self.cancelled = False
+        """The task was cancelled while it ran (seen on the board's change feed)."""
         self._done = threading.Event()
         self._r, self._w = os.pipe()
         self.interval = mate.config.board.lease_seconds / 3
@@ -361,8 +441,10 @@ class Heartbeat(threading.Thread):
         next_renew = time.monotonic() + self.interval
         while not self._done.is_set():
             wake = self.mate.waker.wait(next_renew - time.monotonic(),
-                                        [*self.mate._fds(), self._r], notes=False)
+                                        [*self.mate._fds(), self._r])
             self.mate.absorb(wake)
+            if wake.notified and not self._done.is_set():
+                self.check_cancelled()
             if time.monotonic() >= next_renew and not self._done.is_set():
                 next_renew = time.monotonic() + self.interval
                 self.beat()
@@ -395,12 +477,39 @@ class Heartbeat(threading.Thread):
             self.mate.log.error("snapshot failed", task=self.task_id,
                                 error=f"{type(exc).__name__}: {exc}")
 
+    def check_cancelled(self) -> None:
+        """On a board change: stop the run at once when its task was cancelled (or is no
+        longer ours), instead of at the next renewal."""
+        try:
+            task = self.mate.board.get(self.task_id)
+        except Exception:  # a torn read or a lock: the next renewal decides
+            return
+        mine = task.lease is not None and task.lease.token == self.claim.token
+        if task.status is Status.CANCELLED or not mine:
+            self.cancelled = task.status is Status.CANCELLED
+            self.claim.mark_lost()
+            self._done.set()
+
     def finish(self) -> None:
         self._done.set()
         os.write(self._w, b"\0")
         self.join()
         os.close(self._r)
         os.close(self._w)
+
+
+MAX_BACKOFF = 60.0
+"""The longest wait before a retry, in seconds."""
+
+
+def _unchanged(path: Path, task: Task) -> bool:
+    """Whether the task's branch is still at the commit it started from (nothing of any
+    attempt committed). A workspace that is no git checkout cannot tell: False."""
+    if not (path / ".git").exists() or not task.base_commit:
+        return False
+    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True,
+                         text=True, check=False)
+    return out.returncode == 0 and out.stdout.strip() == task.base_commit
 
 
 def _tail(text: str, n: int = 20) -> str:
@@ -419,7 +528,8 @@ def main(argv: list[str] | None = None) -> int:
     layout = Layout.at(Path(args.root), args.worktree_root)
     try:
         config = Config.load(layout.root, overrides=json.loads(args.overrides))
-        configure(status.log_file(layout), console=args.console, actor=args.name)
+        configure(status.log_file(layout), console=args.console, actor=args.name,
+                  fmt=config.team.log_format)
         return Teammate(layout, config, args.name, lead_fd=args.lead_fd,
                         overrides=json.loads(args.overrides)).run()
     except OrchestratorError as exc:

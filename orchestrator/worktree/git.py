@@ -40,6 +40,8 @@ class Git:
                 capture_output=True, text=True, check=False,
             )
         except FileNotFoundError as exc:
+            if not Path(self.cwd).is_dir():
+                raise GitError(f"no such folder: {self.cwd}") from exc
             raise UserError("git is not installed or not on PATH") from exc
         except NotADirectoryError as exc:
             raise GitError(f"not a folder: {self.cwd}") from exc

@@ -44,6 +44,7 @@ from orchestrator.controlplane import ActorEvents, ControlPlane
 from orchestrator.errors import GitError, NotFound, RunError, UnsafeRemoval
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
+from orchestrator.procutil import busy_reason
 from orchestrator.protocols import Workspace
 from orchestrator.worktree import reconcile as housekeeping
 from orchestrator.worktree import shared
@@ -161,6 +162,9 @@ class HookIsolation:
             if not self._owned(path, task.id):
                 raise UnsafeRemoval(f"{task.id}: {path} is not this task's workspace (its "
                                     f"{TASK_REF} names another); not touching it")
+            busy = busy_reason(path)
+            if busy:  # never pulled from under a running process, not even with --force
+                raise UnsafeRemoval(f"{task.id}: not removing {path}: {busy}")
             reasons = self._risks(task.id, path)
             if reasons and not force:
                 raise UnsafeRemoval(f"{task.id}: not removing {path}: {'; '.join(reasons)} "

@@ -33,6 +33,7 @@ from orchestrator.config import WorktreeConfig
 from orchestrator.controlplane import ActorEvents, ControlPlane
 from orchestrator.errors import InvalidInput, NotFound, RunError, UnsafeRemoval
 from orchestrator.layout import Layout
+from orchestrator.procutil import busy_reason
 from orchestrator.protocols import Workspace
 from orchestrator.worktree import reconcile as housekeeping
 from orchestrator.worktree import safety, shared
@@ -156,6 +157,9 @@ class WorktreeManager:
     def remove(self, task: Task, *, force: bool = False) -> str | None:
         path = self.path_for(task)
         with self.lock:
+            busy = busy_reason(path) if path.exists() else None
+            if busy:  # never pulled from under a running process, not even with --force
+                raise UnsafeRemoval(f"{task.id}: not removing {path}: {busy}")
             branch = self._owned(task, path)
             bases = self._bases(task)
             co = safety.inspect(self.repo, path, branch, bases, self.common_dir())

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.board.model import Status, Task
 from orchestrator.errors import InvalidInput, NotFound, RunError, UnsafeRemoval
+from orchestrator.procutil import busy_reason
 from orchestrator.worktree.git import list_worktrees
 from orchestrator.worktree.safety import dirty_paths
 from orchestrator.worktree.shared import tree_bytes
@@ -110,7 +111,8 @@ def gc(m: Workspaces, tasks: list[Task], dry_run: bool = False) -> GcReport:
                 continue
             row.update(branch=m.branch_for(task),
                        freed_bytes=disk_use(path) if path.exists() else 0)
-            reasons = m.removal_risks(task)
+            busy = busy_reason(path) if path.exists() else None
+            reasons = [busy] if busy else m.removal_risks(task)
             if reasons:
                 raise UnsafeRemoval("; ".join(reasons))
             if not dry_run:

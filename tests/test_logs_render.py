@@ -1,0 +1,85 @@
+"""`orchestrator logs ID` is a transcript a person reads; `--raw` keeps every record;
+`logs -f` ends when the task's run ends."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from orchestrator.board import open_board
+from orchestrator.layout import Layout
+from orchestrator.tasklog import TaskLog
+
+RECORDS = [
+    ("agent_start", {"model": "claude-x", "system": "SYSTEM PROMPT " * 50,
+                     "first_message": "Begin work on task_001: Fix it"}),
+    ("request", {"turn": 1, "messages": 1, "bytes": 999}),
+    ("response", {"turn": 1, "content": [
+        {"type": "text", "text": "Reading the parser first."},
+        {"type": "tool_use", "id": "t1", "name": "read", "input": {"file_path": "parser.py"}},
+        {"type": "tool_use", "id": "t2", "name": "bash",
+         "input": {"command": "pytest -q tests/test_parser.py", "timeout": 60}}],
+        "stop_reason": "tool_use", "usage": {"input_tokens": 10}}),
+    ("tool_call", {"id": "t1", "name": "read", "input": {"file_path": "parser.py"}}),
+    ("tool_result", {"id": "t1", "name": "read", "content": "line one\nline two\nline 3",
+                     "is_error": False}),
+    ("tool_result", {"id": "t2", "name": "bash", "content": "1 failed", "is_error": True}),
+    ("claude_code", {"message": {"type": "assistant", "message": {"content": [
+        {"type": "tool_use", "name": "Edit", "input": {"file_path": "a.py", "old": "x"}}]}}}),
+    ("claude_code", {"message": {"type": "result", "subtype": "success", "num_turns": 3,
+                                 "total_cost_usd": 0.0123}}),
+    ("agent_end", {"outcome": "finished", "turns": 2, "usage": {
+        "input_tokens": 100, "output_tokens": 20, "cost_usd": 0.5}}),
+    ("commit", {"sha": "0123456789abcdef0123"}),
+    ("verify_finished", {"passed": False, "result": "exit code 1"}),
+]
+
+
+def orch(repo: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=repo,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def test_logs_render_a_transcript_and_raw_keeps_everything(repo: Path) -> None:
+    with open_board(Layout.at(repo)) as board:
+        task = board.add("Fix it")
+    log = TaskLog(Layout.at(repo), task.id, actor="alice")
+    for kind, fields in RECORDS:
+        log.write(kind, **fields)
+    human = orch(repo, "logs", task.id)
+    assert human.returncode == 0, human.stderr
+    text = human.stdout
+    assert "agent started (claude-x): Begin work on task_001: Fix it" in text
+    assert "Reading the parser first." in text
+    assert "→ read(parser.py)" in text and "→ bash(pytest -q tests/test_parser.py)" in text
+    assert "  ← line one (+2 lines)" in text and "  ✗ 1 failed" in text
+    assert "→ Edit(a.py)" in text and "Claude Code success: 3 turn(s), $0.0123" in text
+    assert "agent ended: finished after 2 turn(s), 120 tokens, $0.5000" in text
+    assert "committed 0123456789ab" in text and "checks failed: exit code 1" in text
+    assert "SYSTEM PROMPT" not in text and "bytes" not in text and "{'" not in text
+    raw = orch(repo, "logs", task.id, "--raw").stdout
+    assert "SYSTEM PROMPT" in raw and "request" in raw
+
+
+def test_logs_follow_ends_when_the_run_ends(repo: Path) -> None:
+    with open_board(Layout.at(repo)) as board:
+        task = board.add("Quick")
+        claimed = board.claim("alice", task_id=task.id)
+        assert claimed is not None and claimed.lease is not None
+    TaskLog(Layout.at(repo), task.id, actor="alice").write("commit", sha="ab" * 20)
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "logs", "-f", task.id],
+                            cwd=repo, stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2)
+        assert proc.poll() is None  # still running: keep following
+        TaskLog(Layout.at(repo), task.id, actor="alice").write("verify_finished", passed=True,
+                                                               result="exit code 0")
+        with open_board(Layout.at(repo)) as board:
+            board.complete(task.id, claimed.lease.token)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0
+    assert "committed abababababab" in out and "checks passed: exit code 0" in out
