@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.agent.permission_flow import REQUEST
 from orchestrator.board import open_board
 from orchestrator.cli import main
 from orchestrator.layout import Layout
-from orchestrator.team.mailbox import LEAD, Mailbox
 from tests.test_cli_board import ok, run
 from tests.test_review import keep
 
@@ -55,8 +53,8 @@ def test_show_gives_the_lease_expiry_as_a_time_and_what_a_waiting_agent_asks(
         claimed = board.claim("alice", task_id=task.id)
         assert claimed is not None and claimed.lease is not None
         board.update(task.id, claimed.lease.token, waiting_for="req-1")
-    Mailbox(layout, LEAD).send("alice", "Bash(npm publish)", kind=REQUEST, request_id="req-1",
-                               task=task.id, tool="Bash", subject="npm publish")
+        board.requests.ask("permission", request_id="req-1", sender="alice", task=task.id,
+                           body="Bash(npm publish)", tool="Bash", subject="npm publish")
     text = ok(capsys, repo, "show", "1")
     assert re.search(r"lease: alice, token 1, expires \d\d:\d\d:\d\d UTC \(in \d+s\)", text)
     assert "expires_at" not in text
