@@ -59,7 +59,7 @@ def test_failures_say_why_fail_once_when_retrying_cannot_help_and_retries_get_th
     line = next(ln for ln in console.splitlines() if "task failed" in ln and "task_001" in ln)
     assert "not found" in line and "orchestrator logs task_001" in line
     # the summary names what the failure leaves blocked
-    summary = next(ln for ln in console.splitlines() if "task(s) failed" in ln)
+    summary = next(ln for ln in console.splitlines() if "tasks failed" in ln)
     assert "task_003" in summary and "left_blocked" in summary
     assert board["task_003"].status is Status.PENDING
     # one line per teammate stopping (the lead's, with how it ended), no stale-request noise

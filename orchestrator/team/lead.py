@@ -158,7 +158,7 @@ class Lead:
             self.log.error("task failed", task=tid, reason=reason_line(t.error or ""),
                            attempts=t.attempts, see=f"orchestrator logs {tid}")
         blocked = sorted(_blocked_by(failed, tasks))
-        self.log.warning(f"{len(failed)} task(s) failed", tasks=sorted(failed),
+        self.log.warning("tasks failed", count=len(failed), tasks=sorted(failed),
                          left_blocked=blocked or None,
                          next="orchestrator retry ID -m 'what to change'")
 
