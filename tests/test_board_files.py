@@ -8,6 +8,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from orchestrator.board import init_repo, open_board
 from orchestrator.board.eventlog import EventLog
 from orchestrator.board.mailboxes import FileMailboxes
@@ -94,3 +96,21 @@ def test_a_torn_mailbox_line_is_skipped(repo: Path) -> None:
     with open_board(layout) as board:
         assert [m.body for m in board.mailboxes.read("alice")] == ["hello", "again"]
         assert [m.body for m in board.mailboxes.unread("alice")] == ["hello", "again"]
+
+
+def test_the_index_is_rebuilt_in_chunks_of_whole_lines(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.board import eventlog
+
+    log = EventLog(tmp_path / "events.jsonl", "t")
+    for i in range(40):
+        log.emit("step", f"task_{i % 4 + 1:03d}", text="y" * (i * 7))  # lines of every length
+    with log.path.open("a") as fh:  # a foreign line and an older one in between
+        fh.write('not json\n{"ts": "x", "event": "old", "task": "task_002", "actor": "o"}\n')
+    log.emit("last", "task_002")
+    log.index_path.unlink()
+    monkeypatch.setattr(eventlog, "CHUNK", 64)  # most lines are longer than a chunk
+    assert log.last_seq() == 41
+    assert [e.seq for e in log.read(task="task_002")] == [2, 6, 10, 14, 18, 22, 26, 30, 34,
+                                                          38, 0, 41]
+    assert [e.event for e in log.read(since=39)] == ["step", "last"]

@@ -3,6 +3,8 @@
 - Only `orchestrator.board` knows how the control plane is stored: no other module
   builds a path under ``.tasks/`` or opens ``events.jsonl`` (it goes through the
   `ControlPlane` that `open_board` returns).
+- Packages import in one direction: nothing outside `cli/` imports the CLI, and
+  `review/` and `team/` do not import each other.
 """
 
 from __future__ import annotations
@@ -87,3 +89,27 @@ def test_the_check_finds_what_it_looks_for() -> None:
                     'p = layout.events\nq = self.layout.tasks / "x"\nr = ".tasks/inbox"\n'
                     'def f():\n    """.tasks/ in a docstring is fine"""\n')
     assert len(storage_uses("x.py", bad)) == 4
+
+
+def imports_of(tree: ast.Module) -> set[str]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return found
+
+
+def test_packages_import_in_one_direction() -> None:
+    """No library module imports the CLI; review/ and team/ do not import each other."""
+    wrong = []
+    for rel, tree in sources():
+        mods = imports_of(tree)
+        if not rel.startswith("cli/") and rel != "__main__.py":
+            wrong += [f"{rel} imports {m}" for m in mods if m.startswith("orchestrator.cli")]
+        if rel.startswith("review/"):
+            wrong += [f"{rel} imports {m}" for m in mods if m.startswith("orchestrator.team")]
+        if rel.startswith("team/"):
+            wrong += [f"{rel} imports {m}" for m in mods if m.startswith("orchestrator.review")]
+    assert wrong == []

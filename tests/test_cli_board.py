@@ -133,3 +133,20 @@ def test_empty_board(capsys: pytest.CaptureFixture[str], repo: Path) -> None:
 def test_not_a_repository(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, tmp_path, "list")
     assert code == 1 and err.startswith("error: not inside a git repository")
+
+
+def test_events_since_a_seq(capsys: pytest.CaptureFixture[str], repo: Path) -> None:
+    for subject in ("one", "two", "three"):
+        ok(capsys, repo, "add", subject)
+    ok(capsys, repo, "cancel", "2")
+    everything = [json.loads(line) for line in ok(capsys, repo, "events", "--json").splitlines()]
+    assert [e["seq"] for e in everything] == [1, 2, 3, 4]
+    later = [json.loads(line) for line in
+             ok(capsys, repo, "events", "--since", "2", "--json").splitlines()]
+    assert [(e["seq"], e["event"], e["task"]) for e in later] == [
+        (3, "task_created", "task_003"), (4, "task_cancelled", "task_002")]
+    assert ok(capsys, repo, "events", "--since", "4") == ""
+    human = ok(capsys, repo, "events", "--since", "3", "--task", "2").splitlines()
+    assert len(human) == 1 and human[0].split()[0] == "4" and "task_cancelled" in human[0]
+    code, _, err = run(capsys, repo, "events", "--since", "-1")
+    assert code == 2 and "since" in err.lower()

@@ -29,7 +29,7 @@ def worktree(repo: Path) -> Path:
 def bash(worktree: Path, command: str, *, network: bool = False, timeout: float = 60) -> \
         ToolResult:
     ctx = ToolContext(cwd=worktree, env=safe_env(os.environ),
-                      services={"sandbox": Sandbox.detect("on", network=network)})
+                      sandbox=Sandbox.detect("on", network=network))
     return BashTool().run({"command": command, "timeout": timeout}, ctx)
 
 

@@ -29,7 +29,7 @@ class Log:
 
 def toolset(repo: Path, mode: str = "acceptEdits", **rules: list[str]) -> Toolset:
     layout = Layout.at(repo)
-    ctx = ToolContext(cwd=repo, env={}, services={"layout": layout})
+    ctx = ToolContext(cwd=repo, env={}, layout=layout)
     return Toolset(default_tools(), PermissionGate.from_rules(mode=mode, root=repo, **rules), ctx)
 
 

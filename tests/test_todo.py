@@ -25,7 +25,7 @@ TODOS = [
 
 def toolset(c: Claimed, *, token: int | None = None, mode: str = "acceptEdits") -> Toolset:
     ctx = ToolContext(cwd=c.workspace.path, env={}, task_id=c.task.id,
-                      services={"board": c.board, "token": c.token if token is None else token})
+                      board=c.board, token=c.token if token is None else token)
     return Toolset(default_tools(), PermissionGate.from_rules(mode=mode, root=c.workspace.path),
                    ctx)
 

@@ -156,7 +156,7 @@ def test_grep_modes_filters_and_errors(ctx: ToolContext) -> None:
 
 def test_search_tools_skip_files_a_read_deny_rule_covers(ctx: ToolContext) -> None:
     (ctx.cwd / ".env").write_text("x_TOKEN=abc\n")
-    ctx.services["gate"] = PermissionGate.from_rules(deny=["Read(.env)"], root=ctx.cwd)
+    ctx.gate = PermissionGate.from_rules(deny=["Read(.env)"], root=ctx.cwd)
     assert ".env" not in run(ctx, "grep", pattern="x").content
     assert "no files match" in run(ctx, "glob", pattern=".env").content
 
@@ -209,7 +209,7 @@ def test_board_tools_on_a_real_board(repo: Path) -> None:
     with open_board(layout) as board:
         first = board.add("Set up the project")
         ctx = ToolContext(cwd=repo, env={}, task_id=first.id,
-                          services={"board": board, "teammate": "alice"})
+                          board=board, teammate="alice")
         r = run(ctx, "task_create", subject="Write the docs", description="All of them.",
                 blocked_by=[first.id], priority=2)
         assert r.content == f"created task_002 [pending] Write the docs (blocked by {first.id})"

@@ -48,15 +48,15 @@ def make(worktree: Path, mode: str = "bypassPermissions", **rules: list[str]) ->
     ctx = ToolContext(
         cwd=worktree, env=safe_env(os.environ), task_id="task_001",
         spill_dir=worktree.parent / "spill",
-        services={"events": EventLog(worktree.parent / "events.jsonl", "alice"),
-                  "teammate": "alice"},
+        events=EventLog(worktree.parent / "events.jsonl", "alice"), teammate="alice",
     )
     gate = PermissionGate.from_rules(mode=mode, root=worktree, **rules)
     return Toolset(default_tools(board=False), gate, ctx)
 
 
 def events(ts: Toolset) -> list[dict[str, Any]]:
-    return list(ts.ctx.services["events"].read())
+    assert ts.ctx.events is not None
+    return [e.to_dict() for e in ts.ctx.events.read()]
 
 
 def test_schemas_are_api_tool_definitions_in_a_stable_order(worktree: Path) -> None:

@@ -155,8 +155,8 @@ def build_toolset(config: Config, ctx: RunContext) -> Toolset:
     tctx = ToolContext(
         cwd=root, env=env, task_id=ctx.task.id,
         spill_dir=ctx.layout.spill_dir(ctx.task.id),
-        services={"board": ctx.board, "token": ctx.token, "teammate": ctx.teammate,
-                  "sandbox": sandbox, "events": ctx.board.events, "layout": ctx.layout},
+        board=ctx.board, token=ctx.token, teammate=ctx.teammate, sandbox=sandbox,
+        events=ctx.board.events, layout=ctx.layout,
     )
     # Project rules come from the main checkout, not the worktree: an agent must not be
     # able to grant itself permissions by editing its own copy of .claude/settings.json.

@@ -13,14 +13,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from orchestrator.board.model import Usage
+
+if TYPE_CHECKING:
+    from orchestrator.agent.permissions import PermissionGate
+    from orchestrator.agent.sandbox import Sandbox
+    from orchestrator.controlplane import ControlPlane, Events
+    from orchestrator.layout import Layout
 
 
 @dataclass
 class ToolContext:
-    """What a tool may use while it runs: its worktree and the run's injected services."""
+    """What a tool may use while it runs: its worktree and the run's injected
+    dependencies (each None when the run has none, e.g. planning has no lease)."""
 
     cwd: Path
     """The task's worktree; file tools are confined to it (symlinks resolved)."""
@@ -29,8 +36,19 @@ class ToolContext:
     task_id: str | None = None
     spill_dir: Path | None = None
     """Where large results are written in full (a preview is returned)."""
-    services: dict[str, Any] = field(default_factory=dict)
-    """Injected dependencies: ``board``, ``token``, ``teammate``, ``sandbox`` …"""
+    board: ControlPlane | None = None
+    token: int | None = None
+    """The run's lease token (fenced board writes)."""
+    teammate: str | None = None
+    """Who the run's events and messages are from."""
+    events: Events | None = None
+    """Where ``tool_called`` events go (None: not recorded)."""
+    sandbox: Sandbox | None = None
+    """An enabled sandbox wraps every shell command."""
+    layout: Layout | None = None
+    """The project, for tools that read or change its settings."""
+    gate: PermissionGate | None = None
+    """The run's permission gate (set by `Toolset`), for tools that check paths."""
 
 
 @dataclass

@@ -272,12 +272,9 @@ def make_plan(goal: str, layout: Layout, config: Config, board: Board, model: An
     profiles = load_profiles(layout.root, config).names
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     log = _Memory() if dry_run else board.logs.writer(f"plan-{stamp}-{os.getpid()}", LEAD)
-    services: dict[str, Any] = {"board": board, "teammate": LEAD}
-    if not dry_run:
-        services["events"] = board.events
     ctx = ToolContext(cwd=layout.root, env=safe_env(dict(os.environ), config.agent.pass_env),
                       spill_dir=None if dry_run else layout.spill_dir(f"plan-{stamp}"),
-                      services=services)
+                      board=board, teammate=LEAD, events=None if dry_run else board.events)
     gate = PermissionGate.from_sources(config.agent, layout.root)
     gate.mode = "plan"  # read-only whatever the project's mode: planning changes nothing
     tools: list[Tool] = [ReadTool(), GlobTool(), GrepTool(), LsTool(), TaskListTool(),

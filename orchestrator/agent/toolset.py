@@ -38,7 +38,8 @@ class Toolset:
         self._added: dict[str, Tool] = {}
         for tool in tools:
             self._register(tool, self._builtin)
-        ctx.services.setdefault("gate", gate)
+        if ctx.gate is None:
+            ctx.gate = gate
 
     def add(self, tool: Tool) -> None:
         """Add a tool after construction (MCP tools); listed after the built-ins, by name."""
@@ -127,9 +128,9 @@ class Toolset:
         self._emit("tool_called", **fields)
 
     def _emit(self, event: str, **fields: Any) -> None:
-        events = self.ctx.services.get("events")
+        events = self.ctx.events
         if events is not None:
-            actor = self.ctx.services.get("teammate")
+            actor = self.ctx.teammate
             events.emit(event, task=self.ctx.task_id, actor=actor, **fields)
 
 

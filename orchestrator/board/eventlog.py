@@ -34,12 +34,18 @@ from orchestrator.controlplane import Event
 from orchestrator.events import redact
 
 REC = "{:015d} {:015d} {:015d} {:012d}\n"
+BREC = b"%015d %015d %015d %012d\n"
 W = len(REC.format(0, 0, 0, 0))
 """Bytes per index record (and of the header)."""
 MAGIC = "EVIDX1"
 OTHER = 999_999_999_999
 TASK_RE = re.compile(rb'"task": (?:null|"task_(\d{3,})")')
 SEQ_RE = re.compile(rb'^\{"seq": (\d+),')
+OURS_RE = re.compile(rb'(?m)^\{"seq": (\d+), "ts": "[^"\\\n]*", "event": "(?:[^"\\\n]|\\.)*", '
+                     rb'"task": (null|"task_\d{3,}")[^\n]*\}\n')
+"""A whole line as this module writes it (seq, ts, event, then task): indexed without
+parsing its JSON. Any other line takes the slow path."""
+CHUNK = 8 << 20
 LOCK_TIMEOUT = 10.0
 Buf = bytes | mmap.mmap
 
@@ -86,7 +92,15 @@ class EventLog:
         for k, v in fields.items():
             if k not in record:
                 record[k] = v
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            body = self._append(record, task)
+        except FileNotFoundError:  # the folder is not there (yet)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            body = self._append(record, task)
+        return Event.from_dict(json.loads(body))
+
+    def _append(self, record: dict[str, Any], task: str | None) -> bytes:
+        """Write ``record`` with the next seq, and its index record (under the lock)."""
         with self._locked():
             log_fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
@@ -105,7 +119,7 @@ class EventLog:
                     os.close(idx_fd)
             finally:
                 os.close(log_fd)
-        return Event.from_dict(json.loads(body))
+        return body
 
     # --- reading -----------------------------------------------------------------
     def read(self, *, since: int = 0, task: str | None = None) -> Iterator[Event]:
@@ -316,38 +330,56 @@ class EventLog:
         if end >= size:
             return last, end, size
         out: list[bytes] = []
-        pos = end
-        with os.fdopen(os.dup(log_fd), "rb") as fh:
-            fh.seek(end)
-            for raw in fh:
-                if not raw.endswith(b"\n"):
-                    break
+        keys: dict[bytes, int] = {}
+
+        def slow(lines: bytes, base: int) -> None:
+            """Lines not in our own form (older, hand-written, torn): parsed one by one."""
+            nonlocal last
+            pos = base
+            for raw in lines.splitlines(keepends=True):
                 start, pos = pos, pos + len(raw)
-                if not raw.strip():
-                    end = pos
+                parsed = parse_line(raw) if raw.strip() else None
+                if parsed is None:  # empty, torn or foreign: readers skip it
                     continue
-                m = SEQ_RE.match(raw)
-                if m and raw.rstrip().endswith(b"}"):  # ours, whole: no need to parse it
-                    seq = int(m.group(1))
-                else:
-                    parsed = parse_line(raw)
-                    if parsed is None:  # a torn or foreign line: readers skip it
-                        end = pos
-                        continue
-                    seq = _rec_seq(parsed)
-                last = max(last, seq)
+                last = max(last, _rec_seq(parsed))
                 t = TASK_RE.search(raw)
                 if t is None:  # an id that is no task_NNN (written by hand), or no task
                     key = task_key(_task_of(raw))
                 else:
                     key = task_key("task_" + t.group(1).decode()) if t.group(1) else 0
                 out.append(REC.format(last, start, pos, key).encode())
-                end = pos
-                if len(out) >= 4096:
-                    os.write(idx_fd, b"".join(out))
-                    out.clear()
-        if out:
-            os.write(idx_fd, b"".join(out))
+
+        while end < size:
+            want = CHUNK
+            while True:  # whole lines only: a line longer than a chunk reads a bigger one
+                chunk = os.pread(log_fd, min(want, size - end), end)
+                cut = chunk.rfind(b"\n") + 1
+                if cut or end + len(chunk) >= size:
+                    break
+                want *= 2
+            if not cut:
+                break  # a torn last line: indexed once a writer ends it
+            chunk = chunk[:cut]
+            cur = 0
+            for m in OURS_RE.finditer(chunk):
+                start, stop = m.span()
+                if start != cur:
+                    slow(chunk[cur:start], end + cur)
+                seq, task = m.groups()
+                seq_n = int(seq)
+                if seq_n > last:
+                    last = seq_n
+                key = keys.get(task)
+                if key is None:
+                    key = keys[task] = 0 if task == b"null" else task_key(task[1:-1].decode())
+                out.append(BREC % (last, end + start, end + stop, key))
+                cur = stop
+            if cur != len(chunk):
+                slow(chunk[cur:], end + cur)
+            if out:
+                os.write(idx_fd, b"".join(out))
+                out.clear()
+            end += len(chunk)
         return last, end, size
 
     @contextlib.contextmanager

@@ -29,7 +29,7 @@ class _BoardTool:
         return None
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        board = ctx.services.get("board")
+        board = ctx.board
         if board is None:
             return ToolResult(f"{self.name}: no task board in this run", is_error=True)
         try:
@@ -91,7 +91,7 @@ class TaskCreateTool(_BoardTool):
     )
 
     def act(self, board: Any, args: dict[str, Any], ctx: ToolContext) -> str:
-        actor = str(ctx.services.get("teammate") or "agent")
+        actor = ctx.teammate or "agent"
         meta = {"parent": ctx.task_id} if ctx.task_id else {}
         task = board.add(args["subject"], description=args.get("description", ""),
                          blocked_by=args.get("blocked_by", []),
@@ -110,6 +110,6 @@ class SendMessageTool(_BoardTool):
     )
 
     def act(self, board: Any, args: dict[str, Any], ctx: ToolContext) -> str:
-        sender = str(ctx.services.get("teammate") or "agent")
+        sender = ctx.teammate or "agent"
         msg = board.mailboxes.send(args["to"], sender, args["body"], task=ctx.task_id)
         return f"sent message {msg.id} to {args['to']}"

@@ -33,8 +33,8 @@ class _SettingsTool:
         return key if isinstance(key, str) else None
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        layout = ctx.services.get("layout")
-        if not isinstance(layout, Layout):
+        layout = ctx.layout
+        if layout is None:
             return ToolResult(f"{self.name}: no project in this run", is_error=True)
         try:
             return ToolResult(self.act(Registry(), layout, args))

@@ -39,7 +39,7 @@ def list_files(folder: Path, ctx: ToolContext) -> list[Path]:
         for top, dirs, files in os.walk(folder):
             dirs[:] = sorted(d for d in dirs if d != ".git")
             paths += [Path(top) / f for f in sorted(files)]
-    gate = ctx.services.get("gate")
+    gate = ctx.gate
     base = ctx.cwd.resolve()
     kept = []
     for p in paths:

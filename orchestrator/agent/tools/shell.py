@@ -2,7 +2,7 @@
 
 The command runs with ``ctx.env`` (built by the caller with `safe_env`, so no
 secrets), stdin closed, in its own process group — under bubblewrap when
-``ctx.services["sandbox"]`` is an enabled `Sandbox`. On timeout the whole group
+``ctx.sandbox`` is an enabled `Sandbox`. On timeout the whole group
 is killed. Background processes do not outlive the call: when the command
 exits, whatever it left running is killed too. Only the head and the tail of a
 very long output are kept, saying how much was cut; a non-zero exit code is
@@ -60,7 +60,7 @@ class BashTool:
             return ToolResult("bash: empty command", is_error=True)
         timeout = float(args.get("timeout", self.default_timeout))
         argv = [shutil.which("bash", path=ctx.env.get("PATH")) or "/bin/bash", "-c", command]
-        sandbox = ctx.services.get("sandbox")
+        sandbox = ctx.sandbox
         if isinstance(sandbox, Sandbox):
             argv = sandbox.wrap(argv, ctx.cwd)
         try:

@@ -47,7 +47,7 @@ class TodoWriteTool:
         return None
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        board, token = ctx.services.get("board"), ctx.services.get("token")
+        board, token = ctx.board, ctx.token
         if board is None or ctx.task_id is None or token is None:
             return self.error("no task board in this run")
         items = args["todos"]

@@ -117,7 +117,7 @@ class WebFetchTool:
 
     def _follow(self, old: str, new: str, ctx: ToolContext) -> str:
         _check_url(new)
-        gate = ctx.services.get("gate")
+        gate = ctx.gate
         if gate is not None:
             decision = gate.check(self, {"url": new})
             if decision.behavior != "allow":
