@@ -431,6 +431,7 @@ def report(res: dict[str, Any]) -> str:
         f"faults injected: {f['mate_kills']} teammate kill -9, {f['lead_kills']} lead kill -9 "
         f"(teammates stopped on their own in {f['mates_exit_after_lead_s']} s), "
         f"{len(f['stops'])} SIGSTOP past the lease ({stops}), {f['restarts']} daemon restart"
+        + (f", {f['db_restarts']} PostgreSQL restart" if f.get("db_restarts") else "")
         + (f"; NOT injected (work ran out): {res['faults_skipped']}" if res["faults_skipped"]
            else ""),
         f"recovery: {r['task_requeued']} requeued at once on a teammate's death, "

@@ -4,6 +4,7 @@ every request, checked with the SDK's own HTTP client and the official conforman
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import subprocess
 import sys
@@ -127,3 +128,33 @@ def test_the_official_conformance_scenarios_pass(repo: Path) -> None:
                                       f"{p.stdout[-3000:]}\n{p.stderr[-2000:]}"
     finally:
         stop(proc)
+
+
+def test_claude_code_connects_to_it_as_an_http_client(
+        server: tuple[str, str, subprocess.Popen[str]], tmp_path: Path) -> None:
+    claude = ROOT / ".venv" / "npm" / "node_modules" / ".bin" / "claude"
+    if not claude.exists():
+        pytest.skip("Claude Code is not installed (scripts/test-deps)")
+    url, token, _ = server
+    env = {**os.environ, "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+           "ANTHROPIC_API_KEY": "sk-ant-test-dummy"}
+    work = tmp_path / "project"
+    work.mkdir()
+
+    def claude_cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(claude), *args], cwd=work, env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    p = claude_cli("mcp", "add", "--transport", "http", "board", url, "--header",
+                   f"Authorization: Bearer {token}")
+    assert p.returncode == 0, p.stderr
+    p = claude_cli("mcp", "list")
+    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("board")), "")
+    assert "Connected" in line, p.stdout + p.stderr
+    # and without the token it is refused
+    claude_cli("mcp", "remove", "board")
+    claude_cli("mcp", "add", "--transport", "http", "board", url)
+    p = claude_cli("mcp", "list")
+    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("board")), "")
+    assert line and "Connected" not in line, p.stdout

@@ -5,6 +5,7 @@ wake-ups by LISTEN/NOTIFY, and a database restart under running claimers."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -253,3 +254,22 @@ def test_mailboxes_logs_status_and_requests_as_rows(tmp_path: Path, pg_board_url
         with pytest.raises(NotFound):
             m2.requests.answer("p1", approved=True)  # at most once
         assert m1.requests.pending() == []
+
+
+def test_files_dropped_into_a_clones_inbox_land_on_the_shared_board(
+        board: PgBoard, tmp_path: Path) -> None:
+    inbox = tmp_path / "m1" / ".tasks" / "inbox"
+    inbox.mkdir(parents=True, exist_ok=True)
+    (inbox / "fix.md").write_text("---\npriority: 2\n---\n# Fix the login\n\nIt 500s.\n")
+    (inbox / "bad.json").write_text("{not json")
+    old = time.time() - 60  # settled files (intake waits for files still being written)
+    for f in inbox.iterdir():
+        os.utime(f, (old, old))
+    [task] = board.intake()
+    assert (task.subject, task.priority, task.description.strip()) == ("Fix the login", 2,
+                                                                       "It 500s.")
+    assert board.get(task.id).source == "inbox/fix.md"
+    assert [p.name for p in inbox.iterdir() if not p.name.startswith(".")] == []
+    rejected = tmp_path / "m1" / ".tasks" / "rejected"
+    assert (rejected / "bad.json").exists() and (rejected / "bad.json.error.txt").exists()
+    assert sorted(e.event for e in board.events.read()) == ["task_created", "task_rejected"]

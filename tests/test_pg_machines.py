@@ -79,8 +79,11 @@ def test_thirty_tasks_on_three_machines_each_reviewed_once_with_work_on_the_remo
                  if not (c / ".worktrees" / tasks[0]["id"]).exists())
     review = json.loads(orch(other, "review", "--json").stdout)
     assert len(review) == 30
+    wip = f"refs/orchestrator/wip/{tasks[0]['id']}"
+    assert git(bare, "for-each-ref", wip)  # the final snapshot of each task is there
     p = orch(other, "merge", tasks[0]["id"])
     assert p.returncode == 0, p.stderr
+    assert not git(bare, "for-each-ref", wip)  # and dropped once it is merged
     assert git(bare, "show", f"main:{tasks[0]['id']}.txt").startswith("done by machine")
     # a machine whose main is now behind the remote refuses to merge, saying why
     behind = next(c for c in clones if c != other)

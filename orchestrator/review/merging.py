@@ -120,6 +120,8 @@ def merge_task(layout: Layout, config: Config, task_id: str, strategy: str = "me
             except Conflict:
                 _unland(repo, target, commit, target_tip, main)
                 raise
+        if remote is not None:
+            remote.drop_wip(task.id)  # merged: its snapshot is of no more use
         task = b.set_status(task.id, Status.MERGED, actor=actor)
         b.events.emit("merged", task.id, actor=actor, strategy=strategy, into=target,
                       commit=commit, branch=ch.branch)

@@ -144,8 +144,17 @@ class PgBoard:
         return self.db.run(select)
 
     def problems(self) -> dict[str, str]:
-        tasks = {t.id: t for t in self.list()}
-        return graph.find_problems(tasks)
+        """Only unfinished tasks that wait for others, and what they wait for, are read:
+        the rest can have no problem (see `graph.find_problems`), and a board of a million
+        tasks is mostly finished ones."""
+        def select(cur: Cursor) -> dict[str, Task]:
+            cur.execute(f"WITH w AS (SELECT id, blocked_by FROM tasks WHERE cardinality("
+                        "blocked_by) > 0 AND status NOT IN ('merged', 'discarded', "
+                        f"'cancelled')) {SELECT} WHERE id IN (SELECT id FROM w UNION "
+                        "SELECT unnest(blocked_by) FROM w)")
+            return {t.id: t for t in map(_task, cur.fetchall())}
+
+        return graph.find_problems(self.db.run(select))
 
     # --- writing (people and the lead) ---------------------------------------------
     def add(self, subject: str, *, description: str = "", blocked_by: Collection[str] = (),

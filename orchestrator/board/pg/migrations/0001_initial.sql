@@ -23,6 +23,9 @@ CREATE TABLE tasks (
 CREATE INDEX tasks_pending ON tasks (priority DESC, id) WHERE status = 'pending';
 CREATE INDEX tasks_status ON tasks (status, id);
 CREATE INDEX tasks_leases ON tasks (lease_expires) WHERE status = 'in_progress';
+-- what `problems` looks at: unfinished tasks that wait for others
+CREATE INDEX tasks_blocked ON tasks (id)
+    WHERE cardinality(blocked_by) > 0 AND status NOT IN ('merged', 'discarded', 'cancelled');
 
 CREATE SEQUENCE task_ids AS bigint;
 
