@@ -67,17 +67,14 @@ def add(
     json_: JsonOpt = False,
 ) -> None:
     """Add a task to the board."""
-    if agent is not None:
-        from orchestrator.agent.profiles import check_task_profile
+    from orchestrator.board.adding import add_task
 
-        r = open_repo(repo)
-        check_task_profile(r.layout.root, r.config, agent)
-    with _board(repo) as board:
-        extra = {k: v for k, v in (("backend", backend), ("agent", agent)) if v is not None}
-        if plan_first:
-            extra["plan_first"] = True
-        task = board.add(subject, description=description, blocked_by=blocked_by or [],
-                         priority=priority, actor="cli", **extra)
+    r = open_repo(repo)
+    with open_board(r.layout, r.config.board, actor="cli") as board:
+        board.intake()
+        task = add_task(r.layout, r.config, board, subject, description=description,
+                        blocked_by=blocked_by or [], priority=priority, backend=backend,
+                        agent=agent, plan_first=plan_first, actor="cli")
     if json_:
         print_json(task)
     else:

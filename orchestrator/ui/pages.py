@@ -1,0 +1,161 @@
+"""The data behind each page, read through the same library calls as the CLI.
+
+Plain functions (no web types) so they run in a worker thread and tests can call
+them: the board's columns, a task with its history and transcript, its review
+(row, diff), what needs a person, the team.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.agent import permission_flow
+from orchestrator.board.model import Status, Task, normalize_task_id
+from orchestrator.config import Config
+from orchestrator.errors import Conflict, GitError, InvalidInput, NotFound
+from orchestrator.events import event_status
+from orchestrator.layout import Layout
+from orchestrator.protocols import Board
+from orchestrator.review import diff_text, review_rows
+from orchestrator.tasklog import TaskLog
+from orchestrator.team.status import board_counts, team_status
+from orchestrator.ui import cards, diffview, transcript
+
+
+@dataclass
+class Context:
+    """What every page reads from: one board kept open for the life of the server."""
+
+    layout: Layout
+    config: Config
+    board: Board
+    lock: threading.RLock
+
+    def task(self, ident: str) -> Task:
+        """The task named in a URL; `NotFound` for a malformed or unknown id."""
+        try:
+            task_id = normalize_task_id(ident)
+        except InvalidInput:
+            raise NotFound(f"not a task id: {ident[:40]!r} (expected task_NNN)") from None
+        with self.lock:
+            return self.board.get(task_id)
+
+
+def board_view(ctx: Context, filters: cards.Filters, page: int = cards.PAGE) -> dict[str, Any]:
+    """The columns (first ``page`` cards of each), with counts, owners and labels."""
+    with ctx.lock:
+        tasks = ctx.board.list()
+        problems = ctx.board.problems()
+    grouped = cards.by_column(tasks, filters)
+    columns = []
+    for name, title in filters.columns():
+        items = grouped[name]
+        columns.append({"name": name, "title": title, "total": len(items),
+                        "cards": [cards.card(t, problems) for t in items[:page]]})
+    return {"columns": columns, "owners": cards.owners(tasks),
+            "labels": cards.all_labels(tasks), "filters": filters.as_dict(),
+            "needs": needs_count(ctx, tasks), "total": len(tasks)}
+
+
+def column_page(ctx: Context, name: str, filters: cards.Filters, offset: int,
+                limit: int) -> list[dict[str, Any]]:
+    if name not in cards.COLUMN_NAMES:
+        raise NotFound(f"no column {name[:40]!r}")
+    with ctx.lock:
+        tasks = ctx.board.list()
+        problems = ctx.board.problems()
+    items = cards.by_column(tasks, filters)[name]
+    return [cards.card(t, problems) for t in items[offset:offset + limit]]
+
+
+def card_updates(ctx: Context, task_ids: list[str]) -> dict[str, Any]:
+    """The cards of ``task_ids`` as they are now, the column counts, the needs-you count."""
+    with ctx.lock:
+        tasks = ctx.board.list()
+        problems = ctx.board.problems()
+        found = []
+        for tid in dict.fromkeys(task_ids):
+            try:
+                found.append(cards.card(ctx.board.get(tid), problems))
+            except (NotFound, InvalidInput):
+                continue
+    return {"cards": found, "counts": cards.counts(tasks), "needs": needs_count(ctx, tasks)}
+
+
+def needs_count(ctx: Context, tasks: list[Task]) -> int:
+    """Pending requests plus tasks that wait for a person (the page title's count)."""
+    waiting = {t.id for t in tasks if cards.needs_person(t)}
+    pending = permission_flow.pending(ctx.layout)
+    asked = {str(r["task"]) for r in pending if r.get("task")}
+    return len(waiting | asked) + sum(1 for r in pending if not r.get("task"))
+
+
+def task_view(ctx: Context, ident: str) -> dict[str, Any]:
+    task = ctx.task(ident)
+    history = []
+    for e in ctx.board.events.read(task.id):
+        st = event_status(e)
+        history.append({"ts": str(e.get("ts", ""))[:19].replace("T", " "),
+                        "event": str(e.get("event")), "actor": str(e.get("actor") or ""),
+                        "status": st or "", "detail": _detail(e)})
+    log = TaskLog(ctx.layout, task.id)
+    entries = [transcript.entry(r) for r in log.read()]
+    offset = log.path.stat().st_size if log.path.exists() else 0
+    requests = [r for r in permission_flow.pending(ctx.layout) if r.get("task") == task.id]
+    with ctx.lock:
+        problems = ctx.board.problems()
+    return {"task": task, "card": cards.card(task, problems), "history": history,
+            "transcript": entries, "log_offset": offset, "requests": requests,
+            "labels": cards.card(task, problems)["labels"]}
+
+
+def _detail(e: dict[str, Any]) -> str:
+    skip = {"ts", "event", "task", "actor", "seq"}
+    parts = [f"{k}={v}" for k, v in e.items() if k not in skip and v not in (None, "", [], {})]
+    return " ".join(parts)[:300]
+
+
+def review_view(ctx: Context, ident: str) -> dict[str, Any]:
+    task = ctx.task(ident)
+    with ctx.lock:
+        rows = review_rows(ctx.layout, ctx.config, board=ctx.board)
+    row = next((r for r in rows if r["id"] == task.id), None)
+    error = None
+    diff = diffview.Diff(files=[])
+    try:
+        diff = diffview.parse(diff_text(ctx.layout, ctx.config, task.id, board=ctx.board))
+    except (Conflict, GitError) as exc:
+        error = str(exc)
+    return {"task": task, "row": row, "diff": diff, "error": error or (row or {}).get("error")}
+
+
+def needs_view(ctx: Context) -> dict[str, Any]:
+    """Everything across the board that waits for a person."""
+    requests = []
+    for r in permission_flow.pending(ctx.layout):
+        plan = r.get("kind") == permission_flow.PLAN_REQUEST
+        requests.append({"id": str(r.get("request_id")), "task": r.get("task"),
+                         "from": r.get("from"), "kind": "plan" if plan else "permission",
+                         "what": str(r.get("plan") or r.get("body") or "") if plan
+                         else f"{r.get('tool')}({r.get('subject') or ''})",
+                         "ts": str(r.get("ts", ""))[:19].replace("T", " ")})
+    with ctx.lock:
+        tasks = ctx.board.list()
+        rows = review_rows(ctx.layout, ctx.config, board=ctx.board)
+    failed = [t for t in tasks if t.status is Status.FAILED]
+    checks = [t for t in tasks if t.status in (Status.PENDING, Status.REVIEW)
+              and t.checks and not t.checks.get("passed")]
+    conflicts = [{"id": r["id"], "subject": r["subject"], "into": r["merge"]["into"],
+                  "files": r["merge"]["conflicts"]}
+                 for r in rows if r.get("merge") and r["merge"].get("conflicts")]
+    count = needs_count(ctx, tasks)
+    return {"requests": requests, "failed": failed, "checks": checks,
+            "conflicts": conflicts, "count": count}
+
+
+def team_view(ctx: Context) -> dict[str, Any]:
+    with ctx.lock:
+        counts = board_counts(ctx.board.list())
+    return team_status(ctx.layout, counts)
