@@ -61,6 +61,11 @@ class Ui:
                                   allow_control=allow_control, token=guard.token)
         self.diff_css = diffview.css()
         self.hub = live.Hub(layout.events, self._render_events)
+        # Read the whole board and compile the templates now, not on the first page load.
+        view = pages.board_view(self.ctx, cards.Filters())
+        self.render("board.html", **view, page=cards.PAGE, needs_count=view["needs"])
+        for name in self.jinja.list_templates():
+            self.jinja.get_template(name)
 
     def _finalize(self, value: Any) -> Any:
         """Every value a template prints passes here: secrets never reach the page."""
@@ -76,9 +81,7 @@ class Ui:
     def page(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         """A full page; the needs-you count for its title is counted here unless given."""
         if "needs_count" not in context:
-            with self.ctx.lock:
-                tasks = self.ctx.board.list()
-            context["needs_count"] = pages.needs_count(self.ctx, tasks)
+            context["needs_count"] = pages.needs_count(self.ctx)
         return HTMLResponse(self.render(name, **context), status_code=status)
 
     async def _render_events(self, batch: list[dict[str, Any]]) -> list[live.Message]:

@@ -26,7 +26,7 @@ COLUMN_NAMES = tuple(c for c, _ in COLUMNS)
 _WATCH_TO_COLUMN = {"pending": "pending", "in progress": "in_progress",
                     "waiting for input": "waiting", "review": "review", "merged": "merged",
                     "failed": "failed"}
-PAGE = 50
+PAGE = 30
 """Cards per column in the first page; more are fetched by the column's "more" button."""
 
 
@@ -80,6 +80,10 @@ class Filters:
         return cls(statuses=statuses, owner=query.get("owner", "").strip()[:100],
                    label=query.get("label", "").strip()[:40],
                    text=query.get("q", "").strip()[:200])
+
+    def unfiltered(self) -> bool:
+        """No filter that drops cards (choosing columns only hides whole columns)."""
+        return not (self.owner or self.label or self.text)
 
     def columns(self) -> list[tuple[str, str]]:
         return [c for c in COLUMNS if not self.statuses or c[0] in self.statuses]

@@ -8,10 +8,13 @@ them: the board's columns, a task with its history and transcript, its review
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from bisect import insort
+from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.agent import permission_flow
+from orchestrator.board.adding import labels_of
+from orchestrator.board.index import task_number
 from orchestrator.board.model import Status, Task, normalize_task_id
 from orchestrator.config import Config
 from orchestrator.errors import Conflict, GitError, InvalidInput, NotFound
@@ -23,6 +26,64 @@ from orchestrator.tasklog import TaskLog
 from orchestrator.team.status import board_counts, team_status
 from orchestrator.ui import cards, diffview, transcript
 
+INCREMENTAL_MAX = 200
+"""Up to this many changed tasks, a snapshot is updated in place instead of rebuilt."""
+
+
+@dataclass
+class Snapshot:
+    """What the board pages derive from the whole board, kept up to date per change."""
+
+    tasks: list[Task]
+    by_id: dict[str, Task]
+    columns: dict[str, list[Task]]
+    owners: set[str]
+    labels: set[str]
+    waiting: set[str]
+    """Tasks that wait for a person (`cards.needs_person`)."""
+    problems: dict[str, str] = field(default_factory=dict)
+    problems_fresh: bool = False
+
+    @classmethod
+    def build(cls, tasks: list[Task]) -> Snapshot:
+        return cls(tasks=tasks, by_id={t.id: t for t in tasks},
+                   columns=cards.by_column(tasks, cards.Filters()),
+                   owners=set(cards.owners(tasks)), labels=set(cards.all_labels(tasks)),
+                   waiting={t.id for t in tasks if cards.needs_person(t)})
+
+    def updated(self, tasks: list[Task]) -> Snapshot | None:
+        """This snapshot moved to ``tasks`` by its few changed tasks; None when a rebuild
+        is cheaper (many changed, some removed)."""
+        if len(tasks) < len(self.tasks):
+            return None
+        changed = [t for t in tasks if self.by_id.get(t.id) is not t]
+        if len(changed) > INCREMENTAL_MAX:
+            return None
+        columns = {name: list(ts) for name, ts in self.columns.items()}
+        by_id, waiting = dict(self.by_id), set(self.waiting)
+        owners, labels = set(self.owners), set(self.labels)
+        for new in changed:
+            old = by_id.get(new.id)
+            if old is not None:
+                col = columns[cards.column(old)]
+                at = next((i for i, t in enumerate(col) if t is old), None)
+                if at is not None:
+                    del col[at]
+            insort(columns[cards.column(new)], new, key=lambda t: task_number(t.id))
+            by_id[new.id] = new
+            waiting.discard(new.id)
+            if cards.needs_person(new):
+                waiting.add(new.id)
+            if new.owner:
+                owners.add(new.owner)
+            labels.update(labels_of(new))
+        return Snapshot(tasks=tasks, by_id=by_id, columns=columns, owners=owners,
+                        labels=labels, waiting=waiting, problems=self.problems)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {name: len(ts) for name, ts in self.columns.items()}
+
 
 @dataclass
 class Context:
@@ -32,6 +93,7 @@ class Context:
     config: Config
     board: Board
     lock: threading.RLock
+    _snapshot: tuple[tuple[int, ...], Snapshot] | None = None
 
     def task(self, ident: str) -> Task:
         """The task named in a URL; `NotFound` for a malformed or unknown id."""
@@ -42,54 +104,61 @@ class Context:
         with self.lock:
             return self.board.get(task_id)
 
+    def snapshot(self, *, problems: bool = True) -> Snapshot:
+        """The board now. `Board.list` hands out the same task objects until a task
+        changes, so their identities tell what changed. The live feed asks without
+        ``problems`` (a whole-board graph walk), the pages with."""
+        with self.lock:
+            tasks = self.board.list()
+            key = tuple(map(id, tasks))
+            if self._snapshot is not None and self._snapshot[0] == key:
+                snap = self._snapshot[1]
+            else:
+                old = self._snapshot[1] if self._snapshot else None
+                snap = (old.updated(tasks) if old else None) or Snapshot.build(tasks)
+                self._snapshot = (key, snap)
+            if problems and not snap.problems_fresh:
+                snap.problems, snap.problems_fresh = self.board.problems(), True
+            return snap
+
 
 def board_view(ctx: Context, filters: cards.Filters, page: int = cards.PAGE) -> dict[str, Any]:
     """The columns (first ``page`` cards of each), with counts, owners and labels."""
-    with ctx.lock:
-        tasks = ctx.board.list()
-        problems = ctx.board.problems()
-    grouped = cards.by_column(tasks, filters)
+    snap = ctx.snapshot()
+    grouped = snap.columns if filters.unfiltered() else cards.by_column(snap.tasks, filters)
     columns = []
     for name, title in filters.columns():
         items = grouped[name]
         columns.append({"name": name, "title": title, "total": len(items),
-                        "cards": [cards.card(t, problems) for t in items[:page]]})
-    return {"columns": columns, "owners": cards.owners(tasks),
-            "labels": cards.all_labels(tasks), "filters": filters.as_dict(),
-            "needs": needs_count(ctx, tasks), "total": len(tasks)}
+                        "cards": [cards.card(t, snap.problems) for t in items[:page]]})
+    return {"columns": columns, "owners": sorted(snap.owners), "labels": sorted(snap.labels),
+            "filters": filters.as_dict(), "needs": needs_count(ctx, snap),
+            "total": len(snap.tasks)}
 
 
 def column_page(ctx: Context, name: str, filters: cards.Filters, offset: int,
                 limit: int) -> list[dict[str, Any]]:
     if name not in cards.COLUMN_NAMES:
         raise NotFound(f"no column {name[:40]!r}")
-    with ctx.lock:
-        tasks = ctx.board.list()
-        problems = ctx.board.problems()
-    items = cards.by_column(tasks, filters)[name]
-    return [cards.card(t, problems) for t in items[offset:offset + limit]]
+    snap = ctx.snapshot()
+    grouped = snap.columns if filters.unfiltered() else cards.by_column(snap.tasks, filters)
+    return [cards.card(t, snap.problems) for t in grouped[name][offset:offset + limit]]
 
 
 def card_updates(ctx: Context, task_ids: list[str]) -> dict[str, Any]:
     """The cards of ``task_ids`` as they are now, the column counts, the needs-you count."""
-    with ctx.lock:
-        tasks = ctx.board.list()
-        problems = ctx.board.problems()
-        found = []
-        for tid in dict.fromkeys(task_ids):
-            try:
-                found.append(cards.card(ctx.board.get(tid), problems))
-            except (NotFound, InvalidInput):
-                continue
-    return {"cards": found, "counts": cards.counts(tasks), "needs": needs_count(ctx, tasks)}
+    snap = ctx.snapshot(problems=False)
+    found = [cards.card(snap.by_id[tid], snap.problems)
+             for tid in dict.fromkeys(task_ids) if tid in snap.by_id]
+    return {"cards": found, "counts": snap.counts, "needs": needs_count(ctx, snap)}
 
 
-def needs_count(ctx: Context, tasks: list[Task]) -> int:
+def needs_count(ctx: Context, snap: Snapshot | None = None) -> int:
     """Pending requests plus tasks that wait for a person (the page title's count)."""
-    waiting = {t.id for t in tasks if cards.needs_person(t)}
+    snap = snap or ctx.snapshot(problems=False)
     pending = permission_flow.pending(ctx.layout)
     asked = {str(r["task"]) for r in pending if r.get("task")}
-    return len(waiting | asked) + sum(1 for r in pending if not r.get("task"))
+    return len(snap.waiting | asked) + sum(1 for r in pending if not r.get("task"))
 
 
 def task_view(ctx: Context, ident: str) -> dict[str, Any]:
@@ -150,12 +219,10 @@ def needs_view(ctx: Context) -> dict[str, Any]:
     conflicts = [{"id": r["id"], "subject": r["subject"], "into": r["merge"]["into"],
                   "files": r["merge"]["conflicts"]}
                  for r in rows if r.get("merge") and r["merge"].get("conflicts")]
-    count = needs_count(ctx, tasks)
+    count = needs_count(ctx)
     return {"requests": requests, "failed": failed, "checks": checks,
             "conflicts": conflicts, "count": count}
 
 
 def team_view(ctx: Context) -> dict[str, Any]:
-    with ctx.lock:
-        counts = board_counts(ctx.board.list())
-    return team_status(ctx.layout, counts)
+    return team_status(ctx.layout, board_counts(ctx.snapshot().tasks))
