@@ -43,13 +43,17 @@ def _clean_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
 
 
 @pytest.fixture(autouse=True)
-def _no_leaks() -> Iterator[None]:
+def _no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
+    # A module may name thread-name prefixes that live as long as one of its module-scoped
+    # fixtures (the browser driver's executor threads), in LEAK_OK_THREADS.
+    allowed = tuple(getattr(request.module, "LEAK_OK_THREADS", ()))
     threads_before = set(threading.enumerate())
     kids_before = set(child_pids())
     yield
     deadline = time.monotonic() + LEAK_GRACE_SECONDS
     while True:
-        threads = [t for t in threading.enumerate() if t not in threads_before and t.is_alive()]
+        threads = [t for t in threading.enumerate() if t not in threads_before and t.is_alive()
+                   and not (allowed and t.name.startswith(allowed))]
         kids = [p for p in child_pids() if p not in kids_before]
         if not threads and not kids:
             return

@@ -33,8 +33,11 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM) or not shutil.which
 
 # The command agent: a short pause (so "in progress" is seen), then a file named after the
 # task, and the prompt it got (a retry's feedback shows there).
-AGENT = 'sleep 1.5; echo "$ORCH_TASK_SUBJECT" > "$ORCH_TASK_ID.txt"; ' \
+AGENT = 'sleep 2.5; echo "$ORCH_TASK_SUBJECT" > "$ORCH_TASK_ID.txt"; ' \
         'printf "%s" "$ORCH_PROMPT" > prompt.txt'
+LEAK_OK_THREADS = ("asyncio_",)
+"""The browser driver's event loop starts executor threads (to write screenshots) that
+live as long as the module's browser; conftest's leak check lets them be."""
 PLAN_SCRIPT = [[{"tool": "submit_plan", "args": {"plan": "1. write plan.txt"}}],
                [{"tool": "write", "args": {"file_path": "plan.txt", "content": "planned\n"}}],
                "done"]
@@ -71,10 +74,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         stack.callback(browser.close)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.set_default_timeout(30_000)
-        # Writing a file starts the browser driver's executor thread now, so that it is not
-        # counted as leaked by the first test (it lives as long as the module's browser).
-        page.screenshot(path=str(shots / "blank.png"))
+        page.set_default_timeout(45_000)
         yield Env(repo, ui, page, shots)
 
 
