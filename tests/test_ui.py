@@ -173,3 +173,32 @@ def test_columns_follow_the_lifecycle(repo: Path) -> None:
     assert by_column(tasks, Filters(text="ALPHA"))["closed"][0].id == a.id
     assert by_column(tasks, Filters(owner="nobody"))["pending"] == []
     assert b.id == tasks[1].id
+
+
+def test_team_control_needs_allow_control(served: tuple[Ui, Path]) -> None:
+    ui, _ = served
+    status, res = ui.post("/api/team/start", {}, token=ui.token())
+    assert status == 409 and "--allow-control" in res["error"]
+    assert "orchestrator ui --allow-control" in ui.request("GET", "/team")[2]
+
+
+def test_start_and_stop_the_team_from_the_page(repo: Path) -> None:
+    from orchestrator.team import status as team_status
+    from tests.test_team_support import team_cleanup
+
+    init_repo(repo)
+    (repo / "orchestrator.toml").write_text('[team]\nbackend = "command"\ncommand = "true"\n')
+    with team_cleanup(repo), running_ui(repo, "--allow-control", env=team_env()) as ui:
+        wait_http_ready(ui)
+        token = ui.token()
+        assert ui.post("/api/team/start", {"teammates": 0}, token=token)[0] == 400
+        status, res = ui.post("/api/team/start", {"teammates": 1}, token=token)
+        assert status == 200, res
+        info = team_status.running_daemon(Layout.at(repo))
+        assert info is not None and info["pid"] == res["started"]
+        assert "running</b>, pid" in ui.request("GET", "/team")[2]
+        status, res = ui.post("/api/team/start", {}, token=token)
+        assert status == 409 and "already running" in res["error"]
+        status, res = ui.post("/api/team/stop", {}, token=token)
+        assert status == 200 and res["stopped"] == info["pid"]
+        assert team_status.running_daemon(Layout.at(repo)) is None

@@ -42,7 +42,7 @@ class Ui:
     def request(self, method: str, path: str, body: Any = None,
                 headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
         host, port = self.netloc.rsplit(":", 1)
-        conn = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=30)
+        conn = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=90)
         data = None if body is None else json.dumps(body).encode()
         try:
             conn.request(method, path, body=data, headers=headers or {})

@@ -11,10 +11,11 @@ import typer
 from orchestrator.board.model import normalize_task_id
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
 from orchestrator.config import Config
-from orchestrator.errors import ConfigError, InvalidInput, NotFound
+from orchestrator.errors import InvalidInput, NotFound
 from orchestrator.events import EventLog
 from orchestrator.tasklog import read_jsonl
 from orchestrator.team import daemon, status
+from orchestrator.team.daemon import check_team
 from orchestrator.team.mailbox import Mailbox, check_name
 
 
@@ -50,18 +51,6 @@ def up(
         return
     code = daemon.up(r.layout, config, teammates=teammates, overrides=overrides, burst=burst)
     raise typer.Exit(code)
-
-
-def check_team(config: Config) -> None:
-    """Refuse a team that could only fail: an unknown backend, a command backend without one."""
-    from orchestrator.backends import BACKENDS
-
-    if config.team.backend not in BACKENDS:
-        raise ConfigError(f"unknown backend {config.team.backend!r} "
-                          f"(choose from: {', '.join(sorted(BACKENDS))})")
-    if config.team.backend == "command" and not config.team.command:
-        raise ConfigError("the command backend needs a command: --command 'CMD' "
-                          "or team.command in orchestrator.toml")
 
 
 @app.command()

@@ -61,6 +61,8 @@ class Ui:
                                   allow_control=allow_control, token=guard.token)
         self.diff_css = diffview.css()
         self.hub = live.Hub(layout.events, self._render_events)
+        self.sent: dict[str, str] = {}
+        """The card last sent for each task (a second look sends only a changed one)."""
         # Read the whole board and compile the templates now, not on the first page load.
         view = pages.board_view(self.ctx, cards.Filters())
         self.render("board.html", **view, page=cards.PAGE, needs_count=view["needs"])
@@ -85,16 +87,23 @@ class Ui:
         return HTMLResponse(self.render(name, **context), status_code=status)
 
     async def _render_events(self, batch: list[dict[str, Any]]) -> list[live.Message]:
+        """The messages for a batch of events: each named task's card (a second look only
+        when the card changed since it was sent), the counts, a team refresh."""
         ids = [str(e["task"]) for e in batch if isinstance(e.get("task"), str)]
+        second = {str(e["task"]) for e in batch if e.get("event") == live.RECHECK}
         team = any(str(e.get("event", "")).startswith(("teammate_", "daemon_")) for e in batch)
         upd = await run_in_threadpool(pages.card_updates, self.ctx, ids)
         out: list[live.Message] = []
         for c in upd["cards"]:
+            html = self.render("_card.html", c=c)
+            if c["id"] in second and self.sent.get(c["id"]) == html:
+                continue
+            self.sent[c["id"]] = html
             out.append({"type": "card", "id": c["id"], "column": c["column"],
                         "owner": c["owner"], "labels": c["labels"],
-                        "text": f"{c['id']} {c['subject']}".lower(),
-                        "html": self.render("_card.html", c=c)})
-        out.append({"type": "counts", "counts": upd["counts"], "needs": upd["needs"]})
+                        "text": f"{c['id']} {c['subject']}".lower(), "html": html})
+        if out or len(second) < len(set(ids)):
+            out.append({"type": "counts", "counts": upd["counts"], "needs": upd["needs"]})
         if team:
             out.append({"type": "team"})
         return [json.loads(redact(json.dumps(m), self.secrets)) for m in out]
@@ -402,6 +411,7 @@ def _control(ui: Ui) -> Endpoint:
             n = body.get("teammates")
             if n is not None and (not isinstance(n, int) or not 1 <= n <= 64):
                 raise InvalidInput("teammates must be a number between 1 and 64")
+            daemon.check_team(Config.load(ui.ctx.layout.root))  # as `up` does, from the file
             pid = daemon.up_detached(ui.ctx.layout, teammates=n)
             return {"started": pid}
         if action == "stop":

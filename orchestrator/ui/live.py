@@ -15,11 +15,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 POLL_SECONDS = 0.1
+RECHECK = "_recheck"
+RECHECK_SECONDS = 0.6
+"""A task named by an event is looked at once more this long after: some writers record
+the event before the task file (a permission request marks the task waiting after)."""
 QUEUE_SIZE = 1000
 """Events a slow page may fall behind by; past that it is told to reload."""
 
@@ -62,17 +66,6 @@ class Tail:
         return out
 
 
-async def follow(path: Path, *, from_end: bool, poll: float = POLL_SECONDS
-                 ) -> AsyncIterator[list[dict[str, Any]]]:
-    """Batches of new records of ``path``, forever (until the consumer stops)."""
-    tail = Tail(path, from_end=from_end)
-    while True:
-        batch = tail.read()
-        if batch:
-            yield batch
-        await asyncio.sleep(poll)
-
-
 Message = dict[str, Any]
 
 
@@ -105,22 +98,36 @@ class Hub:
         self.subscribers.discard(q)
 
     async def _run(self) -> None:
-        async for batch in follow(self.events, from_end=True):
-            if not self.subscribers:
-                continue
-            try:
-                messages = await self.render(batch)
-            except Exception as exc:  # one bad event never stops the feed
-                messages = [{"type": "error", "message": f"{type(exc).__name__}: {exc}"}]
-            for q in list(self.subscribers):
-                for m in messages:
-                    try:
-                        q.put_nowait(m)
-                    except asyncio.QueueFull:  # a page that fell behind starts over
-                        while not q.empty():
-                            q.get_nowait()
-                        q.put_nowait({"type": "reload"})
-                        break
+        loop = asyncio.get_running_loop()
+        tail = Tail(self.events, from_end=True)
+        again: dict[str, float] = {}
+        while True:
+            batch = tail.read()
+            now = loop.time()
+            due = [tid for tid, at in again.items() if at <= now]
+            for tid in due:
+                del again[tid]
+            for e in batch:
+                if isinstance(e.get("task"), str):
+                    again[e["task"]] = now + RECHECK_SECONDS
+            if (batch or due) and self.subscribers:
+                await self._broadcast(batch + [{"event": RECHECK, "task": t} for t in due])
+            await asyncio.sleep(POLL_SECONDS)
+
+    async def _broadcast(self, batch: list[dict[str, Any]]) -> None:
+        try:
+            messages = await self.render(batch)
+        except Exception as exc:  # one bad event never stops the feed
+            messages = [{"type": "error", "message": f"{type(exc).__name__}: {exc}"}]
+        for q in list(self.subscribers):
+            for m in messages:
+                try:
+                    q.put_nowait(m)
+                except asyncio.QueueFull:  # a page that fell behind starts over
+                    while not q.empty():
+                        q.get_nowait()
+                    q.put_nowait({"type": "reload"})
+                    break
 
 
 def sse(message: Message) -> str:
