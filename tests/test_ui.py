@@ -202,3 +202,35 @@ def test_start_and_stop_the_team_from_the_page(repo: Path) -> None:
         status, res = ui.post("/api/team/stop", {}, token=token)
         assert status == 200 and res["stopped"] == info["pid"]
         assert team_status.running_daemon(Layout.at(repo)) is None
+
+
+def test_long_columns_come_in_pages_and_a_change_refiles_one_card(repo: Path) -> None:
+    import threading
+
+    from orchestrator.config import Config
+    from orchestrator.ui import cards, pages
+
+    layout = init_repo(repo)
+    with open_board(layout) as board:
+        added = [board.add(f"task {i}", metadata={"labels": ["odd" if i % 2 else "even"]})
+                 for i in range(cards.PAGE + 12)]
+        ctx = pages.Context(layout, Config.load(repo), board, threading.RLock())
+        view = pages.board_view(ctx, cards.Filters())
+        pending = next(c for c in view["columns"] if c["name"] == "pending")
+        assert pending["total"] == len(added) and len(pending["cards"]) == cards.PAGE
+        rest = pages.column_page(ctx, "pending", cards.Filters(), cards.PAGE, 100)
+        assert [c["id"] for c in rest] == [t.id for t in added[cards.PAGE:]]
+        assert view["labels"] == ["even", "odd"]
+        odd = pages.column_page(ctx, "pending", cards.Filters(label="odd"), 0, 100)
+        assert [c["id"] for c in odd] == [t.id for t in added[1::2]]
+
+        before = ctx.snapshot()
+        board.cancel(added[3].id)
+        upd = pages.card_updates(ctx, [added[3].id])
+        after = ctx.snapshot()
+        assert after is not before and after.tasks is not before.tasks
+        assert upd["cards"][0]["column"] == "closed"
+        assert upd["counts"]["pending"] == len(added) - 1 and upd["counts"]["closed"] == 1
+        assert [t.id for t in after.columns["pending"]] == \
+            [t.id for t in added if t.id != added[3].id]
+        assert after.columns == pages.Snapshot.build(board.list()).columns
