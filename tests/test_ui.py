@@ -58,6 +58,9 @@ def test_a_change_needs_the_token_and_the_boards_own_origin(served: tuple[Ui, Pa
 
 def test_another_host_name_is_refused(served: tuple[Ui, Path]) -> None:
     ui, _ = served
+    status, headers, _ = ui.request("GET", "/")
+    assert status == 200 and headers["x-frame-options"] == "DENY"
+    assert "default-src 'self'" in headers["content-security-policy"]
     status, _, text = ui.request("GET", "/", headers={"Host": "evil.example:80"})
     assert status == 421 and "evil.example" in text
 

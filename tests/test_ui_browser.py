@@ -208,4 +208,11 @@ def test_drag_a_card_onto_cancelled(env: Env) -> None:
     page.drag_and_drop(card(e, "pending", task.id), "#col-closed")
     page.wait_for_selector(card(e, "closed", task.id))
     assert e.task(task.id).status is Status.CANCELLED
+    page.goto(f"{e.ui.base}/team")
+    assert "daemon: running" in page.inner_text("#daemon")
+    assert {"alice", "bob"} <= set(page.inner_text("table.team").split())
+    page.screenshot(path=str(e.shots / "team.png"), full_page=True)
+    page.goto(f"{e.ui.base}/task/task_404")
+    assert "no task task_404" in page.inner_text("#error-message")
+    page.screenshot(path=str(e.shots / "error.png"))
     page.close()

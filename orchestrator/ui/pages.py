@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from bisect import insort
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,8 @@ from orchestrator.tasklog import TaskLog
 from orchestrator.team.status import board_counts, team_status
 from orchestrator.ui import cards, diffview, transcript
 
+TRANSCRIPT_ENTRIES = 500
+"""The task page shows the transcript's last this many records (`orchestrator logs` has all)."""
 INCREMENTAL_MAX = 200
 """Up to this many changed tasks, a snapshot is updated in place instead of rebuilt."""
 
@@ -170,7 +173,8 @@ def task_view(ctx: Context, ident: str) -> dict[str, Any]:
                         "event": str(e.get("event")), "actor": str(e.get("actor") or ""),
                         "status": st or "", "detail": _detail(e)})
     log = TaskLog(ctx.layout, task.id)
-    entries = [transcript.entry(r) for r in log.read()]
+    records = deque(log.read(), maxlen=TRANSCRIPT_ENTRIES)
+    entries = [transcript.entry(r) for r in records]
     offset = log.path.stat().st_size if log.path.exists() else 0
     requests = [r for r in permission_flow.pending(ctx.layout) if r.get("task") == task.id]
     with ctx.lock:

@@ -33,6 +33,13 @@ COOKIE = "orch_ui_token"
 HEADER = "x-orch-token"
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+PAGE_HEADERS = [
+    (b"content-security-policy", b"default-src 'self'; frame-ancestors 'none'; "
+                                 b"base-uri 'none'; form-action 'self'"),
+    (b"x-frame-options", b"DENY"), (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer")]
+"""On every answer: only the board's own scripts and styles, never inside another site's
+frame (no clickjacking of the buttons), no token in a Referer."""
 
 
 def is_loopback(host: str) -> bool:
@@ -123,7 +130,12 @@ def middleware(app: ASGIApp, guard: Guard) -> ASGIApp:
                 await _refuse(send, 403, "refused: the session token is missing or wrong "
                                          "(reload the page)")
                 return
-        await app(scope, receive, send)
+        async def send_with_headers(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *PAGE_HEADERS]
+            await send(message)
+
+        await app(scope, receive, send_with_headers)
 
     return guarded
 
