@@ -237,3 +237,23 @@ def test_long_columns_come_in_pages_and_a_change_refiles_one_card(repo: Path) ->
         assert [t.id for t in after.columns["pending"]] == \
             [t.id for t in added if t.id != added[3].id]
         assert after.columns == pages.Snapshot.build(board.list()).columns
+
+
+def test_a_taken_port_or_a_bad_host_is_one_clear_line(
+        repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    from orchestrator.cli import main
+
+    init_repo(repo)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for args, wanted in ((["--port", str(port)], f"127.0.0.1:{port}: Address already in use"),
+                             (["--host", "192.0.2.1"], "cannot listen on 192.0.2.1:8765")):
+            with pytest.raises(SystemExit) as exit_:
+                main(["ui", *args, "-C", str(repo)])
+            err = capsys.readouterr().err
+            assert exit_.value.code == 1 and err.startswith("error: cannot listen on")
+            assert wanted in err and err.count("\n") == 1
