@@ -49,14 +49,21 @@ def _clean_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
 
 
 @pytest.fixture(autouse=True)
-def _no_leaks() -> Iterator[None]:
+def _no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
+    # A module may name threads (by name prefix) and processes (by command-line prefix)
+    # that live as long as one of its module-scoped fixtures: LEAK_OK_THREADS and
+    # LEAK_OK_PROCESSES (a browser's executor threads and renderer processes).
+    allowed = tuple(getattr(request.module, "LEAK_OK_THREADS", ()))
+    allowed_procs = tuple(getattr(request.module, "LEAK_OK_PROCESSES", ()))
     threads_before = set(threading.enumerate())
     kids_before = set(child_pids())
     yield
     deadline = time.monotonic() + LEAK_GRACE_SECONDS
     while True:
-        threads = [t for t in threading.enumerate() if t not in threads_before and t.is_alive()]
-        kids = [p for p in child_pids() if p not in kids_before]
+        threads = [t for t in threading.enumerate() if t not in threads_before and t.is_alive()
+                   and not (allowed and t.name.startswith(allowed))]
+        kids = [p for p in child_pids() if p not in kids_before
+                and not (allowed_procs and cmdline(p).startswith(allowed_procs))]
         if not threads and not kids:
             return
         if time.monotonic() > deadline:

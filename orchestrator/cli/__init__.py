@@ -19,7 +19,8 @@ import typer
 from orchestrator.errors import OrchestratorError
 
 #: Command modules, imported for their side effect of registering on `app`.
-COMMAND_MODULES = ("board", "worktrees", "team", "agent", "review", "mcp", "settings", "enter")
+COMMAND_MODULES = ("board", "worktrees", "team", "agent", "review", "mcp", "settings", "enter",
+                   "ui")
 
 
 def _load_commands() -> None:

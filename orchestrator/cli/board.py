@@ -16,7 +16,7 @@ import typer
 from rich.table import Table
 
 from orchestrator.agent.todos import progress, render
-from orchestrator.backends import BACKENDS, check_backend
+from orchestrator.backends import BACKENDS
 from orchestrator.board import board_paths, init_repo, open_board
 from orchestrator.board.model import Status, Task, normalize_task_id
 from orchestrator.cli.app import (
@@ -26,11 +26,9 @@ from orchestrator.cli.app import (
     open_repo,
     print_json,
     print_table,
-    require_commit,
     to_jsonable,
 )
 from orchestrator.controlplane import ControlPlane
-from orchestrator.layout import find_root
 
 STATUS_STYLE = {
     Status.PENDING: "yellow", Status.IN_PROGRESS: "cyan", Status.REVIEW: "magenta",
@@ -141,23 +139,16 @@ def add(
     json_: JsonOpt = False,
 ) -> None:
     """Add a task to the board."""
-    require_commit(find_root(repo))
-    if backend is not None:
-        check_backend(backend)
-    if agent is not None:
-        from orchestrator.agent.profiles import check_task_profile
+    from orchestrator.board.adding import add_task
 
-        r = open_repo(repo, lenient=True)
-        check_task_profile(r.layout.root, r.config, agent)
-    with _board(repo) as board:
-        extra: dict[str, str | bool] = {k: v for k, v in (("backend", backend), ("agent", agent))
-                                        if v is not None}
-        if plan_first:
-            extra["plan_first"] = True
-        if no_changes:
-            extra["expect_changes"] = False
-        task = board.add(subject, description=description, blocked_by=blocked_by or [],
-                         priority=priority, actor="cli", **extra)
+    r = open_repo(repo, lenient=True)
+    with open_board(r.layout, r.config.board, actor="cli") as board:
+        board.intake()
+        say_rejected(board)
+        task = add_task(r.layout, r.config, board, subject, description=description,
+                        blocked_by=blocked_by or [], priority=priority, backend=backend,
+                        agent=agent, plan_first=plan_first, expect_changes=not no_changes,
+                        actor="cli")
     if json_:
         print_json(task)
     else:

@@ -11,13 +11,14 @@ from typing import Annotated, Any
 
 import typer
 
-from orchestrator.backends import BACKENDS, check_backend
+from orchestrator.backends import BACKENDS
 from orchestrator.board import open_board
 from orchestrator.board.model import normalize_task_id
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json, require_commit
 from orchestrator.config import Config
-from orchestrator.errors import ConfigError, InvalidInput, NotFound
+from orchestrator.errors import InvalidInput, NotFound
 from orchestrator.team import daemon, status
+from orchestrator.team.daemon import check_team
 from orchestrator.team.mailbox import check_name
 from orchestrator.transcript import render
 
@@ -77,14 +78,6 @@ def up(
                         "failed": [{"id": t.id, "error": t.error}
                                    for t in board.list() if t.status == "failed"]})
     raise typer.Exit(code)
-
-
-def check_team(config: Config) -> None:
-    """Refuse a team that could only fail: an unknown backend, a command backend without one."""
-    check_backend(config.team.backend)
-    if config.team.backend == "command" and not config.team.command:
-        raise ConfigError("the command backend needs a command: --command 'CMD' "
-                          "or team.command in orchestrator.toml")
 
 
 @app.command()

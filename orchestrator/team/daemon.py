@@ -26,7 +26,7 @@ from filelock import FileLock, Timeout
 
 from orchestrator.board.model import utcnow
 from orchestrator.config import Config
-from orchestrator.errors import AlreadyRunning, OrchestratorError, UserError
+from orchestrator.errors import AlreadyRunning, ConfigError, OrchestratorError, UserError
 from orchestrator.layout import Layout
 from orchestrator.logging import configure
 from orchestrator.team import status
@@ -41,6 +41,16 @@ def _refuse(layout: Layout) -> AlreadyRunning:
     pid = f" (pid {info['pid']})" if info else ""
     return AlreadyRunning(f"orchestrator is already running in {layout.root}{pid}; "
                           "`orchestrator down` stops it")
+
+
+def check_team(config: Config) -> None:
+    """Refuse a team that could only fail: an unknown backend, a command backend without one."""
+    from orchestrator.backends import check_backend
+
+    check_backend(config.team.backend)
+    if config.team.backend == "command" and not config.team.command:
+        raise ConfigError("the command backend needs a command: --command 'CMD' "
+                          "or team.command in orchestrator.toml")
 
 
 def up(layout: Layout, config: Config, *, teammates: int | None = None,
