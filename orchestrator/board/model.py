@@ -213,3 +213,12 @@ class Task(BaseModel):
 
     def lease_live(self, now: float) -> bool:
         return self.lease is not None and self.lease.expires_at > now
+
+
+def column_of(task: Task) -> str | None:
+    """The column a task shows in on the board views (``board --watch``, the web board);
+    None for discarded and cancelled tasks."""
+    if task.status is Status.IN_PROGRESS:
+        return "waiting for input" if task.waiting_for else "in progress"
+    return {Status.PENDING: "pending", Status.REVIEW: "review", Status.MERGED: "merged",
+            Status.FAILED: "failed"}.get(task.status)

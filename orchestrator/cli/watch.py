@@ -24,7 +24,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.board.model import Status, Task
+from orchestrator.board.model import Status, Task, column_of
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.layout import Layout
@@ -37,14 +37,6 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 MAX_PER_COLUMN = 12
 SUBJECT_CHARS = 28
-
-
-def column_of(task: Task) -> str | None:
-    """The column a task shows in; None for discarded and cancelled tasks."""
-    if task.status is Status.IN_PROGRESS:
-        return "waiting for input" if task.waiting_for else "in progress"
-    return {Status.PENDING: "pending", Status.REVIEW: "review", Status.MERGED: "merged",
-            Status.FAILED: "failed"}.get(task.status)
 
 
 def render(tasks: list[Task], team: dict[str, Any], problems: dict[str, str]) -> RenderableType:

@@ -210,7 +210,7 @@ def needs_view(ctx: Context) -> dict[str, Any]:
     """Everything across the board that waits for a person."""
     requests = []
     for r in permission_flow.pending(ctx.board):
-        plan = r.get("kind") == permission_flow.PLAN_REQUEST
+        plan = r.get("kind") == f"{permission_flow.PLAN_REQUEST}_request"
         requests.append({"id": str(r.get("request_id")), "task": r.get("task"),
                          "from": r.get("from"), "kind": "plan" if plan else "permission",
                          "what": str(r.get("plan") or r.get("body") or "") if plan
