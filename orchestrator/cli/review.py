@@ -49,6 +49,10 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
                        f"{', '.join(merge['conflicts'])}")
         if row.get("error"):
             typer.echo(f"! {row['error']}")
+        land = row.get("land")
+        if land and land["event"] in ("land_rejected", "land_skipped"):
+            what = "rejected" if land["event"] == "land_rejected" else "skipped"
+            typer.echo(f"! {row['id']} was {what} by land: {land.get('reason')}")
 
 
 @app.command("diff")
@@ -92,6 +96,65 @@ def merge(
         typer.echo(f"the original commits are kept under {result.snapshot}")
     if result.note:
         typer.echo(result.note)
+
+
+@app.command("land")
+def land(
+    task_ids: Annotated[list[str] | None, typer.Argument(
+        metavar="[IDS]...", help="Tasks to land (task_007 or 7), in any order.")] = None,
+    all_reviewed: Annotated[bool, typer.Option(
+        "--all-reviewed", help="Every task in review.")] = False,
+    into: Annotated[str | None, typer.Option(
+        "--into", metavar="BRANCH",
+        help="Target branch (default: the one checked out in the main working tree).")] = None,
+    verify: Annotated[str | None, typer.Option(
+        "--verify", metavar="CMD",
+        help="Verify command run on each merge result (default: team.verify).")] = None,
+    no_retry: Annotated[bool, typer.Option(
+        "--no-retry", help="A rejected task waits in review instead of going back to its "
+        "agent.")] = False,
+    batch: Annotated[int, typer.Option(
+        "--batch", metavar="N", help="Verify up to N tasks merged together; bisect when "
+        "they fail.")] = 1,
+    squash: Annotated[bool, typer.Option("--squash", help="One commit per task.")] = False,
+    rebase: Annotated[bool, typer.Option(
+        "--rebase", help="Rebase each branch onto the target, then fast-forward.")] = False,
+    repo: RepoOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Merge reviewed tasks one by one, each verified on its merge result before the target
+    moves (blockers first, then priority, then id)."""
+    from orchestrator.review.landing import Outcome, land_tasks
+
+    if squash and rebase:
+        raise InvalidInput("--squash and --rebase exclude each other")
+    if bool(task_ids) == all_reviewed:
+        raise InvalidInput("name the tasks to land, or pass --all-reviewed (not both)")
+    r = open_repo(repo)
+
+    def show(o: Outcome) -> None:
+        if json_:
+            return
+        what = {"landed": f"landed  {o.task} at {(o.commit or '')[:12]}",
+                "rejected": f"rejected {o.task}: {o.reason}" + (
+                    " (back to its agent)" if o.retried else " (waits in review)"),
+                "skipped": f"skipped {o.task}: {o.reason}"}[o.result]
+        typer.echo(what)
+
+    report = land_tasks(r.layout, r.config, task_ids or None, into=into, verify=verify,
+                        retry=not no_retry, batch=batch, actor="cli", progress=show,
+                        strategy="squash" if squash else "rebase" if rebase else "merge")
+    if json_:
+        print_json(report.model_dump() | {"landed": report.landed,
+                                          "rejected": report.rejected})
+        raise typer.Exit(1 if report.rejected else 0)
+    if not report.outcomes:
+        typer.echo("nothing to land")
+        return
+    typer.echo(f"{len(report.landed)} landed, {len(report.rejected)} rejected, "
+               f"{len(report.outcomes) - len(report.landed) - len(report.rejected)} skipped "
+               f"in {report.seconds:.1f}s ({report.verifications} verify runs)")
+    raise typer.Exit(1 if report.rejected else 0)  # a script sees that something went back
 
 
 @app.command("discard")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -60,48 +61,92 @@ class MergeResult(BaseModel):
     note: str | None = None
 
 
+@dataclass
+class Prepared:
+    """A task checked for merging: its changes, the target and where the target is now."""
+
+    task: Task
+    ch: Changes
+    target: str
+    target_tip: str
+    main: str | None
+    """The branch checked out in the main working tree."""
+    worktree: Path | None
+
+
 def merge_task(layout: Layout, config: Config, task_id: str, strategy: str = "merge",
                into: str | None = None, *, actor: str = "cli",
                board: Board | None = None) -> MergeResult:
     """Merge a task in ``review`` into ``into`` (default: the branch checked out in the main
     working tree, else the task's base). Refusals raise `Conflict` and change nothing."""
+    check_strategy(strategy)
+    repo = Git(layout.root)
+    with using_board(layout, config, board, actor) as b, merge_lock(layout):
+        prep = prepare(layout, repo, b.get(task_id), into)
+        commit = build(repo, prep, strategy, prep.target_tip)
+        land_commit(repo, prep, prep.target_tip, commit, f"orchestrator: {strategy} {task_id}")
+        return finish(layout, config, b, prep, strategy, commit, actor=actor)
+
+
+def check_strategy(strategy: str) -> None:
     if strategy not in STRATEGIES:
         raise InvalidInput(f"unknown merge strategy {strategy!r} (choose from: "
                            f"{', '.join(STRATEGIES)})")
-    repo = Git(layout.root)
+
+
+def merge_lock(layout: Layout) -> FileLock:
+    """One merge into the repository at a time (``merge``, ``land``)."""
     layout.locks.mkdir(parents=True, exist_ok=True)
-    with using_board(layout, config, board, actor) as b, \
-            FileLock(layout.locks / "merge.lock", thread_local=False):
-        task = b.get(task_id)
-        if task.status is not Status.REVIEW:
-            raise Conflict(f"{task.id} is {task.status}: only a task in review can be merged")
-        ch = changes(repo, task)
-        main = current_branch(repo)
-        target = _target(repo, task, into, main)
-        worktree = _clean_worktree(layout, task)
-        if target == main:
-            _clean_main_tree(repo)
-        target_tip = repo.commit_of(f"refs/heads/{target}")
-        assert target_tip is not None  # checked by _target
-        tree, conflicts = merge_conflicts(repo, target_tip, ch.tip)
-        if conflicts:
-            raise Conflict(f"{task.id}: merging {ch.branch} into {target} would conflict in: "
-                           f"{', '.join(conflicts)}; nothing was merged (retry the task with "
-                           f"feedback: orchestrator retry {task.id} -m '…')")
-        assert tree is not None
-        if repo.ok("merge-base", "--is-ancestor", ch.tip, target_tip):
-            commit = target_tip  # already in the target: nothing to add
-        elif strategy == "rebase":
-            commit = _rebase(repo, task, ch, target_tip, worktree)
-        else:
-            commit = _commit(repo, task, ch, tree, target_tip, target, strategy)
-        _land(repo, target, target_tip, commit, main, f"orchestrator: {strategy} {task.id}")
-        task = b.set_status(task.id, Status.MERGED, actor=actor)
-        b.events.emit("merged", task.id, actor=actor, strategy=strategy, into=target,
-                      commit=commit, branch=ch.branch)
-        result = MergeResult(task=task, strategy=strategy, into=target, commit=commit,
-                             branch=ch.branch, removed=False)
-        _cleanup(layout, config, b, task, target, strategy, result)
+    return FileLock(layout.locks / "merge.lock", thread_local=False)
+
+
+def prepare(layout: Layout, repo: Git, task: Task, into: str | None) -> Prepared:
+    """Step 1: refuse early (see the module docstring); nothing is touched."""
+    if task.status is not Status.REVIEW:
+        raise Conflict(f"{task.id} is {task.status}: only a task in review can be merged")
+    ch = changes(repo, task)
+    main = current_branch(repo)
+    target = _target(repo, task, into, main)
+    worktree = _clean_worktree(layout, task)
+    if target == main:
+        _clean_main_tree(repo)
+    target_tip = repo.commit_of(f"refs/heads/{target}")
+    assert target_tip is not None  # checked by _target
+    return Prepared(task, ch, target, target_tip, main, worktree)
+
+
+def build(repo: Git, prep: Prepared, strategy: str, onto: str) -> str:
+    """Steps 2 and 3: the commit the target becomes when the task is merged onto ``onto``
+    (the target's tip, or a commit built on it by an earlier merge of a queue).
+    Conflicts raise `Conflict` naming the files; no working tree is touched."""
+    task, ch = prep.task, prep.ch
+    tree, conflicts = merge_conflicts(repo, onto, ch.tip)
+    if conflicts:
+        raise Conflict(f"{task.id}: merging {ch.branch} into {prep.target} would conflict in: "
+                       f"{', '.join(conflicts)}; nothing was merged (retry the task with "
+                       f"feedback: orchestrator retry {task.id} -m '…')")
+    assert tree is not None
+    if repo.ok("merge-base", "--is-ancestor", ch.tip, onto):
+        return onto  # already in the target: nothing to add
+    if strategy == "rebase":
+        return rebase_onto(repo, task, ch, onto, prep.worktree)
+    return _commit(repo, task, ch, tree, onto, prep.target, strategy)
+
+
+def land_commit(repo: Git, prep: Prepared, old: str, new: str, msg: str) -> None:
+    """Step 4: move the target from ``old`` to ``new`` in one step, or refuse."""
+    _land(repo, prep.target, old, new, prep.main, msg)
+
+
+def finish(layout: Layout, config: Config, board: Board, prep: Prepared, strategy: str,
+           commit: str, *, actor: str) -> MergeResult:
+    """Step 5: the task is merged, the event written, the worktree and branch removed."""
+    task = board.set_status(prep.task.id, Status.MERGED, actor=actor)
+    board.events.emit("merged", task.id, actor=actor, strategy=strategy, into=prep.target,
+                      commit=commit, branch=prep.ch.branch, tip=prep.ch.tip)
+    result = MergeResult(task=task, strategy=strategy, into=prep.target, commit=commit,
+                         branch=prep.ch.branch, removed=False)
+    _cleanup(layout, config, board, task, prep.target, strategy, result)
     return result
 
 
@@ -162,9 +207,11 @@ def _commit(repo: Git, task: Task, ch: Changes, tree: str, target_tip: str, targ
     return repo.out("commit-tree", tree, "-p", target_tip, "-p", ch.tip, "-m", msg)
 
 
-def _rebase(repo: Git, task: Task, ch: Changes, target_tip: str, worktree: Path | None) -> str:
+def rebase_onto(repo: Git, task: Task, ch: Changes, target_tip: str, worktree: Path | None,
+                *, upstream: str | None = None) -> str:
     """Rebase the branch onto ``target_tip`` (in the task's worktree when it is on the branch,
-    else in a temporary one); its new tip. A conflict aborts the rebase and refuses."""
+    else in a temporary one); its new tip. A conflict aborts the rebase and refuses.
+    ``upstream``: only the commits after it are moved (``git rebase --onto``)."""
     on_branch = worktree is not None and current_branch(Git(worktree)) == ch.branch
     with contextlib.ExitStack() as stack:
         if on_branch:
@@ -177,7 +224,8 @@ def _rebase(repo: Git, task: Task, ch: Changes, target_tip: str, worktree: Path 
             stack.callback(repo.run, "worktree", "remove", "--force", str(tmp / "wt"),
                            check=False)
             wt = Git(tmp / "wt")
-        out = wt.run("rebase", "--no-autosquash", "--no-verify", target_tip, check=False)
+        where = [target_tip] if upstream is None else ["--onto", target_tip, upstream]
+        out = wt.run("rebase", "--no-autosquash", "--no-verify", *where, check=False)
         if out.returncode != 0:
             files = wt.out("diff", "--name-only", "--diff-filter=U").split()
             wt.run("rebase", "--abort", check=False)

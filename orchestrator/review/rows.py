@@ -27,6 +27,7 @@ from orchestrator.review.diff import (
     diffstat,
     merge_conflicts,
 )
+from orchestrator.review.landing import land_rows
 from orchestrator.worktree.git import Git
 
 
@@ -35,6 +36,7 @@ def review_rows(layout: Layout, config: Config, *, board: Board | None = None,
     """One dict per task in review, oldest id first (the shape of ``review --json``)."""
     with using_board(layout, config, board, "cli") as b:
         tasks = b.list()
+        lands = land_rows(b) if any(t.status is Status.REVIEW for t in tasks) else {}
     repo = Git(layout.root)
     main = current_branch(repo)
     kept: dict[str, tuple[Changes, dict[str, Any]]] = {}
@@ -54,6 +56,7 @@ def review_rows(layout: Layout, config: Config, *, board: Board | None = None,
         if task.status is not Status.REVIEW:
             continue
         row = _row(task, time.time() if now is None else now)
+        row["land"] = lands.get(task.id)
         if task.id in kept:
             ch, stat = kept[task.id]
             row.update(base=ch.base_ref, base_commit=ch.base, commits=commit_count(repo, ch),
