@@ -142,6 +142,9 @@ class TeamConfig(_Section):
     """Seconds the verification command may take."""
     task_timeout: float = Field(default=3600.0, gt=0)
     """Wall-clock budget of one run of the backend; past it the process group is killed."""
+    land: bool = False
+    """Land each task once it reaches review (`orchestrator land`: merged one by one, each
+    merge result verified with `verify` before the branch moves); `up --land` sets it."""
     names: list[str] = Field(default_factory=lambda: list(DEFAULT_TEAMMATE_NAMES),
                              json_schema_extra={"live": False})
     """Teammate names, in the order they are started."""

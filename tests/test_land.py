@@ -233,3 +233,34 @@ def test_land_killed_during_verify_leaves_main_before_or_after_a_task(repo: Path
     assert res.returncode == 0, res.stdout + res.stderr
     assert get(repo, second.id).status is Status.MERGED and (repo / "second.txt").exists()
     assert ".run/land" not in git(repo, "worktree", "list")
+
+
+# A first run writes <subject>.txt; told by land that its file breaks the build, it moves
+# its work to <subject>2.txt (which the checks accept).
+FIXING_AGENT = """
+if printf '%s' "$ORCH_PROMPT" | grep -q 'cannot live together'; then
+  git rm -q "$ORCH_TASK_SUBJECT.txt" && echo fixed > "${ORCH_TASK_SUBJECT}2.txt"
+else
+  echo "$ORCH_TASK_SUBJECT" > "$ORCH_TASK_SUBJECT.txt"
+fi
+"""
+
+
+def test_up_land_lands_each_task_as_it_reaches_review(tmp_path: Path) -> None:
+    repo = checked_repo(tmp_path / "repo")
+    with open_board(Layout.at(repo).ensure()) as board:
+        ids = [board.add(s).id for s in ("a", "b", "c")]
+    with team_cleanup(repo):
+        res = up_cli(repo, "up", "--burst", "--land", "-n", "2", "--command", FIXING_AGENT,
+                     env=team_env(), timeout=240)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert [t.status for t in tasks(repo)] == [Status.MERGED] * 3
+    rejected = [e["task"] for e in events(repo, "land_rejected")]
+    merged = [e["task"] for e in events(repo, "task_merged")]
+    # a.txt and c.txt never lived together on main: whichever landed second went back once
+    assert len(rejected) == 1 and rejected[0] in (ids[0], ids[2]), rejected
+    assert sorted(merged) == sorted(ids) and merged[-1] == rejected[0]
+    assert (repo / "b.txt").exists() and not ((repo / "a.txt").exists()
+                                             and (repo / "c.txt").exists())
+    for commit in first_parents(repo):
+        assert checks_pass_at(repo, commit, tmp_path)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from typing import Annotated, Any
 
 import click
@@ -131,6 +133,8 @@ def land(
     if bool(task_ids) == all_reviewed:
         raise InvalidInput("name the tasks to land, or pass --all-reviewed (not both)")
     r = open_repo(repo)
+    stop = threading.Event()  # SIGTERM (`orchestrator down`, a supervisor): stop between steps
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
 
     def show(o: Outcome) -> None:
         if json_:
@@ -142,13 +146,15 @@ def land(
         typer.echo(what)
 
     report = land_tasks(r.layout, r.config, task_ids or None, into=into, verify=verify,
-                        retry=not no_retry, batch=batch, actor="cli", progress=show,
+                        retry=not no_retry, batch=batch, actor="cli", progress=show, stop=stop,
                         strategy="squash" if squash else "rebase" if rebase else "merge")
     if json_:
         print_json(report.model_dump() | {"landed": report.landed,
                                           "rejected": report.rejected})
         raise typer.Exit(1 if report.rejected else 0)
-    if not report.outcomes:
+    if report.stopped:
+        typer.echo("stopped: the tasks not named above are still in review")
+    elif not report.outcomes:
         typer.echo("nothing to land")
         return
     typer.echo(f"{len(report.landed)} landed, {len(report.rejected)} rejected, "

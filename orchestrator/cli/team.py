@@ -34,11 +34,15 @@ def up(
     detach: Annotated[bool, typer.Option("--detach", "-d", help="Run in the background.")] = False,
     burst: Annotated[bool, typer.Option(
         "--burst", help="Exit when no claimable work is left (1 if a task failed).")] = False,
+    land: Annotated[bool, typer.Option(
+        "--land", help="Land each task once it reaches review (see `orchestrator land`).")
+    ] = False,
     repo: RepoOpt = None,
 ) -> None:
     """Start the lead and its teammates (Ctrl-C once: warm stop, twice: stop now)."""
     r = open_repo(repo)
-    overrides = _overrides(backend=backend, command=command, verify=verify)
+    overrides = _overrides(backend=backend, command=command, verify=verify,
+                           land=True if land else None)
     config = Config.load(r.layout.root, overrides=overrides)  # bad values fail here, not later
     if teammates is not None and not 1 <= teammates <= 64:
         raise InvalidInput(f"-n must be between 1 and 64, not {teammates}")
@@ -62,6 +66,9 @@ def check_team(config: Config) -> None:
     if config.team.backend == "command" and not config.team.command:
         raise ConfigError("the command backend needs a command: --command 'CMD' "
                           "or team.command in orchestrator.toml")
+    if config.team.land and not config.team.verify:
+        raise ConfigError("--land verifies each merge result: give the verify command with "
+                          "--verify 'CMD' or team.verify in orchestrator.toml")
 
 
 @app.command()

@@ -38,6 +38,7 @@ import contextlib
 import heapq
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -96,6 +97,8 @@ class LandReport(BaseModel):
     verifications: int = 0
     """How many times the verify command ran."""
     seconds: float = 0.0
+    stopped: bool = False
+    """A stop request (SIGTERM) ended the queue early; the rest stays in review."""
 
     @property
     def landed(self) -> list[str]:
@@ -138,7 +141,7 @@ def land_order(tasks: Sequence[Task]) -> list[Task]:
 def land_tasks(layout: Layout, config: Config, ids: Sequence[str] | None = None, *,
                into: str | None = None, verify: str | None = None, retry: bool = True,
                strategy: str = "merge", batch: int = 1, actor: str = "land",
-               board: Board | None = None,
+               board: Board | None = None, stop: threading.Event | None = None,
                progress: Callable[[Outcome], None] | None = None) -> LandReport:
     """Land ``ids`` (default: every task in review) into ``into``; see the module docstring.
 
@@ -156,14 +159,15 @@ def land_tasks(layout: Layout, config: Config, ids: Sequence[str] | None = None,
     with using_board(layout, config, board, actor) as b:
         tasks = _selected(b, ids)
         queue = Queue(layout, config, b, command, retry=retry, strategy=strategy, into=into,
-                      actor=actor, progress=progress)
+                      actor=actor, progress=progress, stop=stop or threading.Event())
         report = queue.report
         if tasks:
             b.events.emit("land_started", None, actor=actor, tasks=[t.id for t in tasks],
                           verify=command, batch=batch)
             with verify_tree(Git(layout.root), layout.run / "land") as tree:
                 queue.tree = tree
-                queue.run(land_order(tasks), batch)
+                with contextlib.suppress(_Stopped):
+                    queue.run(land_order(tasks), batch)
         report.seconds = round(time.monotonic() - started, 3)
         if tasks:
             b.events.emit("land_finished", None, actor=actor, landed=report.landed,
@@ -193,6 +197,7 @@ class Queue:
     into: str | None
     actor: str
     progress: Callable[[Outcome], None] | None
+    stop: threading.Event
     tree: Path = Path()
     report: LandReport = field(init=False)
     repo: Git = field(init=False)
@@ -204,6 +209,8 @@ class Queue:
     def run(self, order: list[Task], batch: int) -> None:
         pending = [t.id for t in order]
         while pending:
+            if self.stop.is_set():
+                raise _Stopped
             group, pending = pending[:batch], pending[batch:]
             self.land_group(group)
 
@@ -223,6 +230,7 @@ class Queue:
                 return
         for tid in group:
             self.skip(tid, f"{self.into or 'the target'} kept moving while landing; try again")
+        return
 
     def land_chain(self, group: list[str]) -> None:
         chain = self.chain(group)
@@ -308,7 +316,10 @@ class Queue:
         env = {**os.environ, "ORCH_TASK_ID": ids[0], "ORCH_LAND_TASKS": " ".join(ids),
                "ORCH_WORKTREE": str(self.tree), "ORCH_LAND": "1"}
         checks = run_checks(self.verify, cwd=self.tree, env=env, log=log,
-                            timeout=self.config.team.verify_timeout)
+                            timeout=self.config.team.verify_timeout, stop=self.stop)
+        if checks["stopped"]:
+            self.report.stopped = True
+            raise _Stopped
         self.report.verifications += 1
         if not checks["passed"]:
             together = f" (merged together with {', '.join(ids[1:])})" if len(ids) > 1 else ""
@@ -356,6 +367,10 @@ class Queue:
 
 class _Skip(Exception):
     """A task that is not landed this time and not rejected either (it is not ready)."""
+
+
+class _Stopped(Exception):
+    """A stop request: the queue ends where it is (the target before or after a task)."""
 
 
 class _Moved(Exception):
