@@ -41,6 +41,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,9 +55,11 @@ from orchestrator.layout import Layout
 from orchestrator.protocols import Board
 from orchestrator.review.common import using_board
 from orchestrator.review.merging import (
+    MergeResult,
     Prepared,
     build,
     check_strategy,
+    cleanup,
     finish,
     land_commit,
     merge_lock,
@@ -166,8 +169,11 @@ def land_tasks(layout: Layout, config: Config, ids: Sequence[str] | None = None,
                           verify=command, batch=batch)
             with verify_tree(Git(layout.root), layout.run / "land") as tree:
                 queue.tree = tree
-                with contextlib.suppress(_Stopped):
-                    queue.run(land_order(tasks), batch)
+                try:
+                    with contextlib.suppress(_Stopped):
+                        queue.run(land_order(tasks), batch)
+                finally:
+                    queue.cleanups.shutdown(wait=True)
         report.seconds = round(time.monotonic() - started, 3)
         if tasks:
             b.events.emit("land_finished", None, actor=actor, landed=report.landed,
@@ -199,12 +205,15 @@ class Queue:
     progress: Callable[[Outcome], None] | None
     stop: threading.Event
     tree: Path = Path()
+    cleanups: ThreadPoolExecutor = field(init=False)
+    """One thread removing landed tasks' worktrees while the queue goes on."""
     report: LandReport = field(init=False)
     repo: Git = field(init=False)
 
     def __post_init__(self) -> None:
         self.report = LandReport(into=self.into, verify=self.verify)
         self.repo = Git(self.layout.root)
+        self.cleanups = ThreadPoolExecutor(1, thread_name_prefix="land-cleanup")
 
     def run(self, order: list[Task], batch: int) -> None:
         pending = [t.id for t in order]
@@ -334,12 +343,26 @@ class Queue:
     # --- outcomes -------------------------------------------------------------------
     def landed(self, prep: Prepared, tip: str, seconds: float) -> None:
         result = finish(self.layout, self.config, self.board, prep, self.strategy, tip,
-                        actor=self.actor)
+                        actor=self.actor, remove=False)
+        # removing the worktree and branch overlaps the next task's verify
+        self.cleanups.submit(self.remove, result)
         self.board.events.emit("task_merged", prep.task.id, actor=self.actor, into=result.into,
                                commit=tip, branch=result.branch, verify_seconds=seconds)
         self._add(Outcome(task=prep.task.id, result="landed", commit=tip,
-                          verify_seconds=seconds, reason=result.note))
+                          verify_seconds=seconds))
         self.report.into = result.into
+
+    def remove(self, result: MergeResult) -> None:
+        from orchestrator.board import open_board
+
+        try:
+            with open_board(self.layout, self.config.board, actor=self.actor) as board:
+                cleanup(self.layout, self.config, board, result)
+        except Exception as exc:  # the task is merged; gc removes the rest later
+            result.note = f"merged, but the worktree was kept: {type(exc).__name__}: {exc}"
+        if result.note:
+            self.board.events.emit("land_note", result.task.id, actor=self.actor,
+                                   note=result.note)
 
     def reject(self, task: Task, rej: Rejected) -> None:
         tail = rej.output[-FEEDBACK_TAIL_CHARS:].strip()

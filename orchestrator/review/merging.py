@@ -139,14 +139,16 @@ def land_commit(repo: Git, prep: Prepared, old: str, new: str, msg: str) -> None
 
 
 def finish(layout: Layout, config: Config, board: Board, prep: Prepared, strategy: str,
-           commit: str, *, actor: str) -> MergeResult:
-    """Step 5: the task is merged, the event written, the worktree and branch removed."""
+           commit: str, *, actor: str, remove: bool = True) -> MergeResult:
+    """Step 5: the task is merged, the event written, the worktree and branch removed
+    (``remove=False``: the caller calls `cleanup` later)."""
     task = board.set_status(prep.task.id, Status.MERGED, actor=actor)
     board.events.emit("merged", task.id, actor=actor, strategy=strategy, into=prep.target,
                       commit=commit, branch=prep.ch.branch, tip=prep.ch.tip)
     result = MergeResult(task=task, strategy=strategy, into=prep.target, commit=commit,
                          branch=prep.ch.branch, removed=False)
-    _cleanup(layout, config, board, task, prep.target, strategy, result)
+    if remove:
+        cleanup(layout, config, board, result)
     return result
 
 
@@ -252,15 +254,15 @@ def _land(repo: Git, target: str, old: str, new: str, main: str | None, msg: str
         raise Conflict(f"{target} moved while merging ({out.stderr.strip()}); try again")
 
 
-def _cleanup(layout: Layout, config: Config, board: Board, task: Task, target: str,
-             strategy: str, result: MergeResult) -> None:
+def cleanup(layout: Layout, config: Config, board: Board, result: MergeResult) -> None:
     """Remove the merged task's worktree and branch; the task stays merged when that fails."""
     from orchestrator.worktree import open_isolation
 
     manager = open_isolation(layout, config.worktree, board, actor="review")
-    merged_into = task.model_copy(update={"base": target})  # its commits are reachable there
+    # its commits are reachable from the target
+    merged_into = result.task.model_copy(update={"base": result.into})
     try:
-        result.snapshot = manager.remove(merged_into, force=strategy == "squash")
+        result.snapshot = manager.remove(merged_into, force=result.strategy == "squash")
     except (RunError, Conflict) as exc:
         result.note = f"merged, but the worktree was kept: {exc} (orchestrator gc removes it " \
                       "later)"
