@@ -208,7 +208,11 @@ class HooksConfig(_Section):
     failed: list[str] = Field(default_factory=list)
     """Run when a task has failed for good (no attempts left)."""
     waiting: list[str] = Field(default_factory=list)
-    """Run when a task waits for input (event `permission_requested`)."""
+    """Run when a task waits for input (events `permission_requested`, `plan_submitted`,
+    `no_progress`)."""
+    budget: list[str] = Field(default_factory=list)
+    """Run when a task has spent 80 % of a budget (`budget_warning`) and when it has spent
+    it all and waits for `orchestrator resume` (`budget_reached`)."""
     events: dict[str, list[str]] = Field(default_factory=dict)
     """Any other event type (e.g. `merged`) -> commands."""
     timeout: float = Field(default=30.0, gt=0)

@@ -152,6 +152,9 @@ class RunResult:
     """True when the run ended because of a warm stop (the task is released, not failed)."""
     retry: bool = True
     """False when retrying cannot help (backend not installed, not logged in)."""
+    paused: str | None = None
+    """The run stopped for a reason a person must look at ("budget: $2.00 of $2.00 spent",
+    going round in circles): its work is committed and the task waits with this reason."""
 
 
 class TaskLogger(Protocol):

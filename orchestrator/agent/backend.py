@@ -10,6 +10,9 @@ model differs. Signals map
 to the `RunResult` the teammate acts on:
 
     Finished        ok, the model's summary
+    BudgetReached   paused: the task waits for a person (`orchestrator.budget`); the
+                    transcript is kept, so ``resume`` continues the same conversation
+                    (``anthropic``; a scripted run starts its script again)
     LimitExceeded   failed, not retried (the same budget would run out again)
     Stopped         stopped (the teammate releases the task)
     BackendError    failed, retried (a script that does not match: not retried)
@@ -24,12 +27,16 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import os
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from orchestrator import budget
 from orchestrator.agent import plan_first, profiles
-from orchestrator.agent.base import LimitExceeded, Model, Stopped, ToolContext
+from orchestrator.agent.base import BudgetReached, LimitExceeded, Model, Stopped, ToolContext
 from orchestrator.agent.loop import AgentLoop, Limits
 from orchestrator.agent.permission_flow import PermissionFlow
 from orchestrator.agent.prompt import PromptSources, build_prompt
@@ -39,6 +46,7 @@ from orchestrator.agent.toolset import Toolset
 from orchestrator.board.model import Usage
 from orchestrator.config import Config
 from orchestrator.errors import BackendError, ConfigError, InvalidInput
+from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.protocols import RunContext, RunResult
 
@@ -67,11 +75,18 @@ class AgentBackend:
             ctx.log.write("error", error=str(exc))
             return RunResult(ok=False, error=str(exc), retry=False)
         usage = Usage()
+        loop: AgentLoop | None = None
 
         def live(total: Usage) -> None:
             nonlocal usage
-            usage = total
+            before, usage = usage, total
             ctx.board.update(ctx.task.id, ctx.token, usage=ctx.task.usage.add(total))
+            for event in budget.crossed(ctx.task.budget, ctx.task.usage.add(before),
+                                        ctx.task.usage.add(total)):
+                if event == "budget_warning":  # the teammate reports budget_reached
+                    ctx.board.events.emit(event, ctx.task.id, actor=ctx.teammate,
+                                          spent=budget.describe(ctx.task.budget,
+                                                                ctx.task.usage.add(total)))
 
         try:
             with contextlib.ExitStack() as stack:
@@ -93,16 +108,22 @@ class AgentBackend:
                 if profile is not None:
                     prompt = profile.shape_prompt(prompt)
                 loop = AgentLoop(model, toolset, prompt, ctx.log,
-                                 limits=Limits.of(config.agent, ctx.timeout),
+                                 limits=Limits.of(config.agent, ctx.timeout, ctx.task),
                                  max_tokens=config.agent.max_tokens, stop=ctx.stop,
                                  ask=flow.ask, on_usage=live)
                 subagents.bind(loop)
-                summary = loop.run(plan_first.first_message(ctx.task, prompt.first_message))
+                summary = loop.run(plan_first.first_message(ctx.task, prompt.first_message),
+                                   resume=self.transcript(ctx))
                 if isinstance(model, ScriptedModel):
                     model.assert_done()
                 if planning is not None and not planning.approved:
                     return self._failed(ctx, plan_first.NO_PLAN_ERROR, usage, retry=True)
                 return RunResult(ok=True, summary=summary, usage=usage)
+        except BudgetReached as exc:
+            ctx.log.write("paused", reason=str(exc))
+            session = self.keep_transcript(ctx, loop)
+            return RunResult(ok=False, error=str(exc), usage=usage, paused=str(exc),
+                             session_id=session)
         except LimitExceeded as exc:
             return self._failed(ctx, f"budget: {exc}", usage, retry=False)
         except Stopped:
@@ -116,6 +137,32 @@ class AgentBackend:
             if close is not None:
                 close()
 
+    resumable = False
+    """Whether a paused run's transcript is continued by the next run of the task."""
+
+    def keep_transcript(self, ctx: RunContext, loop: AgentLoop | None) -> str | None:
+        """Save a paused run's messages for `transcript`; the session id naming them."""
+        if not self.resumable or loop is None:
+            return None
+        session = f"loop-{uuid.uuid4().hex[:12]}"
+        atomic_write(_transcript_file(ctx), json.dumps(
+            {"session_id": session, "messages": loop.state.messages}))
+        return session
+
+    def transcript(self, ctx: RunContext) -> list[dict[str, Any]] | None:
+        """The messages of the task's paused run, when this run continues it."""
+        session = ctx.task.session_id
+        if not self.resumable or not session or not session.startswith("loop-"):
+            return None
+        try:
+            saved = json.loads(_transcript_file(ctx).read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(saved, dict) or saved.get("session_id") != session \
+                or not isinstance(saved.get("messages"), list) or not saved["messages"]:
+            return None
+        return list(saved["messages"])
+
     def _failed(self, ctx: RunContext, error: str, usage: Usage, *, retry: bool) -> RunResult:
         ctx.log.write("error", error=error)
         return RunResult(ok=False, error=error, usage=usage, retry=retry)
@@ -126,6 +173,7 @@ class AnthropicBackend(AgentBackend):
     ``ANTHROPIC_BASE_URL`` for proxies and gateways)."""
 
     name = "anthropic"
+    resumable = True
 
     def model_for(self, ctx: RunContext, config: Config | None = None) -> Model:
         from orchestrator.agent.anthropic_model import AnthropicModel
@@ -140,6 +188,10 @@ class ScriptedBackend(AgentBackend):
 
     def model_for(self, ctx: RunContext, config: Config | None = None) -> Model:
         return ScriptedModel(load_script(ctx.task, self.layout.root))
+
+
+def _transcript_file(ctx: RunContext) -> Path:
+    return ctx.layout.logs / f"{ctx.task.id}.session.json"
 
 
 def build_toolset(config: Config, ctx: RunContext) -> Toolset:

@@ -22,7 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from orchestrator import budget
 from orchestrator.agent.base import (
+    BudgetReached,
     Finished,
     LimitExceeded,
     LoopSignal,
@@ -34,7 +36,7 @@ from orchestrator.agent.base import (
 )
 from orchestrator.agent.compact import ContextOverflow, compact
 from orchestrator.agent.prompt import Prompt, with_message_breakpoints
-from orchestrator.board.model import Usage
+from orchestrator.board.model import Budget, Task, Usage
 from orchestrator.config import AgentConfig
 from orchestrator.protocols import TaskLogger
 
@@ -68,17 +70,28 @@ class Limits:
     max_total_tokens: int | None = None
     max_cost_usd: float | None = None
     max_seconds: float | None = None
+    budget: Budget | None = None
+    """The task's budget over all its runs; ``spent`` is what earlier runs used."""
+    spent: Usage = field(default_factory=Usage)
 
     @classmethod
-    def of(cls, agent: AgentConfig, timeout: float | None = None) -> Limits:
+    def of(cls, agent: AgentConfig, timeout: float | None = None,
+           task: Task | None = None) -> Limits:
         seconds = [s for s in (agent.max_seconds, timeout) if s]
         return cls(agent.max_turns, agent.max_total_tokens, agent.max_cost_usd,
-                   min(seconds) if seconds else None)
+                   min(seconds) if seconds else None,
+                   task.budget if task is not None else None,
+                   task.usage if task is not None else Usage())
 
     def check(self, state: LoopState) -> None:
         u = state.usage
-        used = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+        used = u.tokens
         elapsed = time.monotonic() - state.started
+        if self.budget is not None:
+            total = self.spent.add(u.model_copy(update={"seconds": elapsed}))
+            reason = budget.reached(self.budget, total)
+            if reason:
+                raise BudgetReached(reason)
         if self.max_turns is not None and state.turns >= self.max_turns:
             raise LimitExceeded(f"turn limit reached: {state.turns} of {self.max_turns} turns")
         if self.max_total_tokens is not None and used >= self.max_total_tokens:
@@ -101,14 +114,20 @@ class AgentLoop:
         self.ask, self.on_usage = ask, on_usage
         self.state = LoopState()
 
-    def run(self, first_message: str | None = None) -> str:
+    def run(self, first_message: str | None = None,
+            resume: list[dict[str, Any]] | None = None) -> str:
         """Run until the model ends its turn and return its summary; budgets raise
-        `LimitExceeded`, a warm stop `Stopped`, model failures `BackendError`."""
-        self.state.messages.append({"role": "user", "content": first_message
-                                    or self.prompt.first_message})
+        `LimitExceeded`, a warm stop `Stopped`, model failures `BackendError`.
+        ``resume``: the messages of a run that stopped between steps, continued as they are."""
+        if resume:
+            self.state.messages = list(resume)
+        else:
+            self.state.messages.append({"role": "user", "content": first_message
+                                        or self.prompt.first_message})
         self.log.write("agent_start", model=self.model.name, system=self.prompt.system,
                        tools=[t["name"] for t in self.prompt.tools],
-                       first_message=self.state.messages[0]["content"])
+                       first_message=self.state.messages[0]["content"],
+                       resumed=len(self.state.messages) if resume else None)
         outcome = "error"
         try:
             while True:

@@ -40,6 +40,7 @@ from orchestrator.board.index import (
     read_task_file,
 )
 from orchestrator.board.model import Status, Task, normalize_task_id
+from orchestrator.budget import make_budget
 from orchestrator.errors import Conflict, InvalidInput, NotFound
 from orchestrator.fsutil import atomic_write
 from orchestrator.procutil import pid_alive
@@ -60,6 +61,13 @@ ALIASES = {
     "max-attempts": "max_attempts",
     "plan_first": "plan_first", "planFirst": "plan_first", "plan-first": "plan_first",
 }
+BUDGET_KEYS = {
+    "budget_usd": "usd", "budgetUsd": "usd", "budget-usd": "usd",
+    "budget_tokens": "tokens", "budgetTokens": "tokens", "budget-tokens": "tokens",
+    "timeout": "timeout",
+}
+"""Budget fields a dropped file may carry at the top level (or inside ``budget: {usd, tokens,
+timeout}``)."""
 
 
 @dataclass
@@ -145,10 +153,17 @@ def normalize(raw: dict[str, Any]) -> Draft:
     """Map the shapes people write onto Task fields; the rest goes to ``metadata``."""
     fields: dict[str, Any] = {}
     metadata: dict[str, Any] = {}
+    budget: dict[str, Any] = {}
     draft = Draft(fields)
     for key, value in raw.items():
         canon = ALIASES.get(key)
-        if canon is not None:
+        if key in BUDGET_KEYS:
+            budget[BUDGET_KEYS[key]] = value
+        elif key == "budget":
+            if not isinstance(value, dict) or set(value) - {"usd", "tokens", "timeout"}:
+                raise InvalidInput("budget must be an object with usd, tokens and/or timeout")
+            budget.update(value)
+        elif canon is not None:
             if canon in fields and fields[canon] != value:
                 raise InvalidInput(f"{key!r} conflicts with another name for {canon!r}")
             fields[canon] = value
@@ -175,6 +190,8 @@ def normalize(raw: dict[str, Any]) -> Draft:
         fields["blocked_by"] = [_task_id(v) for v in _id_list(fields["blocked_by"], "blockedBy")]
     if metadata:
         fields["metadata"] = metadata
+    if budget:
+        fields["budget"] = make_budget(**budget)
     return draft
 
 

@@ -34,12 +34,12 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
         typer.echo("nothing to review")
         return
     table = Table(box=None, pad_edge=False)
-    for col in ("id", "subject", "branch", "commits", "changes", "checks", "cost", "age"):
+    for col in ("id", "subject", "branch", "commits", "changes", "checks", "spent", "age"):
         table.add_column(col)
     for row in rows:
         table.add_row(row["id"], row["subject"], row["branch"] or "", _str(row["commits"]),
                       _changes(row["diffstat"]), _checks(row["checks"]),
-                      f"${row['cost_usd']:.2f}", _age(row["age_seconds"]))
+                      row["spent"], _age(row["age_seconds"]))
     Console(soft_wrap=False, width=None if sys.stdout.isatty() else PIPED_WIDTH).print(table)
     for row in rows:
         for o in row["overlaps"]:
@@ -197,6 +197,36 @@ def retry(
         print_json(task)
     else:
         typer.echo(f"{task.id} is pending again" + (" with your feedback" if message else ""))
+
+
+@app.command("resume")
+def resume(
+    task_id: TaskArg,
+    budget_usd: Annotated[str | None, typer.Option(
+        "--budget-usd", metavar="USD", help="The task's new dollar budget (all its runs).")
+    ] = None,
+    budget_tokens: Annotated[str | None, typer.Option(
+        "--budget-tokens", metavar="N", help="Its new token budget.")] = None,
+    timeout: Annotated[str | None, typer.Option(
+        "--timeout", metavar="DURATION", help="Its new wall-clock budget (30m, 1h).")] = None,
+    to_review: Annotated[bool, typer.Option(
+        "--review", help="Send it to review as it is instead of running it again.")] = False,
+    message: Annotated[str | None, typer.Option(
+        "--message", "-m", metavar="FEEDBACK", help="Feedback the next run sees.")] = None,
+    repo: RepoOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Continue a task that waits after a budget or no-progress stop (same worktree and
+    conversation), or send it to review as it is."""
+    from orchestrator.review.resuming import resume_task
+
+    r = open_repo(repo)
+    task = resume_task(r.layout, r.config, task_id, usd=budget_usd, tokens=budget_tokens,
+                       timeout=timeout, review=to_review, feedback=message, actor="cli")
+    if json_:
+        print_json(task)
+    else:
+        typer.echo(f"{task.id} is {task.status} again")
 
 
 def _str(value: Any) -> str:

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from orchestrator.board.model import Status, Task
+from orchestrator.budget import describe
 from orchestrator.config import Config
 from orchestrator.errors import Conflict, GitError
 from orchestrator.layout import Layout
@@ -78,6 +79,8 @@ def _row(task: Task, now: float) -> dict[str, Any]:
         "worktree": task.worktree, "base": task.base, "base_commit": task.base_commit,
         "commits": None, "diffstat": None, "merge": None,
         "checks": _checks(task.checks), "cost_usd": round(task.usage.cost_usd, 6),
+        "usage": task.usage.model_dump(), "budget": task.budget.model_dump(),
+        "spent": describe(task.budget, task.usage),
         "tokens": task.usage.input_tokens + task.usage.output_tokens,
         "attempts": task.attempts, "feedback": task.feedback,
         "age_seconds": _since(task.updated_at, now),

@@ -43,6 +43,8 @@ def column_of(task: Task) -> str | None:
     """The column a task shows in; None for discarded and cancelled tasks."""
     if task.status is Status.IN_PROGRESS:
         return "waiting for input" if task.waiting_for else "in progress"
+    if task.status is Status.FAILED and task.waiting_for:
+        return "waiting for input"  # stopped for a budget or no progress
     return {Status.PENDING: "pending", Status.REVIEW: "review", Status.MERGED: "merged",
             Status.FAILED: "failed"}.get(task.status)
 

@@ -23,8 +23,10 @@ def author(teammate: str) -> tuple[str, str]:
     return f"{teammate} (orchestrator)", f"{teammate}@orchestrator.local"
 
 
-def commit_leftovers(worktree: Path, task: Task, teammate: str) -> str | None:
+def commit_leftovers(worktree: Path, task: Task, teammate: str, *,
+                     wip: bool = False) -> str | None:
     """Stage everything but ``.task_ref`` and commit it; the new sha, or None if clean.
+    ``wip``: the run was stopped before it finished (the subject says ``WIP:``).
 
     Two git processes when there is something to commit (add, commit): whether anything
     is staged is asked only when the commit is refused, and the new commit is read from
@@ -38,7 +40,7 @@ def commit_leftovers(worktree: Path, task: Task, teammate: str) -> str | None:
         _git(worktree, env, "rm", "-q", "--cached", "--ignore-unmatch", "--", TASK_REF)
     commit = subprocess.run(
         ["git", *NO_AUTO_MAINTENANCE, "commit", "-q", "--no-verify",
-         "-m", f"{task.subject}\n\nTask: {task.id}"],
+         "-m", f"{'WIP: ' if wip else ''}{task.subject}\n\nTask: {task.id}"],
         cwd=worktree, env=env, capture_output=True, text=True, check=False)
     if commit.returncode != 0:
         staged = subprocess.run(["git", "diff", "--cached", "--quiet"], cwd=worktree, env=env,

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from orchestrator import budget
 from orchestrator.backends import load_backend
 from orchestrator.board.model import Task, Usage, utcnow
 from orchestrator.config import Config
@@ -266,18 +267,31 @@ class Teammate:
         ws = self.isolation.create(task)
         task = self.board.update(task.id, token, **binding(ws))
         backend = self.backend_for(task)
+        reason = budget.reached(task.budget, task.usage)
+        if reason:  # resumed without raising the limit, or spent by an earlier run
+            self.pause(task, token, ws.path, reason, tlog, beat)
+            return
+        left = budget.remaining_seconds(task.budget, task.usage)
+        timeout = self.config.team.task_timeout if left is None else min(
+            self.config.team.task_timeout, left)
         ctx = RunContext(
             task=task, token=token, teammate=self.name, workspace=ws, board=self.board,
-            layout=self.layout, log=tlog, stop=stop, timeout=self.config.team.task_timeout,
+            layout=self.layout, log=tlog, stop=stop, timeout=timeout,
             settings={"command": self.config.team.command,
                       "on_process_start": lambda pgid: self.publish(
                           "working", task=task.id, backend_pgid=pgid)},
         )
+        started = time.monotonic()
         result = backend.run(ctx)
         if beat.lost:
             return
-        if result.usage != Usage():
-            self.board.update(task.id, token, usage=task.usage.add(result.usage))
+        total = self.count_spending(task, token, result.usage, time.monotonic() - started)
+        stopping = result.stopped or self.cold.is_set() or (not result.ok and stop.is_set())
+        paused = result.paused or (None if result.ok or stopping
+                                   else budget.reached(task.budget, total))
+        if paused:
+            self.pause(task, token, ws.path, paused, tlog, beat, result.session_id)
+            return
         if result.stopped or self.cold.is_set() or (not result.ok and stop.is_set()):
             beat.ending = True
             self.board.release(task.id, token, reason="teammate stopping")
@@ -322,6 +336,39 @@ class Teammate:
         done = self.board.complete(task.id, token, **fields)
         self.isolation.keep(done)
         self.log.info("completed", task=task.id, sha=sha)
+
+    def count_spending(self, task: Task, token: int, usage: Usage, seconds: float) -> Usage:
+        """Add a run's usage and wall-clock time to the task; report a budget's 80 %."""
+        total = task.usage.add(usage.model_copy(update={"seconds": usage.seconds + seconds}))
+        so_far = self.board.get(task.id).usage  # a backend may have counted live already
+        self.board.update(task.id, token, usage=total)
+        if "budget_warning" in budget.crossed(task.budget, so_far, total):
+            self.board.events.emit("budget_warning", task.id, actor=self.name,
+                                   spent=budget.describe(task.budget, total))
+        return total
+
+    def pause(self, task: Task, token: int, path: Path, reason: str, tlog: TaskLog,
+              beat: Heartbeat, session_id: str | None = None) -> None:
+        """Stop for a person: commit the work in progress to the task branch, and the task
+        waits (``failed`` with ``waiting_for`` = the reason) for `orchestrator resume`."""
+        self.still_ours(task.id, token)
+        sha = commit_leftovers(path, task, self.name, wip=True) if (path / ".git").exists() \
+            else None
+        if sha:
+            self.committed = True
+            self.board.events.emit("commit", task.id, actor=self.name, sha=sha,
+                                   branch=task.branch, wip=True)
+        beat.ending = True
+        self.board.fail(task.id, token, reason, retry=False)
+        fields: dict[str, Any] = {"waiting_for": reason}
+        if session_id:
+            fields["session_id"] = session_id
+        done = self.board.edit(task.id, actor=self.name, **fields)
+        event = "budget_reached" if reason.startswith("budget:") else "no_progress"
+        self.board.events.emit(event, task.id, actor=self.name, reason=reason, wip=sha,
+                               spent=budget.describe(done.budget, done.usage))
+        tlog.write("paused", reason=reason, commit=sha)
+        self.log.info("paused for a person", task=task.id, reason=reason)
 
     def still_ours(self, task_id: str, token: int) -> None:
         """Raise `LeaseLost` unless our lease holds for a good while yet: a read when the

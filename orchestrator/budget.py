@@ -1,0 +1,189 @@
+"""Task budgets: dollars, tokens and wall-clock seconds a task may spend over all its runs.
+
+    add --budget-usd 2 --budget-tokens 400000 --timeout 30m     (or the same in a dropped
+                                                                 file: budget_usd, …)
+    spending   ``task.usage``, summed from what each backend reports: the built-in loop per
+               request, Claude Code from its stream, a command backend from its usage file
+               (`read_usage_file`), the seconds of every run
+    80 %       a ``budget_warning`` event (the ``[hooks] budget`` hooks run)
+    100 %      the run stops at a step boundary, its work is committed to the task branch,
+               and the task waits for a person (``failed`` with ``waiting_for`` saying
+               "budget: $2.00 of $2.00 spent", event ``budget_reached``), until
+               ``orchestrator resume ID --budget-usd 4`` (or ``--review``, or ``discard``)
+
+The built-in loop checks before each request, so a budget is exceeded by at most the
+request that crossed it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from orchestrator.board.model import Budget, Usage
+from orchestrator.errors import InvalidInput
+
+WARN_FRACTION = 0.8
+USAGE_FILE_ENV = "ORCH_USAGE_FILE"
+"""Names the file a command backend may write its usage to (see `read_usage_file`)."""
+MAX_USAGE_FILE_BYTES = 64 * 1024
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(h|m|s|ms)?", re.I)
+_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, None: 1.0}
+
+
+def parse_duration(value: Any, what: str = "timeout") -> float:
+    """Seconds from ``90``, ``"90"``, ``"90s"``, ``"30m"``, ``"1h30m"``; `InvalidInput` else."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InvalidInput(f"{what}: expected a duration like 30m, 1h or 90s, not {value!r}")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        text = value.strip().replace(" ", "")
+        parts = list(_DURATION.finditer(text))
+        if not text or not parts or "".join(p.group(0) for p in parts) != text:
+            raise InvalidInput(f"{what}: expected a duration like 30m, 1h or 90s, "
+                               f"not {value!r}")
+        seconds = sum(float(p.group(1)) * _UNIT[(p.group(2) or "").lower() or None]
+                      for p in parts)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise InvalidInput(f"{what}: must be more than 0 seconds, not {value!r}")
+    return seconds
+
+
+def make_budget(usd: Any = None, tokens: Any = None, timeout: Any = None,
+                base: Budget | None = None) -> Budget:
+    """A validated `Budget` from what a person or a file wrote (``base`` for the rest)."""
+    data = (base or Budget()).model_dump()
+    if usd is not None:
+        data["usd"] = _number(usd, "budget_usd")
+    if tokens is not None:
+        n = _number(tokens, "budget_tokens")
+        if n != int(n):
+            raise InvalidInput(f"budget_tokens: a whole number of tokens, not {tokens!r}")
+        data["tokens"] = int(n)
+    if timeout is not None:
+        data["seconds"] = parse_duration(timeout)
+    try:
+        return Budget.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = {"usd": "budget_usd", "tokens": "budget_tokens", "seconds": "timeout"}.get(
+            str(err["loc"][0]), str(err["loc"][0]))
+        raise InvalidInput(f"{field}: {err['msg']}") from exc
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, str):
+        try:
+            value = float(value.strip().lstrip("$"))
+        except ValueError:
+            raise InvalidInput(f"{what}: not a number: {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInput(f"{what}: not a number: {value!r}")
+    return float(value)
+
+
+def fraction(budget: Budget, usage: Usage) -> float:
+    """How much of the tightest limit is spent (0 with no limits)."""
+    parts = [usage.cost_usd / budget.usd if budget.usd else 0.0,
+             usage.tokens / budget.tokens if budget.tokens else 0.0,
+             usage.seconds / budget.seconds if budget.seconds else 0.0]
+    return max(parts)
+
+
+def reached(budget: Budget, usage: Usage) -> str | None:
+    """The reason a task may not spend more ("budget: $2.00 of $2.00 spent"), or None."""
+    if budget.usd is not None and usage.cost_usd >= budget.usd:
+        return f"budget: ${usage.cost_usd:.2f} of ${budget.usd:.2f} spent"
+    if budget.tokens is not None and usage.tokens >= budget.tokens:
+        return f"budget: {usage.tokens} of {budget.tokens} tokens spent"
+    if budget.seconds is not None and usage.seconds >= budget.seconds:
+        return f"budget: {_duration(usage.seconds)} of {_duration(budget.seconds)} spent"
+    return None
+
+
+def remaining_seconds(budget: Budget, usage: Usage) -> float | None:
+    return None if budget.seconds is None else max(0.0, budget.seconds - usage.seconds)
+
+
+def crossed(budget: Budget, before: Usage, after: Usage) -> list[str]:
+    """The events a change of spending from ``before`` to ``after`` calls for."""
+    a, b = fraction(budget, before), fraction(budget, after)
+    out = []
+    if a < WARN_FRACTION <= b:
+        out.append("budget_warning")
+    if a < 1.0 <= b:
+        out.append("budget_reached")
+    return out
+
+
+def describe(budget: Budget, usage: Usage) -> str:
+    """``$1.20/$2.00 310k/400k tok 4m/30m``: what ``list`` and ``review`` show."""
+    parts = [f"${usage.cost_usd:.2f}" + (f"/${budget.usd:.2f}" if budget.usd else "")]
+    if budget.tokens:
+        parts.append(f"{_k(usage.tokens)}/{_k(budget.tokens)} tok")
+    if budget.seconds:
+        parts.append(f"{_duration(usage.seconds)}/{_duration(budget.seconds)}")
+    return " ".join(parts)
+
+
+def read_usage_file(path: Path) -> Usage:
+    """What a command backend reported in ``$ORCH_USAGE_FILE``: one JSON object with the run's
+    totals (``input_tokens``, ``output_tokens``, ``cache_read_tokens``,
+    ``cache_write_tokens``, ``cost_usd``; all optional, numbers ≥ 0), or JSON lines of such
+    objects, one per request, which are added up. A missing file is no usage; a malformed
+    one raises `InvalidInput` (the run's result says so, nothing is counted from it)."""
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_USAGE_FILE_BYTES + 1)
+    except FileNotFoundError:
+        return Usage()
+    except OSError as exc:
+        raise InvalidInput(f"usage file {path}: {exc}") from exc
+    if len(raw) > MAX_USAGE_FILE_BYTES:
+        raise InvalidInput(f"usage file {path} is larger than {MAX_USAGE_FILE_BYTES} bytes")
+    text = raw.decode("utf-8", errors="replace").strip()
+    if not text:
+        return Usage()
+    try:
+        records = [json.loads(text)] if text.startswith("{") and "\n" not in text else [
+            json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"usage file {path}: not JSON: {exc}") from exc
+    total = Usage()
+    for rec in records:
+        total = total.add(_usage_record(rec, path))
+    return total
+
+
+def _usage_record(rec: Any, path: Path) -> Usage:
+    if not isinstance(rec, dict):
+        raise InvalidInput(f"usage file {path}: expected JSON objects")
+    fields = {k: rec.get(k, 0) for k in ("input_tokens", "output_tokens", "cache_read_tokens",
+                                           "cache_write_tokens", "cost_usd")}
+    for key, value in fields.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value) or value < 0 or value > 1e12:
+            raise InvalidInput(f"usage file {path}: {key} must be a number >= 0, not {value!r}")
+        if key != "cost_usd" and value != int(value):
+            raise InvalidInput(f"usage file {path}: {key} must be a whole number")
+    return Usage(**{k: (float(v) if k == "cost_usd" else int(v)) for k, v in fields.items()})
+
+
+def _duration(seconds: float) -> str:
+    s = round(seconds)
+    if s >= 3600:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s" if s % 60 else f"{s // 60}m"
+    return f"{s}s"
+
+
+def _k(n: int) -> str:
+    return f"{n / 1000:.0f}k" if n >= 10_000 else str(n)
