@@ -165,6 +165,14 @@ class AgentConfig(_Section):
     """Dollar budget of one run, none by default."""
     max_seconds: float | None = Field(default=None, gt=0)
     """Wall-clock budget of one run of the agent loop, none by default."""
+    no_progress_repeats: int = Field(default=3, ge=0, le=100)
+    """The same tool call with the same arguments and result this many times is no progress:
+    the agent is told once, then stopped to wait for a person (0: off)."""
+    no_progress_failures: int = Field(default=3, ge=0, le=100)
+    """The same failing tool output this many times in a row (told once, then stopped; 0: off)."""
+    no_progress_turns: int = Field(default=3, ge=0, le=100)
+    """This many turns in a row without a new tool call or new text (told once, then
+    stopped; 0: off)."""
     permission_mode: PermissionMode = "acceptEdits"
     """What tools may do when no rule decides (see `orchestrator.agent.permissions`)."""
     allow: list[str] = Field(default_factory=list)

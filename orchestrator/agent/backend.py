@@ -13,6 +13,7 @@ to the `RunResult` the teammate acts on:
     BudgetReached   paused: the task waits for a person (`orchestrator.budget`); the
                     transcript is kept, so ``resume`` continues the same conversation
                     (``anthropic``; a scripted run starts its script again)
+    NoProgress      paused the same way (`orchestrator.agent.progress`)
     LimitExceeded   failed, not retried (the same budget would run out again)
     Stopped         stopped (the teammate releases the task)
     BackendError    failed, retried (a script that does not match: not retried)
@@ -39,6 +40,7 @@ from orchestrator.agent import plan_first, profiles
 from orchestrator.agent.base import BudgetReached, LimitExceeded, Model, Stopped, ToolContext
 from orchestrator.agent.loop import AgentLoop, Limits
 from orchestrator.agent.permission_flow import PermissionFlow
+from orchestrator.agent.progress import NoProgress, ProgressWatch
 from orchestrator.agent.prompt import PromptSources, build_prompt
 from orchestrator.agent.scripted import ScriptedModel, ScriptError, load_script
 from orchestrator.agent.tools.subagent import Subagents
@@ -110,7 +112,10 @@ class AgentBackend:
                 loop = AgentLoop(model, toolset, prompt, ctx.log,
                                  limits=Limits.of(config.agent, ctx.timeout, ctx.task),
                                  max_tokens=config.agent.max_tokens, stop=ctx.stop,
-                                 ask=flow.ask, on_usage=live)
+                                 ask=flow.ask, on_usage=live, watch=ProgressWatch(
+                                     config.agent.no_progress_repeats,
+                                     config.agent.no_progress_failures,
+                                     config.agent.no_progress_turns))
                 subagents.bind(loop)
                 summary = loop.run(plan_first.first_message(ctx.task, prompt.first_message),
                                    resume=self.transcript(ctx))
@@ -119,7 +124,7 @@ class AgentBackend:
                 if planning is not None and not planning.approved:
                     return self._failed(ctx, plan_first.NO_PLAN_ERROR, usage, retry=True)
                 return RunResult(ok=True, summary=summary, usage=usage)
-        except BudgetReached as exc:
+        except (BudgetReached, NoProgress) as exc:
             ctx.log.write("paused", reason=str(exc))
             session = self.keep_transcript(ctx, loop)
             return RunResult(ok=False, error=str(exc), usage=usage, paused=str(exc),

@@ -5,6 +5,8 @@
         response = model.query(...)               (prompt too long -> compact, query again)
         messages += [assistant turn, user turn with every tool result]
                                                   (no tool call -> Finished)
+        watch for no progress                     (told once, then NoProgress:
+                                                   `orchestrator.agent.progress`)
 
 Every ``tool_use`` gets exactly one ``tool_result`` in the next message, also
 when the call is denied, errors, or waits on a person. A ``max_tokens`` stop
@@ -35,6 +37,7 @@ from orchestrator.agent.base import (
     ToolResult,
 )
 from orchestrator.agent.compact import ContextOverflow, compact
+from orchestrator.agent.progress import Call, ProgressWatch
 from orchestrator.agent.prompt import Prompt, with_message_breakpoints
 from orchestrator.board.model import Budget, Task, Usage
 from orchestrator.config import AgentConfig
@@ -107,9 +110,11 @@ class AgentLoop:
     def __init__(self, model: Model, toolset: Toolset, prompt: Prompt, log: TaskLogger, *,
                  limits: Limits, max_tokens: int, stop: threading.Event | None = None,
                  ask: AskHandler | None = None,
-                 on_usage: Callable[[Usage], None] | None = None) -> None:
+                 on_usage: Callable[[Usage], None] | None = None,
+                 watch: ProgressWatch | None = None) -> None:
         self.model, self.toolset, self.prompt, self.log = model, toolset, prompt, log
         self.limits, self.max_tokens = limits, max_tokens
+        self.watch = watch or ProgressWatch(0, 0, 0)  # off unless the backend configures it
         self.stop = stop or threading.Event()
         self.ask, self.on_usage = ask, on_usage
         self.state = LoopState()
@@ -176,10 +181,18 @@ class AgentLoop:
             return [{"role": "assistant", "content": content},
                     {"role": "user", "content": CONTINUE}]
         calls = [b for b in content if b.get("type") == "tool_use"]
+        text = "\n".join(b["text"] for b in content if b.get("type") == "text")
         if not calls:
-            raise Finished("\n".join(b["text"] for b in content if b.get("type") == "text"))
+            raise Finished(text)
+        results = [self.call(b) for b in calls]
+        note = self.watch.turn(text, [Call(b["name"], b.get("input") or {}, r["content"],
+                                           bool(r.get("is_error"))) for b, r in zip(
+                                               calls, results, strict=True)])
+        if note:  # told once; going on after it raises NoProgress
+            self.log.write("no_progress_warning", note=note)
+            results.append({"type": "text", "text": note})
         return [{"role": "assistant", "content": content},
-                {"role": "user", "content": [self.call(b) for b in calls]}]
+                {"role": "user", "content": results}]
 
     def call(self, block: dict[str, Any]) -> dict[str, Any]:
         name, args = block["name"], block.get("input") or {}
