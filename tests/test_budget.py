@@ -116,6 +116,9 @@ def test_command_backend_usage_file_counts_and_a_slow_run_hits_its_timeout(
     assert timed.waiting_for is not None and timed.waiting_for.startswith("budget: ")
     assert timed.waiting_for.endswith("of 2s spent")
     assert 1.5 <= timed.usage.seconds < 10
+    shown = orch(repo, "status").stdout
+    assert f"{spender.id} waits: budget: $3.00 of $2.00 spent" in shown, shown
+    assert "spent: $3.00" in shown
     # send the spender to review as it is; discard the slow one
     assert orch(repo, "resume", spender.id, "--review").returncode == 0
     assert orch(repo, "discard", slow.id, "--force").returncode == 0

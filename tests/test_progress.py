@@ -6,14 +6,17 @@ forever; then each named reason of `ProgressWatch` on its own.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from orchestrator.agent.progress import Call, NoProgress, ProgressWatch
 from orchestrator.board.model import Budget
+from orchestrator.config import Config
 from tests.loopback import LoopbackAPI, Reply, tool_use
 from tests.test_backend_agent import ClaimFn, api, claim  # noqa: F401 (fixtures)
+from tests.test_claude_code_support import ClaudeScript, claude_binary, claude_env, read, said
 
 MODEL = {"model": "claude-sonnet-4-6"}
 
@@ -83,3 +86,26 @@ def test_new_work_between_repeats_still_counts_the_repeats_and_zero_turns_it_off
     off = ProgressWatch(0, 0, 0)
     for _ in range(10):
         assert off.turn("", calls(ls)) is None
+
+
+def test_claude_code_going_round_in_circles_is_told_once_then_stopped(
+        repo: Path, claim: ClaimFn, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    from orchestrator.agent.claude_code import ClaudeCodeBackend
+
+    c = claim(subject="Read the missing file")
+    config = Config.load(repo, environ={}, overrides={
+        "claude_code": {"binary": str(claude_binary())}})
+    with LoopbackAPI() as server:
+        cc = ClaudeScript(server, lambda wt: [read(wt / "missing.txt")] * 12 + ["Done."])
+        for k, v in claude_env(server).items():
+            monkeypatch.setenv(k, v)
+        result = ClaudeCodeBackend(config, c.layout).run(c.ctx())
+    assert not result.ok and result.paused is not None, result.error
+    assert result.paused.startswith("no progress: "), result.paused
+    conversation = cc.conversations()
+    # told once, in the same session (the note is the prompt of a resumed run) ...
+    assert said(conversation, "Change approach, or stop")
+    # ... and stopped soon after: not the whole script of twelve reads
+    reads = sum(1 for r in conversation[-1:] for m in r["messages"] if m["role"] == "assistant")
+    assert reads <= 8, reads
+    assert result.session_id and not cc.problems

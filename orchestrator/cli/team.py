@@ -86,19 +86,20 @@ def down(
 def status_cmd(json_out: JsonOpt = False, repo: RepoOpt = None) -> None:
     """The daemon, what each teammate is doing, and the board counts."""
     r = open_repo(repo)
-    st = status.team_status(r.layout, _counts(r))
+    st = status.team_status(r.layout, *_counts(r))
     if json_out:
         print_json(st)
     else:
         typer.echo(status.format_status(st))
 
 
-def _counts(r: Any) -> dict[str, int]:
+def _counts(r: Any) -> tuple[dict[str, int], dict[str, Any]]:
     from orchestrator.board import open_board
 
     board = open_board(r.layout, r.config.board, actor="cli")
     try:
-        return status.board_counts(board.list())
+        tasks = board.list()
+        return status.board_counts(tasks), status.board_spending(tasks)
     finally:
         board.close()
 

@@ -85,7 +85,8 @@ def _age(iso: str | None, now: float) -> float | None:
         return None
 
 
-def team_status(layout: Layout, counts: dict[str, int] | None = None) -> dict[str, Any]:
+def team_status(layout: Layout, counts: dict[str, int] | None = None,
+                spending: dict[str, Any] | None = None) -> dict[str, Any]:
     """The daemon, its teammates and the board counts, as ``status --json`` prints it."""
     now = time.time()
     info = running_daemon(layout)
@@ -110,6 +111,7 @@ def team_status(layout: Layout, counts: dict[str, int] | None = None) -> dict[st
         "mode": info.get("mode") if info else None,
         "teammates": mates,
         "board": counts or {},
+        "spending": spending or {},
         "permission_requests": open_permission_requests(layout),
     }
 
@@ -140,6 +142,16 @@ def board_counts(tasks: list[Any]) -> dict[str, int]:
     return counts
 
 
+def board_spending(tasks: list[Any]) -> dict[str, Any]:
+    """What the board's tasks spent, and the tasks stopped to wait for a person."""
+    return {
+        "cost_usd": round(sum(t.usage.cost_usd for t in tasks), 6),
+        "tokens": sum(t.usage.tokens for t in tasks),
+        "waiting": [{"task": t.id, "reason": t.waiting_for} for t in tasks
+                    if t.status is Status.FAILED and t.waiting_for],
+    }
+
+
 def format_status(st: dict[str, Any]) -> str:
     """The human form of `team_status`."""
     lines = []
@@ -160,6 +172,12 @@ def format_status(st: dict[str, Any]) -> str:
     if st["board"]:
         shown = [f"{k} {v}" for k, v in st["board"].items() if v]
         lines.append("board: " + (", ".join(shown) if shown else "no tasks"))
+    spent = st.get("spending") or {}
+    if spent.get("cost_usd") or spent.get("tokens"):
+        lines.append(f"spent: ${spent['cost_usd']:.2f}, {spent['tokens']} tokens")
+    for w in spent.get("waiting", []):
+        lines.append(f"{w['task']} waits: {w['reason']}  (orchestrator resume {w['task']} "
+                     "--budget-usd N | --review)")
     for req in st["permission_requests"]:
         lines.append(f"permission request {req.get('request_id')} from {req.get('from')}: "
                      f"{req.get('body', '')}  (orchestrator approve|deny {req.get('request_id')})")
