@@ -13,6 +13,12 @@
 
 The built-in loop checks before each request, so a budget is exceeded by at most the
 request that crossed it.
+
+``[budget]`` (`orchestrator.config.BudgetConfig`) adds shared limits: per plan (the tasks
+one ``orchestrator plan`` wrote, summed from the board), per teammate per UTC day and for
+the whole board per UTC day (summed from the ``spend`` event each run writes). A run counts
+against each (`Limit`); the reason names the one reached ("budget: board today $50.00 of
+$50.00 spent").
 """
 
 from __future__ import annotations
@@ -20,13 +26,20 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from orchestrator.board.model import Budget, Usage
+from orchestrator.board.model import Budget, Task, Usage
+from orchestrator.clock import utcnow
 from orchestrator.errors import InvalidInput
+from orchestrator.events import EventLog
+
+if TYPE_CHECKING:
+    from orchestrator.config import BudgetConfig
+    from orchestrator.protocols import Board, RunContext
 
 WARN_FRACTION = 0.8
 USAGE_FILE_ENV = "ORCH_USAGE_FILE"
@@ -87,6 +100,101 @@ def _number(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidInput(f"{what}: not a number: {value!r}")
     return float(value)
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One budget a run counts against: the task's own (``label`` empty), its plan's, its
+    teammate's today, the board's today; ``spent`` is what was spent before the run."""
+
+    label: str
+    budget: Budget
+    spent: Usage
+
+    def reached(self, run: Usage) -> str | None:
+        """The reason, when what was spent before plus ``run`` reaches the budget."""
+        why = reached(self.budget, self.spent.add(run))
+        return why.replace("budget:", f"budget: {self.label}", 1) if why and self.label \
+            else why
+
+
+def limits_for(task: Task, teammate: str, config: BudgetConfig, board: Board) -> list[Limit]:
+    """Every budget a run of ``task`` by ``teammate`` counts against (``[budget]``)."""
+    out = [Limit("", task.budget, task.usage)]
+    plan = plan_of(task)
+    if plan and (config.plan_usd or config.plan_tokens):
+        spent = Usage()
+        for t in board.list():
+            if plan_of(t) == plan:
+                spent = spent.add(t.usage)
+        out.append(Limit(f"plan {plan}", Budget(usd=config.plan_usd,
+                                                tokens=config.plan_tokens), spent))
+    mate = config.teammate_daily_usd or config.teammate_daily_tokens
+    if mate or config.daily_usd or config.daily_tokens:
+        everyone, mine = spent_today(board.events)
+        if mate:
+            out.append(Limit(f"{teammate} today", Budget(
+                usd=config.teammate_daily_usd, tokens=config.teammate_daily_tokens),
+                mine.get(teammate, Usage())))
+        if config.daily_usd or config.daily_tokens:
+            out.append(Limit("board today", Budget(usd=config.daily_usd,
+                                                   tokens=config.daily_tokens), everyone))
+    return out
+
+
+def run_limits(ctx: RunContext) -> list[Limit]:
+    """The budgets a run counts against: what the teammate worked out (`limits_for`, in
+    ``ctx.settings["limits"]``), else the task's own."""
+    given = ctx.settings.get("limits")
+    if isinstance(given, list) and all(isinstance(x, Limit) for x in given):
+        return given
+    return [Limit("", ctx.task.budget, ctx.task.usage)]
+
+
+def plan_of(task: Task) -> str | None:
+    """The plan a task belongs to (``metadata.plan.id``, written by ``orchestrator plan``)."""
+    plan = task.metadata.get("plan")
+    pid = plan.get("id") if isinstance(plan, dict) else None
+    return pid if isinstance(pid, str) and pid else None
+
+
+def spent_today(events: EventLog) -> tuple[Usage, dict[str, Usage]]:
+    """The ``spend`` events of this UTC day: the board's total and each teammate's."""
+    today = utcnow()[:10]
+    total, by_mate = Usage(), {}
+    for e in events.backwards():
+        if str(e.get("ts", ""))[:10] < today:
+            break
+        if e.get("event") != "spend" or not isinstance(e.get("usage"), dict):
+            continue
+        try:
+            u = Usage.model_validate(e["usage"])
+        except ValidationError:
+            continue
+        total = total.add(u)
+        mate = str(e.get("actor"))
+        by_mate[mate] = by_mate.get(mate, Usage()).add(u)
+    return total, by_mate
+
+
+def warn(limits: list[Limit], before: Usage, after: Usage, events: EventLog, task_id: str,
+         actor: str) -> None:
+    """A ``budget_warning`` event for each limit a run's spending (``before`` -> ``after``)
+    took past 80 % (``budget_reached`` is written when the task stops)."""
+    for limit in limits:
+        if "budget_warning" in crossed(limit.budget, limit.spent.add(before),
+                                       limit.spent.add(after)):
+            events.emit("budget_warning", task_id, actor=actor, limit=limit.label or "task",
+                        spent=describe(limit.budget, limit.spent.add(after)))
+
+
+def minus(a: Usage, b: Usage) -> Usage:
+    """``a - b`` field by field, never below 0."""
+    return Usage(**{k: max(0, v - getattr(b, k)) for k, v in a.model_dump().items()})
+
+
+def first_reached(limits: list[Limit], run: Usage) -> str | None:
+    return next((why for limit in limits if (why := limit.reached(run))), None)
 
 
 def fraction(budget: Budget, usage: Usage) -> float:

@@ -227,6 +227,28 @@ class HooksConfig(_Section):
     """Seconds one hook may run before its process group is killed."""
 
 
+class BudgetConfig(_Section):
+    """Spending limits beyond each task's own (`orchestrator.budget`): a run that reaches
+    one stops like a task whose budget is spent, and waits for a person. Each run is capped
+    by what was left when it started; runs going on at once may together pass a shared
+    limit by up to one run's worth each."""
+
+    LIVE = True  # teammates read them before each run
+
+    plan_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Dollars all the tasks of one `orchestrator plan` may spend together."""
+    plan_tokens: int | None = Field(default=None, gt=0)
+    """Tokens all the tasks of one plan may spend together."""
+    teammate_daily_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Dollars each teammate may spend per UTC day."""
+    teammate_daily_tokens: int | None = Field(default=None, gt=0)
+    """Tokens each teammate may spend per UTC day."""
+    daily_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Dollars the whole board may spend per UTC day."""
+    daily_tokens: int | None = Field(default=None, gt=0)
+    """Tokens the whole board may spend per UTC day."""
+
+
 class ClaudeCodeConfig(_Section):
     """The ``claude-code`` backend: the Claude Code CLI run headless in each worktree."""
 
@@ -320,6 +342,7 @@ class Config(_Section):
     claude_code: ClaudeCodeConfig = Field(default_factory=ClaudeCodeConfig)
     commands: CommandsConfig = Field(default_factory=CommandsConfig)
     hooks: HooksConfig = Field(default_factory=HooksConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
     agents: dict[str, ProfileConfig] = Field(default_factory=dict)
     """Agent profiles by name (not a settings section: see `orchestrator.agent.profiles`)."""
 

@@ -39,6 +39,7 @@ def only(repo: Path) -> object:
     return task
 
 
+@pytest.mark.timeout(300)  # two team runs: slow on a loaded machine
 def test_dollar_budget_pauses_commits_wip_and_resume_continues_the_session(
         repo: Path) -> None:
     res = orch(repo, "add", "Write two files", "--budget-usd", "0.01", "--json")
@@ -97,6 +98,7 @@ exit 1
 """
 
 
+@pytest.mark.timeout(300)  # two team runs: slow on a loaded machine
 def test_command_backend_usage_file_counts_and_a_slow_run_hits_its_timeout(
         repo: Path) -> None:
     with open_board(Layout.at(repo).ensure()) as board:
@@ -197,3 +199,52 @@ def test_dropped_files_carry_budgets_and_bad_ones_are_rejected(repo: Path) -> No
     reasons = sorted(p.read_text() for p in layout.rejected.glob("*.error.txt"))
     assert any("budget_usd: not a number" in r for r in reasons)
     assert any("budget must be an object" in r for r in reasons)
+
+
+SPENDER = """printf '{"cost_usd": 3, "output_tokens": 10}' > "$ORCH_USAGE_FILE"
+echo "$ORCH_TASK_ID" > "$ORCH_TASK_ID.txt"
+"""
+
+
+@pytest.mark.timeout(300)  # two team runs: slow on a loaded machine
+def test_board_daily_budget_set_live_stops_the_next_run(repo: Path) -> None:
+    with open_board(Layout.at(repo).ensure()) as board:
+        ids = [board.add(f"t{i}").id for i in range(3)]
+    res = orch(repo, "config", "set", "budget.daily_usd", "5")
+    assert res.returncode == 0, res.stderr
+    with team_cleanup(repo):
+        res = up_cli(repo, "up", "--burst", "-n", "1", "--command", SPENDER, env=team_env())
+    by_id = {t.id: t for t in tasks(repo)}
+    assert [by_id[i].status for i in ids] == [Status.REVIEW, Status.REVIEW, Status.FAILED]
+    assert by_id[ids[2]].waiting_for == "budget: board today $6.00 of $5.00 spent"
+    assert sum(e["usage"]["cost_usd"] for e in events(repo, "spend")) == 6.0
+    # the limit raised live, resuming runs it
+    assert orch(repo, "config", "set", "budget.daily_usd", "20").returncode == 0
+    assert orch(repo, "resume", ids[2]).returncode == 0
+    with team_cleanup(repo):
+        res = up_cli(repo, "up", "--burst", "-n", "1", "--command", SPENDER, env=team_env())
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert {t.status for t in tasks(repo)} == {Status.REVIEW}
+
+
+def test_plan_and_teammate_limits(repo: Path) -> None:
+    from orchestrator.budget import limits_for
+    from orchestrator.config import BudgetConfig
+
+    with open_board(Layout.at(repo).ensure()) as board:
+        plan = {"plan": {"id": "plan-abc", "goal": "g", "ref": "a"}}
+        a = board.add("a", metadata=plan)
+        b = board.add("b", metadata=plan)
+        board.add("other", metadata={"plan": {"id": "plan-xyz"}})
+        for t, cost in ((a, 1.5), (b, 2.0)):
+            claimed = board.claim("alice", task_id=t.id)
+            assert claimed is not None and claimed.lease is not None
+            board.update(t.id, claimed.lease.token, usage=Usage(cost_usd=cost))
+            board.events.emit("spend", t.id, actor="alice", usage=Usage(cost_usd=cost).model_dump())
+        board.events.emit("spend", None, actor="bob", usage={"cost_usd": "bogus"})
+        config = BudgetConfig(plan_usd=3.0, teammate_daily_usd=10.0, daily_usd=3.4)
+        limits = limits_for(board.get(a.id), "alice", config, board)
+    labels = {lim.label: lim.reached(Usage()) for lim in limits}
+    assert labels == {"": None, "plan plan-abc": "budget: plan plan-abc $3.50 of $3.00 spent",
+                      "alice today": None,
+                      "board today": "budget: board today $3.50 of $3.40 spent"}

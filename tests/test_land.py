@@ -67,6 +67,7 @@ def checks_pass_at(repo: Path, commit: str, tmp: Path) -> bool:
         git(repo, "worktree", "remove", "--force", str(out))
 
 
+@pytest.mark.timeout(300)  # two team runs: slow on a loaded machine
 def test_land_all_reviewed_lands_what_fits_and_rejects_the_breaker(tmp_path: Path) -> None:
     repo = checked_repo(tmp_path / "repo")
     with open_board(Layout.at(repo).ensure()) as board:
@@ -246,6 +247,7 @@ fi
 """
 
 
+@pytest.mark.timeout(300)  # two team runs: slow on a loaded machine
 def test_up_land_lands_each_task_as_it_reaches_review(tmp_path: Path) -> None:
     repo = checked_repo(tmp_path / "repo")
     with open_board(Layout.at(repo).ensure()) as board:

@@ -79,16 +79,13 @@ class AgentBackend:
         usage = Usage()
         loop: AgentLoop | None = None
 
+        limits = budget.run_limits(ctx)
+
         def live(total: Usage) -> None:
             nonlocal usage
             before, usage = usage, total
             ctx.board.update(ctx.task.id, ctx.token, usage=ctx.task.usage.add(total))
-            for event in budget.crossed(ctx.task.budget, ctx.task.usage.add(before),
-                                        ctx.task.usage.add(total)):
-                if event == "budget_warning":  # the teammate reports budget_reached
-                    ctx.board.events.emit(event, ctx.task.id, actor=ctx.teammate,
-                                          spent=budget.describe(ctx.task.budget,
-                                                                ctx.task.usage.add(total)))
+            budget.warn(limits, before, total, ctx.board.events, ctx.task.id, ctx.teammate)
 
         try:
             with contextlib.ExitStack() as stack:
@@ -110,7 +107,7 @@ class AgentBackend:
                 if profile is not None:
                     prompt = profile.shape_prompt(prompt)
                 loop = AgentLoop(model, toolset, prompt, ctx.log,
-                                 limits=Limits.of(config.agent, ctx.timeout, ctx.task),
+                                 limits=Limits.of(config.agent, ctx.timeout, limits),
                                  max_tokens=config.agent.max_tokens, stop=ctx.stop,
                                  ask=flow.ask, on_usage=live, watch=ProgressWatch(
                                      config.agent.no_progress_repeats,

@@ -485,7 +485,7 @@ class Session:
                 stream, proc = self.once(stream.note, stream.session_id)
             self.spent = self.spent.add(stream.usage)
             if stream.paused is None and _hit_budget(stream):  # its own --max-budget-usd
-                stream.paused = budgets.reached(ctx.task.budget, ctx.task.usage.add(self.spent))
+                stream.paused = budgets.first_reached(budgets.run_limits(ctx), self.spent)
             if stream.paused:
                 return RunResult(ok=False, error=stream.paused, paused=stream.paused,
                                  usage=self.spent, session_id=stream.session_id)
@@ -517,11 +517,13 @@ class Session:
         atomic_write(prompt_file, prompt.encode())
         before = self.spent
 
+        limits = budgets.run_limits(ctx)
+
         def live(usage: Usage) -> None:
-            total = ctx.task.usage.add(before.add(usage))
             with contextlib.suppress(OrchestratorError):
-                ctx.board.update(ctx.task.id, ctx.token, usage=total)
-            reason = budgets.reached(ctx.task.budget, total)
+                ctx.board.update(ctx.task.id, ctx.token,
+                                 usage=ctx.task.usage.add(before.add(usage)))
+            reason = budgets.first_reached(limits, before.add(usage))
             if reason:  # right after the request that crossed it
                 stream.stop_for(reason)
 

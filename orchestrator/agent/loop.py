@@ -24,7 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from orchestrator import budget
 from orchestrator.agent.base import (
     BudgetReached,
     Finished,
@@ -39,7 +38,8 @@ from orchestrator.agent.base import (
 from orchestrator.agent.compact import ContextOverflow, compact
 from orchestrator.agent.progress import Call, ProgressWatch
 from orchestrator.agent.prompt import Prompt, with_message_breakpoints
-from orchestrator.board.model import Budget, Task, Usage
+from orchestrator.board.model import Usage
+from orchestrator.budget import Limit
 from orchestrator.config import AgentConfig
 from orchestrator.protocols import TaskLogger
 
@@ -73,26 +73,23 @@ class Limits:
     max_total_tokens: int | None = None
     max_cost_usd: float | None = None
     max_seconds: float | None = None
-    budget: Budget | None = None
-    """The task's budget over all its runs; ``spent`` is what earlier runs used."""
-    spent: Usage = field(default_factory=Usage)
+    budgets: list[Limit] = field(default_factory=list)
+    """The task's budget over all its runs and the shared ones (`orchestrator.budget`)."""
 
     @classmethod
     def of(cls, agent: AgentConfig, timeout: float | None = None,
-           task: Task | None = None) -> Limits:
+           budgets: list[Limit] | None = None) -> Limits:
         seconds = [s for s in (agent.max_seconds, timeout) if s]
         return cls(agent.max_turns, agent.max_total_tokens, agent.max_cost_usd,
-                   min(seconds) if seconds else None,
-                   task.budget if task is not None else None,
-                   task.usage if task is not None else Usage())
+                   min(seconds) if seconds else None, list(budgets or []))
 
     def check(self, state: LoopState) -> None:
         u = state.usage
         used = u.tokens
         elapsed = time.monotonic() - state.started
-        if self.budget is not None:
-            total = self.spent.add(u.model_copy(update={"seconds": elapsed}))
-            reason = budget.reached(self.budget, total)
+        run = u.model_copy(update={"seconds": elapsed})
+        for limit in self.budgets:
+            reason = limit.reached(run)
             if reason:
                 raise BudgetReached(reason)
         if self.max_turns is not None and state.turns >= self.max_turns:

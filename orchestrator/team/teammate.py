@@ -267,8 +267,9 @@ class Teammate:
         ws = self.isolation.create(task)
         task = self.board.update(task.id, token, **binding(ws))
         backend = self.backend_for(task)
-        reason = budget.reached(task.budget, task.usage)
-        if reason:  # resumed without raising the limit, or spent by an earlier run
+        limits = budget.limits_for(task, self.name, self.config.budget, self.board)
+        reason = budget.first_reached(limits, Usage())
+        if reason:  # resumed without raising the limit, spent by an earlier run, or shared
             self.pause(task, token, ws.path, reason, tlog, beat)
             return
         left = budget.remaining_seconds(task.budget, task.usage)
@@ -277,7 +278,7 @@ class Teammate:
         ctx = RunContext(
             task=task, token=token, teammate=self.name, workspace=ws, board=self.board,
             layout=self.layout, log=tlog, stop=stop, timeout=timeout,
-            settings={"command": self.config.team.command,
+            settings={"command": self.config.team.command, "limits": limits,
                       "on_process_start": lambda pgid: self.publish(
                           "working", task=task.id, backend_pgid=pgid)},
         )
@@ -285,10 +286,10 @@ class Teammate:
         result = backend.run(ctx)
         if beat.lost:
             return
-        total = self.count_spending(task, token, result.usage, time.monotonic() - started)
+        run = self.count_spending(task, token, result.usage, time.monotonic() - started, limits)
         stopping = result.stopped or self.cold.is_set() or (not result.ok and stop.is_set())
         paused = result.paused or (None if result.ok or stopping
-                                   else budget.reached(task.budget, total))
+                                   else budget.first_reached(limits, run))
         if paused:
             self.pause(task, token, ws.path, paused, tlog, beat, result.session_id)
             return
@@ -337,15 +338,18 @@ class Teammate:
         self.isolation.keep(done)
         self.log.info("completed", task=task.id, sha=sha)
 
-    def count_spending(self, task: Task, token: int, usage: Usage, seconds: float) -> Usage:
-        """Add a run's usage and wall-clock time to the task; report a budget's 80 %."""
-        total = task.usage.add(usage.model_copy(update={"seconds": usage.seconds + seconds}))
+    def count_spending(self, task: Task, token: int, usage: Usage, seconds: float,
+                       limits: list[budget.Limit]) -> Usage:
+        """Add a run's usage and wall-clock time to the task, write the ``spend`` event
+        the daily budgets add up, report a budget's 80 %; the run's usage."""
+        run = usage.model_copy(update={"seconds": usage.seconds + seconds})
         so_far = self.board.get(task.id).usage  # a backend may have counted live already
-        self.board.update(task.id, token, usage=total)
-        if "budget_warning" in budget.crossed(task.budget, so_far, total):
-            self.board.events.emit("budget_warning", task.id, actor=self.name,
-                                   spent=budget.describe(task.budget, total))
-        return total
+        self.board.update(task.id, token, usage=task.usage.add(run))
+        self.board.events.emit("spend", task.id, actor=self.name, usage=run.model_dump(),
+                               plan=budget.plan_of(task))
+        live = budget.minus(so_far, task.usage)  # what the backend already warned about
+        budget.warn(limits, live, run, self.board.events, task.id, self.name)
+        return run
 
     def pause(self, task: Task, token: int, path: Path, reason: str, tlog: TaskLog,
               beat: Heartbeat, session_id: str | None = None) -> None:
