@@ -68,12 +68,16 @@ def test_board_over_mcp_with_the_sdk_client(repo: Path) -> None:
         ("list_tasks", {"status": ["sleeping"]}),
         ("events", {"task": "2"}),
         ("events", {"event": "task_created", "limit": 1}),
+        ("add_task", {"subject": "Budgeted", "budget_usd": 2, "timeout": "30m"}),
+        ("add_task", {"subject": "Bad budget", "timeout": "soon"}),
+        ("list_tasks", {"status": ["pending"]}),
     ])
     by_name = {t.name: t for t in tools}
     assert set(by_name) == TOOLS
     add = by_name["add_task"].input_schema
     assert add["required"] == ["subject"]
-    assert set(add["properties"]) == {"subject", "description", "blocked_by", "priority"}
+    assert set(add["properties"]) == {"subject", "description", "blocked_by", "priority",
+                                      "budget_usd", "budget_tokens", "timeout"}
     assert add["properties"]["subject"]["minLength"] == 1
     assert add["properties"]["blocked_by"]["type"] == "array"
     assert by_name["get_task"].input_schema["required"] == ["id"]
@@ -99,6 +103,10 @@ def test_board_over_mcp_with_the_sdk_client(repo: Path) -> None:
                                                         ("task_cancelled", "mcp")]
     last = data(res[13])["events"]
     assert len(last) == 1 and last[0]["task"] == "task_002"
+    assert data(res[14])["budget"] == {"usd": 2.0, "tokens": None, "seconds": 1800.0}
+    assert res[15].is_error and "timeout" in text(res[15])
+    spent = {t["id"]: t["spent"] for t in data(res[16])["tasks"]}
+    assert spent == {"task_001": "$0.00", "task_003": "$0.00/$2.00 0s/30m"}
 
     # what the server did is on disk, where every other part of orchestrator reads it
     with open_board(Layout.at(repo)) as board:
