@@ -72,7 +72,7 @@ def test_dollar_budget_pauses_commits_wip_and_resume_continues_the_session(
         # resuming without raising the spent limit is refused, with the reason
         res = orch(repo, "resume", task_id)
         assert res.returncode == 1 and "raise the limit" in res.stderr
-        res = orch(repo, "resume", task_id, "--budget-usd", "5")
+        res = orch(repo, "resume", task_id, "--budget-usd", "5", "-m", "b.txt next")
         assert res.returncode == 0, res.stderr
         with team_cleanup(repo):
             res = up_cli(repo, "up", "--burst", "-n", "1", env=env)
@@ -83,6 +83,7 @@ def test_dollar_budget_pauses_commits_wip_and_resume_continues_the_session(
         assert resumed[0] == first[0] and len(resumed) == 3
         assert resumed[1]["content"][0]["id"] == "w1"
         assert resumed[2]["content"][0]["tool_use_id"] == "w1"
+        assert resumed[2]["content"][-1]["text"] == "Feedback from a person:\n- b.txt next"
     with open_board(Layout.at(repo)) as board:
         done = board.get(task_id)
     assert done.status is Status.REVIEW and done.waiting_for is None

@@ -148,7 +148,8 @@ class AgentBackend:
             return None
         session = f"loop-{uuid.uuid4().hex[:12]}"
         atomic_write(_transcript_file(ctx), json.dumps(
-            {"session_id": session, "messages": loop.state.messages}))
+            {"session_id": session, "messages": loop.state.messages,
+             "feedback": len(ctx.task.feedback)}))
         return session
 
     def transcript(self, ctx: RunContext) -> list[dict[str, Any]] | None:
@@ -163,7 +164,21 @@ class AgentBackend:
         if not isinstance(saved, dict) or saved.get("session_id") != session \
                 or not isinstance(saved.get("messages"), list) or not saved["messages"]:
             return None
-        return list(saved["messages"])
+        messages = list(saved["messages"])
+        seen = saved.get("feedback")
+        new = ctx.task.feedback[seen:] if isinstance(seen, int) and seen >= 0 else []
+        if new:  # what the person said when resuming (resume -m)
+            note = {"type": "text", "text": "Feedback from a person:\n" + "\n".join(
+                f"- {f}" for f in new)}
+            last = messages[-1]
+            if last.get("role") == "user":
+                content = last.get("content")
+                blocks = content if isinstance(content, list) else [
+                    {"type": "text", "text": str(content)}]
+                messages[-1] = {**last, "content": [*blocks, note]}
+            else:
+                messages.append({"role": "user", "content": [note]})
+        return messages
 
     def _failed(self, ctx: RunContext, error: str, usage: Usage, *, retry: bool) -> RunResult:
         ctx.log.write("error", error=error)

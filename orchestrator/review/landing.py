@@ -54,6 +54,7 @@ from orchestrator.errors import Conflict, GitError, InvalidInput, OrchestratorEr
 from orchestrator.layout import Layout
 from orchestrator.protocols import Board
 from orchestrator.review.common import using_board
+from orchestrator.review.diff import current_branch
 from orchestrator.review.merging import (
     MergeResult,
     Prepared,
@@ -210,9 +211,14 @@ class Queue:
     report: LandReport = field(init=False)
     repo: Git = field(init=False)
 
+    main: str | None = field(init=False)
+    """The main working tree's branch, read once: a land moves it only by fast-forward."""
+    main_checked: bool = field(init=False, default=False)
+
     def __post_init__(self) -> None:
         self.report = LandReport(into=self.into, verify=self.verify)
         self.repo = Git(self.layout.root)
+        self.main = current_branch(self.repo)
         self.cleanups = ThreadPoolExecutor(1, thread_name_prefix="land-cleanup")
 
     def run(self, order: list[Task], batch: int) -> None:
@@ -275,7 +281,9 @@ class Queue:
                 for b in task.blocked_by:
                     if b not in chained and self.board.get(b).status is not Status.MERGED:
                         raise _Skip(f"its blocker {b} is not merged")
-                prep = prepare(self.layout, self.repo, task, self.into)
+                prep = prepare(self.layout, self.repo, task, self.into, main=self.main,
+                               main_checked=self.main_checked)
+                self.main_checked = True  # the first prepare checked it
                 onto = out[-1][1] if out else prep.target_tip
                 prep = self.restack(prep, onto)
                 commit = build(self.repo, prep, self.strategy, onto)
@@ -315,7 +323,8 @@ class Queue:
                            f"rebasing onto the landed work conflicts: {exc}") from exc
         self.board.events.emit("land_restacked", task.id, actor=self.actor,
                                blockers=changed, old_tip=prep.ch.tip, new_tip=new_tip)
-        return prepare(self.layout, self.repo, self.board.get(task.id), self.into)
+        return prepare(self.layout, self.repo, self.board.get(task.id), self.into,
+                       main=self.main, main_checked=self.main_checked)
 
     def verify_commit(self, commit: str, ids: list[str]) -> float:
         """Check out ``commit`` in the land tree and run the verify command; `Rejected`

@@ -100,15 +100,19 @@ def merge_lock(layout: Layout) -> FileLock:
     return FileLock(layout.locks / "merge.lock", thread_local=False)
 
 
-def prepare(layout: Layout, repo: Git, task: Task, into: str | None) -> Prepared:
-    """Step 1: refuse early (see the module docstring); nothing is touched."""
+def prepare(layout: Layout, repo: Git, task: Task, into: str | None, *,
+            main: str | None = None, main_checked: bool = False) -> Prepared:
+    """Step 1: refuse early (see the module docstring); nothing is touched. A queue of
+    merges (``land``) passes the main working tree's branch, and ``main_checked`` once it
+    has checked that tree (``merge --ff-only`` refuses to overwrite later changes anyway)."""
     if task.status is not Status.REVIEW:
         raise Conflict(f"{task.id} is {task.status}: only a task in review can be merged")
-    ch = changes(repo, task)
-    main = current_branch(repo)
+    if not main_checked:
+        main = current_branch(repo)
+    ch = changes(repo, task, main)
     target = _target(repo, task, into, main)
     worktree = _clean_worktree(layout, task)
-    if target == main:
+    if target == main and not main_checked:
         _clean_main_tree(repo)
     target_tip = repo.commit_of(f"refs/heads/{target}")
     assert target_tip is not None  # checked by _target
