@@ -136,11 +136,11 @@ def main() -> None:
         repo, _ = reviewed_repo(root / "two", args.tasks)
         batched, summary = land(repo, verify, "--batch", str(args.batch))
         print(f"land --batch {args.batch}, all pass:            {batched:7.1f} s  "
-              f"x{hand / batched:.1f} faster than by hand  [{summary}]")
+              f"{batched / hand:.2f} x by hand  [{summary}]")
         repo, _ = reviewed_repo(root / "three", args.tasks, breaker=args.tasks // 3)
         broken, summary = land(repo, f"{verify}; ! test -e BREAK", "--batch", str(args.batch))
         print(f"land --batch {args.batch}, one task breaks:     {broken:7.1f} s  "
-              f"x{hand / broken:.1f} faster than by hand  [{summary}]")
+              f"{broken / hand:.2f} x by hand  [{summary}]")
 
 
 if __name__ == "__main__":
