@@ -249,3 +249,18 @@ def test_plan_and_teammate_limits(repo: Path) -> None:
     assert labels == {"": None, "plan plan-abc": "budget: plan plan-abc $3.50 of $3.00 spent",
                       "alice today": None,
                       "board today": "budget: board today $3.50 of $3.40 spent"}
+
+
+def test_a_subagent_counts_against_the_task_budget() -> None:
+    import dataclasses
+
+    from orchestrator.agent.base import BudgetReached
+    from orchestrator.agent.loop import Limits, LoopState
+    from orchestrator.agent.tools.subagent import SharedLimits
+    from orchestrator.budget import Limit
+
+    root = Limits(budgets=[Limit("", Budget(usd=1.0), Usage(cost_usd=0.5))])
+    shared = SharedLimits(**{f.name: getattr(root, f.name) for f in dataclasses.fields(Limits)})
+    shared.check(LoopState(usage=Usage(cost_usd=0.4)))
+    with pytest.raises(BudgetReached, match=r"budget: \$1.00 of \$1.00 spent"):
+        shared.check(LoopState(usage=Usage(cost_usd=0.5)))
