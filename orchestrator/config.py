@@ -165,6 +165,9 @@ class TeamConfig(_Section):
     """Seconds the verification command may take."""
     task_timeout: float = Field(default=3600.0, gt=0)
     """Wall-clock budget of one run of the backend; past it the process group is killed."""
+    land: bool = False
+    """Land each task once it reaches review (`orchestrator land`: merged one by one, each
+    merge result verified with `verify` before the branch moves); `up --land` sets it."""
     names: list[str] = Field(default_factory=lambda: list(DEFAULT_TEAMMATE_NAMES),
                              json_schema_extra={"live": False})
     """Teammate names, in the order they are started."""
@@ -202,6 +205,14 @@ class AgentConfig(_Section):
     """Dollar budget of one run, none by default."""
     max_seconds: float | None = Field(default=None, gt=0)
     """Wall-clock budget of one run of the agent loop, none by default."""
+    no_progress_repeats: int = Field(default=3, ge=0, le=100)
+    """The same tool call with the same arguments and result this many times is no progress:
+    the agent is told once, then stopped to wait for a person (0: off)."""
+    no_progress_failures: int = Field(default=3, ge=0, le=100)
+    """The same failing tool output this many times in a row (told once, then stopped; 0: off)."""
+    no_progress_turns: int = Field(default=3, ge=0, le=100)
+    """This many turns in a row without a new tool call or new text (told once, then
+    stopped; 0: off)."""
     permission_mode: PermissionMode = "acceptEdits"
     """What tools may do when no rule decides (see `orchestrator.agent.permissions`)."""
     allow: list[str] = Field(default_factory=list)
@@ -250,11 +261,37 @@ class HooksConfig(_Section):
     failed: list[str] = Field(default_factory=list)
     """Run when a task has failed for good (no attempts left)."""
     waiting: list[str] = Field(default_factory=list)
-    """Run when a task waits for input (event `permission_requested`)."""
+    """Run when a task waits for input (events `permission_requested`, `plan_submitted`,
+    `no_progress`)."""
+    budget: list[str] = Field(default_factory=list)
+    """Run when a task has spent 80 % of a budget (`budget_warning`) and when it has spent
+    it all and waits for `orchestrator resume` (`budget_reached`)."""
     events: dict[str, list[str]] = Field(default_factory=dict)
     """Any other event type (e.g. `merged`) -> commands."""
     timeout: float = Field(default=30.0, gt=0)
     """Seconds one hook may run before its process group is killed."""
+
+
+class BudgetConfig(_Section):
+    """Spending limits beyond each task's own (`orchestrator.budget`): a run that reaches
+    one stops like a task whose budget is spent, and waits for a person. Each run is capped
+    by what was left when it started; runs going on at once may together pass a shared
+    limit by up to one run's worth each."""
+
+    LIVE = True  # teammates read them before each run
+
+    plan_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Dollars all the tasks of one `orchestrator plan` may spend together."""
+    plan_tokens: int | None = Field(default=None, gt=0)
+    """Tokens all the tasks of one plan may spend together."""
+    teammate_daily_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Dollars each teammate may spend per UTC day."""
+    teammate_daily_tokens: int | None = Field(default=None, gt=0)
+    """Tokens each teammate may spend per UTC day."""
+    daily_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Dollars the whole board may spend per UTC day."""
+    daily_tokens: int | None = Field(default=None, gt=0)
+    """Tokens the whole board may spend per UTC day."""
 
 
 class ClaudeCodeConfig(_Section):
@@ -351,6 +388,7 @@ class Config(_Section):
     claude_code: ClaudeCodeConfig = Field(default_factory=ClaudeCodeConfig)
     commands: CommandsConfig = Field(default_factory=CommandsConfig)
     hooks: HooksConfig = Field(default_factory=HooksConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
     agents: dict[str, ProfileConfig] = Field(default_factory=dict)
     """Agent profiles by name (not a settings section: see `orchestrator.agent.profiles`)."""
 

@@ -17,11 +17,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from orchestrator.board.model import Task, Usage
 from orchestrator.controlplane import Board, ControlPlane, TaskLogger
 from orchestrator.layout import Layout
+
+if TYPE_CHECKING:
+    from orchestrator.budget import Limit
 
 __all__ = ["Backend", "Board", "ControlPlane", "Isolation", "RunContext", "RunResult",
            "TaskLogger", "Workspace"]
@@ -79,6 +82,9 @@ class RunContext:
     messages: Path | None = None
     """The run's messages file: what `orchestrator send` sent its agent
     (`orchestrator.team.delivery`)."""
+    limits: list[Limit] | None = None
+    """Every budget the run counts against (`orchestrator.budget.limits_for`); None: the
+    task's own."""
 
 
 @dataclass
@@ -92,6 +98,9 @@ class RunResult:
     """True when the run ended because of a warm stop (the task is released, not failed)."""
     retry: bool = True
     """False when retrying cannot help (backend not installed, not logged in)."""
+    paused: str | None = None
+    """The run stopped for a reason a person must look at ("budget: $2.00 of $2.00 spent",
+    going round in circles): its work is committed and the task waits with this reason."""
 
 
 @runtime_checkable

@@ -12,13 +12,13 @@ import pytest
 
 from orchestrator.board import open_board
 from orchestrator.board.model import Task
+from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.layout import Layout
+from orchestrator.process import MAX_LOGGED_BYTES
 from orchestrator.protocols import RunContext, Workspace
 from orchestrator.tasklog import TaskLog
-from orchestrator.team.checks import run_checks
 from orchestrator.team.command import CommandBackend
-from orchestrator.team.proc import MAX_LOGGED_BYTES
 from orchestrator.team.status import pid_alive
 
 

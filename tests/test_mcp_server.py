@@ -70,12 +70,16 @@ def test_board_over_mcp_with_the_sdk_client(repo: Path) -> None:
         ("events", {"event": "task_created", "limit": 1}),
         ("list_tasks", {"status": "cancelled"}),  # one status, not only a list
         ("list_tasks", {"status": "sleeping"}),
+        ("add_task", {"subject": "Budgeted", "budget_usd": 2, "timeout": "30m"}),
+        ("add_task", {"subject": "Bad budget", "timeout": "soon"}),
+        ("list_tasks", {"status": ["pending"]}),
     ])
     by_name = {t.name: t for t in tools}
     assert set(by_name) == TOOLS
     add = by_name["add_task"].input_schema
     assert add["required"] == ["subject"]
-    assert set(add["properties"]) == {"subject", "description", "blocked_by", "priority"}
+    assert set(add["properties"]) == {"subject", "description", "blocked_by", "priority",
+                                      "budget_usd", "budget_tokens", "timeout"}
     assert add["properties"]["subject"]["minLength"] == 1
     assert add["properties"]["blocked_by"]["type"] == "array"
     assert by_name["get_task"].input_schema["required"] == ["id"]
@@ -103,6 +107,10 @@ def test_board_over_mcp_with_the_sdk_client(repo: Path) -> None:
     assert res[15].is_error and "status" in text(res[15])
     last = data(res[13])["events"]
     assert len(last) == 1 and last[0]["task"] == "task_002"
+    assert data(res[16])["budget"] == {"usd": 2.0, "tokens": None, "seconds": 1800.0}
+    assert res[17].is_error and "timeout" in text(res[17])
+    spent = {t["id"]: t["spent"] for t in data(res[18])["tasks"]}
+    assert spent == {"task_001": "$0.00", "task_003": "$0.00/$2.00 0s/30m"}
 
     # what the server did is on disk, where every other part of orchestrator reads it
     with open_board(Layout.at(repo)) as board:

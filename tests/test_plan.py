@@ -73,7 +73,9 @@ def test_a_scripted_lead_turns_a_goal_into_three_tasks_with_one_dependency(
     assert client.blocked_by == [api.id] and client.priority == 2
     assert "Acceptance criteria:\n- GET /health answers 200\n- a test covers it" \
         in api.description
-    assert client.metadata["plan"] == {"goal": GOAL, "ref": "client"}
+    assert client.metadata["plan"] == {"goal": GOAL, "ref": "client",
+                                       "id": client.metadata["plan"]["id"]}
+    assert client.metadata["plan"]["id"].startswith("plan-")
     assert [t["id"] for t in out["tasks"]] == [api.id, docs.id, client.id]
     assert out["tasks"][2]["blocked_by"] == [api.id]
     layout = Layout.at(repo)

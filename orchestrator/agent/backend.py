@@ -10,6 +10,10 @@ model differs. Signals map
 to the `RunResult` the teammate acts on:
 
     Finished        ok, the model's summary
+    BudgetReached   paused: the task waits for a person (`orchestrator.budget`); the
+                    transcript is kept, so ``resume`` continues the same conversation
+                    (``anthropic``; a scripted run starts its script again)
+    NoProgress      paused the same way (`orchestrator.agent.progress`)
     LimitExceeded   failed, not retried (the same budget would run out again)
     Stopped         stopped (the teammate releases the task)
     BackendError    failed, retried (a script that does not match: not retried)
@@ -25,13 +29,16 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import uuid
 from collections.abc import Callable
 from typing import Any
 
+from orchestrator import budget
 from orchestrator.agent import plan_first, profiles
-from orchestrator.agent.base import LimitExceeded, Model, Stopped, ToolContext
+from orchestrator.agent.base import BudgetReached, LimitExceeded, Model, Stopped, ToolContext
 from orchestrator.agent.loop import AgentLoop, Limits
 from orchestrator.agent.permission_flow import PermissionFlow
+from orchestrator.agent.progress import NoProgress, ProgressWatch
 from orchestrator.agent.prompt import PromptSources, build_prompt
 from orchestrator.agent.scripted import ScriptedModel, ScriptError, load_script
 from orchestrator.agent.tools.subagent import Subagents
@@ -68,11 +75,15 @@ class AgentBackend:
             ctx.log.write("error", error=str(exc))
             return RunResult(ok=False, error=str(exc), retry=False)
         usage = Usage()
+        loop: AgentLoop | None = None
+
+        limits = budget.run_limits(ctx)
 
         def live(total: Usage) -> None:
             nonlocal usage
-            usage = total
+            before, usage = usage, total
             ctx.board.update(ctx.task.id, ctx.token, usage=ctx.task.usage.add(total))
+            budget.warn(limits, before, total, ctx.board.events, ctx.task.id, ctx.teammate)
 
         try:
             with contextlib.ExitStack() as stack:
@@ -94,17 +105,27 @@ class AgentBackend:
                 if profile is not None:
                     prompt = profile.shape_prompt(prompt)
                 loop = AgentLoop(model, toolset, prompt, ctx.log,
-                                 limits=Limits.of(config.agent, ctx.timeout),
+                                 limits=Limits.of(config.agent, ctx.timeout, limits),
                                  max_tokens=config.agent.max_tokens, stop=ctx.stop,
                                  ask=flow.ask, on_usage=live,
-                                 inbox=delivery.Reader(ctx.messages).new)
+                                 inbox=delivery.Reader(ctx.messages).new,
+                                 watch=ProgressWatch(
+                                     config.agent.no_progress_repeats,
+                                     config.agent.no_progress_failures,
+                                     config.agent.no_progress_turns))
                 subagents.bind(loop)
-                summary = loop.run(plan_first.first_message(ctx.task, prompt.first_message))
+                summary = loop.run(plan_first.first_message(ctx.task, prompt.first_message),
+                                   resume=self.transcript(ctx))
                 if isinstance(model, ScriptedModel):
                     model.assert_done()
                 if planning is not None and not planning.approved:
                     return self._failed(ctx, plan_first.NO_PLAN_ERROR, usage, retry=True)
                 return RunResult(ok=True, summary=summary, usage=usage)
+        except (BudgetReached, NoProgress) as exc:
+            ctx.log.write("paused", reason=str(exc))
+            session = self.keep_transcript(ctx, loop)
+            return RunResult(ok=False, error=str(exc), usage=usage, paused=str(exc),
+                             session_id=session)
         except LimitExceeded as exc:
             return self._failed(ctx, f"budget: {exc}", usage, retry=False)
         except Stopped:
@@ -118,6 +139,46 @@ class AgentBackend:
             if close is not None:
                 close()
 
+    resumable = False
+    """Whether a paused run's transcript is continued by the next run of the task."""
+
+    def keep_transcript(self, ctx: RunContext, loop: AgentLoop | None) -> str | None:
+        """Save a paused run's messages for `transcript`; the session id naming them."""
+        if not self.resumable or loop is None:
+            return None
+        session = f"loop-{uuid.uuid4().hex[:12]}"
+        ctx.board.logs.append(_session_log(ctx), "session", session_id=session,
+                              messages=loop.state.messages, feedback=len(ctx.task.feedback))
+        return session
+
+    def transcript(self, ctx: RunContext) -> list[dict[str, Any]] | None:
+        """The messages of the task's paused run, when this run continues it."""
+        session = ctx.task.session_id
+        if not self.resumable or not session or not session.startswith("loop-"):
+            return None
+        saved: dict[str, Any] | None = None
+        for rec in ctx.board.logs.read(_session_log(ctx)):
+            if rec.kind == "session" and rec.get("session_id") == session:
+                saved = rec.to_dict()
+        if saved is None or saved.get("session_id") != session \
+                or not isinstance(saved.get("messages"), list) or not saved["messages"]:
+            return None
+        messages = list(saved["messages"])
+        seen = saved.get("feedback")
+        new = ctx.task.feedback[seen:] if isinstance(seen, int) and seen >= 0 else []
+        if new:  # what the person said when resuming (resume -m)
+            note = {"type": "text", "text": "Feedback from a person:\n" + "\n".join(
+                f"- {f}" for f in new)}
+            last = messages[-1]
+            if last.get("role") == "user":
+                content = last.get("content")
+                blocks = content if isinstance(content, list) else [
+                    {"type": "text", "text": str(content)}]
+                messages[-1] = {**last, "content": [*blocks, note]}
+            else:
+                messages.append({"role": "user", "content": [note]})
+        return messages
+
     def _failed(self, ctx: RunContext, error: str, usage: Usage, *, retry: bool) -> RunResult:
         ctx.log.write("error", error=error)
         return RunResult(ok=False, error=error, usage=usage, retry=retry)
@@ -128,6 +189,7 @@ class AnthropicBackend(AgentBackend):
     ``ANTHROPIC_BASE_URL`` for proxies and gateways)."""
 
     name = "anthropic"
+    resumable = True
 
     def model_for(self, ctx: RunContext, config: Config | None = None) -> Model:
         from orchestrator.agent.anthropic_model import AnthropicModel
@@ -142,6 +204,11 @@ class ScriptedBackend(AgentBackend):
 
     def model_for(self, ctx: RunContext, config: Config | None = None) -> Model:
         return ScriptedModel(load_script(ctx.task, self.layout.root))
+
+
+def _session_log(ctx: RunContext) -> str:
+    """The log that keeps the messages of the task's paused runs (one record each)."""
+    return f"{ctx.task.id}.session"
 
 
 def build_toolset(config: Config, ctx: RunContext) -> Toolset:

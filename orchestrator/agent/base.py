@@ -110,6 +110,10 @@ class LimitExceeded(LoopSignal):
     """A budget (turns, tokens, dollars, seconds) ran out; the message names which."""
 
 
+class BudgetReached(LimitExceeded):
+    """The task's budget (`orchestrator.budget`) is spent: the task waits for a person."""
+
+
 class Stopped(LoopSignal):
     """A warm stop was requested; the loop ended between steps."""
 

@@ -39,23 +39,26 @@ import json
 import os
 import shlex
 import shutil
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator import budget as budgets
 from orchestrator.agent.base import PermissionAsked, Stopped
 from orchestrator.agent.paths import shown
+from orchestrator.agent.progress import Call, NoProgress, ProgressWatch
 from orchestrator.board.model import Task, Usage
 from orchestrator.config import Config
 from orchestrator.errors import OrchestratorError
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
+from orchestrator.process import ProcResult, run_streamed
 from orchestrator.protocols import RunContext, RunResult
 from orchestrator.team import delivery
 from orchestrator.team.command import build_prompt, last_failure, task_env
-from orchestrator.team.proc import ProcResult, run_streamed
 
 FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path",
               "NotebookEdit": "notebook_path"}
@@ -127,6 +130,16 @@ class ClaudeStream:
     _tools: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     _turns: dict[str, Usage] = field(default_factory=dict)
     """Usage per API message (Claude Code repeats a message once per content block)."""
+    watch: ProgressWatch = field(default_factory=lambda: ProgressWatch(0, 0, 0))
+    halt: threading.Event = field(default_factory=threading.Event)
+    """Set to end the run early (a budget spent, no progress); `run_streamed` stops it."""
+    paused: str | None = None
+    """Why the run was halted for a person (the task waits with it)."""
+    note: str | None = None
+    """What the agent is to be told (no progress, the first time): the session is resumed
+    with it as the prompt."""
+    _text: str = ""
+    _calls: list[Call] = field(default_factory=list)
 
     @property
     def started(self) -> bool:
@@ -179,6 +192,7 @@ class ClaudeStream:
             for block in message.get("content") or []:
                 if block.get("type") == "tool_use":
                     self._tool_use(block)
+            self._text = _text(message) or self._text
             self._turns[str(message.get("id") or len(self._turns))] = usage_of(
                 message.get("usage") or {})
             self.usage = Usage()
@@ -189,10 +203,34 @@ class ClaudeStream:
             for block in (msg.get("message") or {}).get("content") or []:
                 if isinstance(block, dict) and block.get("type") == "tool_result":
                     self._tool_result(block)
+            if not self._tools:  # every call of the turn has its result: a step boundary
+                self._turn_done()
         elif kind == "result":
             self.result = msg
             self.usage = usage_of(msg.get("usage") or {}, msg.get("total_cost_usd"))
             self.on_usage(self.usage)
+
+    def _turn_done(self) -> None:
+        calls, self._calls = self._calls, []
+        text, self._text = self._text, ""
+        if self.halt.is_set():
+            return
+        try:
+            note = self.watch.turn(text, calls)
+        except NoProgress as exc:
+            self.stop_for(str(exc))
+            return
+        if note:
+            self.ctx.log.write("no_progress_warning", note=note)
+            self.note = note
+            self.halt.set()  # resumed at once with the note as the prompt
+
+    def stop_for(self, reason: str) -> None:
+        """End the run now and let the task wait for a person with ``reason``."""
+        if self.paused is None:
+            self.paused = reason
+            self.ctx.log.write("paused", reason=reason)
+        self.halt.set()
 
     def _tool_use(self, block: dict[str, Any]) -> None:
         name, args = str(block.get("name")), block.get("input") or {}
@@ -202,6 +240,7 @@ class ClaudeStream:
 
     def _tool_result(self, block: dict[str, Any]) -> None:
         name, args = self._tools.pop(str(block.get("tool_use_id")), ("", {}))
+        self._calls.append(Call(name, args, block.get("content"), bool(block.get("is_error"))))
         path = args.get(FILE_TOOLS.get(name, ""))
         if path and not block.get("is_error"):
             full = (self.ctx.workspace.path / str(path)).resolve()
@@ -375,6 +414,8 @@ def budget(task: Task, config: Config) -> tuple[int, float | None]:
     turns = meta.get("max_turns") if isinstance(meta.get("max_turns"), int) else None
     cost = meta.get("max_cost_usd")
     cost = cost if isinstance(cost, int | float) else config.agent.max_cost_usd
+    if task.budget.usd is not None:  # the task's own budget over all its runs
+        cost = task.budget.usd if cost is None else min(float(cost), task.budget.usd)
     left = None if cost is None else max(0.0, float(cost) - task.usage.cost_usd)
     return turns or config.agent.max_turns, left
 
@@ -438,6 +479,8 @@ class Session:
     env: dict[str, str]
     cdir: Path
     spent: Usage = field(default_factory=Usage)
+    watch: ProgressWatch = field(default_factory=lambda: ProgressWatch(0, 0, 0))
+    """Shared by every run of the session: told once, stopped the next time."""
 
     def run(self) -> RunResult:
         ctx = self.ctx
@@ -448,13 +491,24 @@ class Session:
         if waiting:
             prompt = f"{prompt}\n\n{delivery.as_prompt(waiting)}"
         rounds = self.backend.config.claude_code.permission_rounds
+        agent = self.backend.config.agent
+        self.watch = ProgressWatch(agent.no_progress_repeats, agent.no_progress_failures,
+                                   agent.no_progress_turns)
         for round_no in range(rounds + 1):
             stream, proc = self.once(prompt, session)
             if session and not stream.started and _lost_session(stream):
                 ctx.log.write("resume_failed", session_id=session, error=stream.error())
                 session, prompt = None, build_prompt(ctx.task)
                 stream, proc = self.once(prompt, None)
+            while stream.note and stream.session_id and not ctx.stop.is_set():
+                self.spent = self.spent.add(stream.usage)  # told once: the same session
+                stream, proc = self.once(stream.note, stream.session_id)
             self.spent = self.spent.add(stream.usage)
+            if stream.paused is None and _hit_budget(stream):  # its own --max-budget-usd
+                stream.paused = budgets.first_reached(budgets.run_limits(ctx), self.spent)
+            if stream.paused:
+                return RunResult(ok=False, error=stream.paused, paused=stream.paused,
+                                 usage=self.spent, session_id=stream.session_id)
             failed = self.failure(stream, proc)
             if failed is not None:
                 return failed
@@ -489,18 +543,23 @@ class Session:
         atomic_write(prompt_file, prompt.encode())
         before = self.spent
 
+        limits = budgets.run_limits(ctx)
+
         def live(usage: Usage) -> None:
             with contextlib.suppress(OrchestratorError):
                 ctx.board.update(ctx.task.id, ctx.token,
                                  usage=ctx.task.usage.add(before.add(usage)))
+            reason = budgets.first_reached(limits, before.add(usage))
+            if reason:  # right after the request that crossed it
+                stream.stop_for(reason)
 
-        stream = ClaudeStream(ctx, on_usage=live)
+        stream = ClaudeStream(ctx, on_usage=live, watch=self.watch, halt=_Halt(ctx.stop))
         ctx.log.write("backend_started", backend="claude-code", argv=argv[1:],
                       resume=session, config_dir=str(self.cdir))
         res = run_streamed(
             f"{shlex.join(argv)} < {shlex.quote(str(prompt_file))}", cwd=ctx.workspace.path,
             env=self.env, log=stream, timeout=ctx.timeout or self.backend.config.team.task_timeout,
-            stop=ctx.stop, on_start=ctx.on_process_start, log_limit=None)
+            stop=stream.halt, on_start=ctx.on_process_start, log_limit=None)
         stream.close()
         prompt_file.unlink(missing_ok=True)
         ctx.log.write("backend_finished", backend="claude-code", result=res.describe(),
@@ -567,6 +626,21 @@ class Session:
         if refused:
             lines.append("Refused (do not try again): " + "; ".join(refused))
         return "\n".join(lines)
+
+
+class _Halt(threading.Event):
+    """Set by the stream (a budget spent, no progress), or the teammate's stop is."""
+
+    def __init__(self, outer: threading.Event) -> None:
+        super().__init__()
+        self.outer = outer
+
+    def is_set(self) -> bool:
+        return super().is_set() or self.outer.is_set()
+
+
+def _hit_budget(stream: ClaudeStream) -> bool:
+    return str((stream.result or {}).get("subtype", "")).startswith("error_max_budget")
 
 
 def _lost_session(stream: ClaudeStream) -> bool:

@@ -13,7 +13,7 @@ replaces ``{prompt}`` in the words, ``stdin`` feeds it on standard input, ``env`
 puts it in ``prompt_env`` (default ``ORCH_PROMPT``). The built-ins below can be
 replaced with ``[commands.aider]`` and so on.
 
-The command runs as the ``command`` backend's does (`orchestrator.team.proc`): in
+The command runs as the ``command`` backend's does (`orchestrator.process`): in
 the worktree, in its own process group, with the task's ``ORCH_*`` variables,
 its output streamed to the task log, killed past the task timeout, released on
 a warm stop; exit 0 is done. A command that is not installed, cannot run (exit
@@ -32,9 +32,9 @@ from pathlib import Path
 from orchestrator.config import CommandPreset, Config
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
+from orchestrator.process import CANNOT_RUN, run_streamed
 from orchestrator.protocols import RunContext, RunResult
 from orchestrator.team.command import _last_lines, build_prompt, task_env
-from orchestrator.team.proc import CANNOT_RUN, run_streamed
 
 PRESETS: dict[str, CommandPreset] = {
     "aider": CommandPreset(argv=["aider", "--yes-always", "--no-auto-commits",

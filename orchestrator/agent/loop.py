@@ -5,6 +5,8 @@
         response = model.query(...)               (prompt too long -> compact, query again)
         messages += [assistant turn, user turn with every tool result]
                                                   (no tool call -> Finished)
+        watch for no progress                     (told once, then NoProgress:
+                                                   `orchestrator.agent.progress`)
 
 Every ``tool_use`` gets exactly one ``tool_result`` in the next message, also
 when the call is denied, errors, or waits on a person. A ``max_tokens`` stop
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from orchestrator.agent.base import (
+    BudgetReached,
     Finished,
     LimitExceeded,
     LoopSignal,
@@ -33,8 +36,10 @@ from orchestrator.agent.base import (
     ToolResult,
 )
 from orchestrator.agent.compact import ContextOverflow, compact
+from orchestrator.agent.progress import Call, ProgressWatch
 from orchestrator.agent.prompt import Prompt, with_message_breakpoints
 from orchestrator.board.model import Usage
+from orchestrator.budget import Limit
 from orchestrator.config import AgentConfig
 from orchestrator.protocols import TaskLogger
 from orchestrator.team.delivery import as_prompt
@@ -69,17 +74,25 @@ class Limits:
     max_total_tokens: int | None = None
     max_cost_usd: float | None = None
     max_seconds: float | None = None
+    budgets: list[Limit] = field(default_factory=list)
+    """The task's budget over all its runs and the shared ones (`orchestrator.budget`)."""
 
     @classmethod
-    def of(cls, agent: AgentConfig, timeout: float | None = None) -> Limits:
+    def of(cls, agent: AgentConfig, timeout: float | None = None,
+           budgets: list[Limit] | None = None) -> Limits:
         seconds = [s for s in (agent.max_seconds, timeout) if s]
         return cls(agent.max_turns, agent.max_total_tokens, agent.max_cost_usd,
-                   min(seconds) if seconds else None)
+                   min(seconds) if seconds else None, list(budgets or []))
 
     def check(self, state: LoopState) -> None:
         u = state.usage
-        used = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+        used = u.tokens
         elapsed = time.monotonic() - state.started
+        run = u.model_copy(update={"seconds": elapsed})
+        for limit in self.budgets:
+            reason = limit.reached(run)
+            if reason:
+                raise BudgetReached(reason)
         if self.max_turns is not None and state.turns >= self.max_turns:
             raise LimitExceeded(f"turn limit reached: {state.turns} of {self.max_turns} turns")
         if self.max_total_tokens is not None and used >= self.max_total_tokens:
@@ -96,27 +109,37 @@ class AgentLoop:
                  limits: Limits, max_tokens: int, stop: threading.Event | None = None,
                  ask: AskHandler | None = None,
                  on_usage: Callable[[Usage], None] | None = None,
-                 inbox: Callable[[], str] | None = None) -> None:
+                 inbox: Callable[[], str] | None = None,
+                 watch: ProgressWatch | None = None) -> None:
         self.model, self.toolset, self.prompt, self.log = model, toolset, prompt, log
         self.inbox = inbox
         """New messages for the agent (``orchestrator send``), put in front of the model at
         its next step."""
         self.limits, self.max_tokens = limits, max_tokens
+        self.watch = watch or ProgressWatch(0, 0, 0)  # off unless the backend configures it
         self.stop = stop or threading.Event()
         self.ask, self.on_usage = ask, on_usage
         self.state = LoopState()
 
-    def run(self, first_message: str | None = None) -> str:
+    def run(self, first_message: str | None = None,
+            resume: list[dict[str, Any]] | None = None) -> str:
         """Run until the model ends its turn and return its summary; budgets raise
-        `LimitExceeded`, a warm stop `Stopped`, model failures `BackendError`."""
-        first = first_message or self.prompt.first_message
+        `LimitExceeded`, a warm stop `Stopped`, model failures `BackendError`.
+        ``resume``: the messages of a run that stopped between steps, continued as they are."""
         waiting = self.inbox() if self.inbox is not None else ""
-        if waiting:
-            first = f"{first}\n\n{as_prompt(waiting)}"
-        self.state.messages.append({"role": "user", "content": first})
+        if resume:
+            self.state.messages = list(resume)
+            if waiting:
+                self.state.messages.append({"role": "user", "content": as_prompt(waiting)})
+        else:
+            first = first_message or self.prompt.first_message
+            if waiting:
+                first = f"{first}\n\n{as_prompt(waiting)}"
+            self.state.messages.append({"role": "user", "content": first})
         self.log.write("agent_start", model=self.model.name, system=self.prompt.system,
                        tools=[t["name"] for t in self.prompt.tools],
-                       first_message=self.state.messages[0]["content"])
+                       first_message=self.state.messages[0]["content"],
+                       resumed=len(self.state.messages) if resume else None)
         outcome = "error"
         try:
             while True:
@@ -165,12 +188,20 @@ class AgentLoop:
             return [{"role": "assistant", "content": content},
                     {"role": "user", "content": CONTINUE}]
         calls = [b for b in content if b.get("type") == "tool_use"]
+        text = "\n".join(b["text"] for b in content if b.get("type") == "text")
         results = [self.call(b) for b in calls]
         news = self.inbox() if self.inbox is not None else ""
         if news:
             self.log.write("messages_delivered", text=news)
         if not calls and not news:
-            raise Finished("\n".join(b["text"] for b in content if b.get("type") == "text"))
+            raise Finished(text)
+        if calls:
+            note = self.watch.turn(text, [Call(b["name"], b.get("input") or {}, r["content"],
+                                               bool(r.get("is_error"))) for b, r in zip(
+                                                   calls, results, strict=True)])
+            if note:  # told once; going on after it raises NoProgress
+                self.log.write("no_progress_warning", note=note)
+                results.append({"type": "text", "text": note})
         extra = [{"type": "text", "text": as_prompt(news)}] if news else []
         return [{"role": "assistant", "content": content},
                 {"role": "user", "content": [*results, *extra]}]

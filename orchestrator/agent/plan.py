@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -214,17 +215,19 @@ def write_plan(plan: Plan, board: Board) -> None:
         except ValueError as exc:
             raise InvalidInput(f"plan refused: task {t.ref}: {exc}") from None
     ids: dict[str, str] = {}
+    plan_id = f"plan-{uuid.uuid4().hex[:8]}"  # what [budget] plan_usd counts together
     for t in order:
         blockers = [ids.get(b, b) for b in t.blocked_by]
         extra = {"agent": t.agent} if t.agent else {}
         task = board.add(t.subject, description=t.description, blocked_by=blockers,
-                         priority=t.priority, actor=LEAD,
-                         metadata={"plan": {"goal": plan.goal[:500], "ref": t.ref}}, **extra)
+                         priority=t.priority, actor=LEAD, **extra,
+                         metadata={"plan": {"id": plan_id, "goal": plan.goal[:500],
+                                            "ref": t.ref}})
         ids[t.ref] = t.id = task.id
     for t in plan.tasks:
         t.blocked_by = [ids.get(b, b) for b in t.blocked_by]
     plan.written = True
-    board.events.emit("plan_written", actor=LEAD, goal=plan.goal[:500],
+    board.events.emit("plan_written", actor=LEAD, plan=plan_id, goal=plan.goal[:500],
                       tasks=[t.id for t in plan.tasks])
 
 

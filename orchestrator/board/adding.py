@@ -12,7 +12,7 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from orchestrator.board.model import Task
+from orchestrator.board.model import Budget, Task
 from orchestrator.config import Config
 from orchestrator.errors import InvalidInput
 from orchestrator.layout import Layout
@@ -48,7 +48,7 @@ def add_task(layout: Layout, config: Config, board: Board, subject: str, *,
              description: str = "", blocked_by: Collection[str] = (), priority: int = 0,
              backend: str | None = None, agent: str | None = None, plan_first: bool = False,
              labels: Collection[str] = (), expect_changes: bool = True,
-             actor: str = "cli") -> Task:
+             budget: Budget | None = None, actor: str = "cli") -> Task:
     """Add a pending task; errors are `UserError`s with one clear line."""
     from orchestrator.backends import check_backend
     from orchestrator.repo import require_commit
@@ -66,6 +66,8 @@ def add_task(layout: Layout, config: Config, board: Board, subject: str, *,
         extra["plan_first"] = True
     if not expect_changes:
         extra["expect_changes"] = False
+    if budget is not None and budget != Budget():
+        extra["budget"] = budget
     names = check_labels(labels)
     if names:
         extra["metadata"] = {"labels": names}

@@ -53,6 +53,7 @@ from orchestrator.board.index import (
     read_task_file,
 )
 from orchestrator.board.model import Status, Task, normalize_task_id
+from orchestrator.budget import make_budget
 from orchestrator.errors import Conflict, InvalidInput, NotFound
 from orchestrator.fsutil import atomic_write
 from orchestrator.procutil import pid_alive
@@ -82,6 +83,13 @@ ALIASES = {
     "expect_changes": "expect_changes", "expectChanges": "expect_changes",
     "expect-changes": "expect_changes",
 }
+BUDGET_KEYS = {
+    "budget_usd": "usd", "budgetUsd": "usd", "budget-usd": "usd",
+    "budget_tokens": "tokens", "budgetTokens": "tokens", "budget-tokens": "tokens",
+    "timeout": "timeout",
+}
+"""Budget fields a dropped file may carry at the top level (or inside ``budget: {usd, tokens,
+timeout}``)."""
 
 
 @dataclass
@@ -186,10 +194,17 @@ def normalize(raw: dict[str, Any]) -> Draft:
     """Map the shapes people write onto Task fields; the rest goes to ``metadata``."""
     fields: dict[str, Any] = {}
     metadata: dict[str, Any] = {}
+    budget: dict[str, Any] = {}
     draft = Draft(fields)
     for key, value in raw.items():
         canon = ALIASES.get(key)
-        if canon is not None:
+        if key in BUDGET_KEYS:
+            budget[BUDGET_KEYS[key]] = value
+        elif key == "budget":
+            if not isinstance(value, dict) or set(value) - {"usd", "tokens", "timeout"}:
+                raise InvalidInput("budget must be an object with usd, tokens and/or timeout")
+            budget.update(value)
+        elif canon is not None:
             if canon in fields and fields[canon] != value:
                 raise InvalidInput(f"{key!r} conflicts with another name for {canon!r}")
             fields[canon] = value
@@ -216,6 +231,8 @@ def normalize(raw: dict[str, Any]) -> Draft:
         fields["blocked_by"] = [_task_id(v) for v in _id_list(fields["blocked_by"], "blockedBy")]
     if metadata:
         fields["metadata"] = metadata
+    if budget:
+        fields["budget"] = make_budget(**budget)
     return draft
 
 

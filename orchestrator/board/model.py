@@ -68,7 +68,9 @@ TRANSITIONS: dict[Status, frozenset[Status]] = {
     Status.REVIEW: frozenset(
         {Status.MERGED, Status.DISCARDED, Status.PENDING, Status.CANCELLED}
     ),
-    Status.FAILED: frozenset({Status.PENDING, Status.DISCARDED, Status.CANCELLED}),
+    Status.FAILED: frozenset(
+        {Status.PENDING, Status.REVIEW, Status.DISCARDED, Status.CANCELLED}
+    ),  # -> review: a task stopped to wait for a person, sent to review as it is (resume)
     Status.MERGED: frozenset(),
     Status.DISCARDED: frozenset(),
     Status.CANCELLED: frozenset(),
@@ -95,7 +97,7 @@ class Lease(BaseModel):
 
 
 class Usage(BaseModel):
-    """Tokens and dollars an agent spent on a task, summed over attempts."""
+    """Tokens, dollars and wall-clock seconds an agent spent on a task, summed over attempts."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -104,6 +106,14 @@ class Usage(BaseModel):
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     cost_usd: float = 0.0
+    seconds: float = 0.0
+    """Wall-clock time of the backend's runs."""
+
+    @property
+    def tokens(self) -> int:
+        """Every token a budget counts: input, output and cache."""
+        return self.input_tokens + self.output_tokens + self.cache_read_tokens \
+            + self.cache_write_tokens
 
     def add(self, other: Usage) -> Usage:
         return Usage(
@@ -112,7 +122,24 @@ class Usage(BaseModel):
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             cost_usd=self.cost_usd + other.cost_usd,
+            seconds=self.seconds + other.seconds,
         )
+
+
+MAX_BUDGET_USD = 1_000_000.0
+MAX_BUDGET_TOKENS = 10**12
+MAX_BUDGET_SECONDS = 30 * 86400.0
+
+
+class Budget(BaseModel):
+    """What a task may spend over all its runs (`orchestrator.budget`); None: no limit."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    usd: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
+    tokens: int | None = Field(default=None, gt=0, le=MAX_BUDGET_TOKENS)
+    seconds: float | None = Field(default=None, gt=0, le=MAX_BUDGET_SECONDS)
+    """Wall-clock seconds of the backend's runs (``--timeout``)."""
 
 
 class TodoStatus(StrEnum):
@@ -167,6 +194,8 @@ class Task(BaseModel):
     feedback: list[str] = Field(default_factory=list)
     checks: dict[str, Any] | None = None
     usage: Usage = Field(default_factory=Usage)
+    budget: Budget = Field(default_factory=Budget)
+    """Limits on ``usage`` (``add --budget-usd/--budget-tokens/--timeout``)."""
     session_id: str | None = None
     """A backend's conversation id, so a retried task can resume it."""
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -220,5 +249,7 @@ def column_of(task: Task) -> str | None:
     None for discarded and cancelled tasks."""
     if task.status is Status.IN_PROGRESS:
         return "waiting for input" if task.waiting_for else "in progress"
+    if task.status is Status.FAILED and task.waiting_for:
+        return "waiting for input"  # stopped for a budget or no progress
     return {Status.PENDING: "pending", Status.REVIEW: "review", Status.MERGED: "merged",
             Status.FAILED: "failed"}.get(task.status)

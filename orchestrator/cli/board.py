@@ -18,7 +18,8 @@ from rich.table import Table
 from orchestrator.agent.todos import progress, render
 from orchestrator.backends import BACKENDS
 from orchestrator.board import board_paths, init_repo, open_board
-from orchestrator.board.model import Status, Task, normalize_task_id
+from orchestrator.board.model import Budget, Status, Task, Usage, normalize_task_id
+from orchestrator.budget import describe
 from orchestrator.cli.app import (
     JsonOpt,
     RepoOpt,
@@ -135,12 +136,23 @@ def add(
     plan_first: Annotated[bool, typer.Option(
         "--plan-first", help="Read-only until the lead approves the agent's plan "
                              "(orchestrator approve ID).")] = False,
+    budget_usd: Annotated[str | None, typer.Option(
+        "--budget-usd", metavar="USD", help="Dollars the task may spend over all its runs.")
+    ] = None,
+    budget_tokens: Annotated[str | None, typer.Option(
+        "--budget-tokens", metavar="N", help="Tokens (input, output, cache) it may spend.")
+    ] = None,
+    timeout: Annotated[str | None, typer.Option(
+        "--timeout", metavar="DURATION", help="Wall-clock time its runs may take (30m, 1h).")
+    ] = None,
     repo: RepoOpt = None,
     json_: JsonOpt = False,
 ) -> None:
     """Add a task to the board."""
     from orchestrator.board.adding import add_task
+    from orchestrator.budget import make_budget
 
+    budget = make_budget(budget_usd, budget_tokens, timeout)
     r = open_repo(repo, lenient=True)
     with open_board(r.layout, r.config.board, actor="cli") as board:
         board.intake()
@@ -148,7 +160,7 @@ def add(
         task = add_task(r.layout, r.config, board, subject, description=description,
                         blocked_by=blocked_by or [], priority=priority, backend=backend,
                         agent=agent, plan_first=plan_first, expect_changes=not no_changes,
-                        actor="cli")
+                        budget=budget, actor="cli")
     if json_:
         print_json(task)
     else:
@@ -184,8 +196,9 @@ def list_tasks(
         return
     table = Table(box=None, pad_edge=False)
     with_todos = any(t.todos for t in tasks)
+    with_spent = any(t.usage != Usage() or t.budget != Budget() for t in tasks)
     for col in ("id", "status", "pri", "subject", "owner", "blocked by",
-                *(["todo"] if with_todos else [])):
+                *(["spent"] if with_spent else []), *(["todo"] if with_todos else [])):
         table.add_column(col, no_wrap=col == "status")
     for t in tasks:
         mark = " [red]![/red]" if t.id in problems else ""
@@ -193,6 +206,7 @@ def list_tasks(
             mark += f" [yellow](waiting: {_waiting(t)})[/]"
         table.add_row(t.id, f"[{STATUS_STYLE[t.status]}]{t.status}[/]{mark}", str(t.priority),
                       t.subject, t.owner or "", ", ".join(t.blocked_by),
+                      *([describe(t.budget, t.usage)] if with_spent else []),
                       *([progress(t.todos)] if with_todos else []))
     print_table(table)
     # Problems of the tasks shown, and of task files too broken to list at all.
@@ -222,11 +236,16 @@ def show(
     typer.echo(f"{task.id}  {task.status}  {task.subject}")
     if problem:
         typer.echo(f"problem: {problem}")
-    if task.waiting_for:
+    if task.waiting_for and task.status is Status.FAILED:
+        typer.echo(f"waiting: {task.waiting_for}: orchestrator resume {task.id} "
+                   f"[--budget-usd N …] | resume {task.id} --review | discard {task.id}")
+    elif task.waiting_for:
         typer.echo(f"waiting for {_waiting(task)} approval: orchestrator approve {task.id} "
                    f"| orchestrator deny {task.id} -m WHY")
         if asked:
             typer.echo(textwrap.indent(asked, "  "))
+    if task.usage != Usage() or task.budget != Budget():
+        typer.echo(f"spent: {describe(task.budget, task.usage)}")
     if task.lease is not None:
         left = task.lease.expires_at - time.time()
         at = datetime.fromtimestamp(task.lease.expires_at, UTC).strftime("%H:%M:%S UTC")
@@ -260,7 +279,10 @@ def _asked(board: ControlPlane, task: Task) -> str | None:
 
 
 def _waiting(task: Task) -> str:
-    """What a waiting task waits for: ``plan`` (request ids ``plan-…``) or ``permission``."""
+    """What a waiting task waits for: ``plan`` (request ids ``plan-…``), ``permission``, or
+    the reason its run was stopped (``budget: $2.00 of $2.00 spent``)."""
+    if task.status is Status.FAILED:
+        return task.waiting_for or ""
     return "plan" if (task.waiting_for or "").startswith("plan-") else "permission"
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from typing import Annotated, Any
 
 import click
@@ -29,12 +31,12 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
         typer.echo("nothing to review")
         return
     table = Table(box=None, pad_edge=False)
-    for col in ("id", "subject", "branch", "commits", "changes", "checks", "cost", "age"):
+    for col in ("id", "subject", "branch", "commits", "changes", "checks", "spent", "age"):
         table.add_column(col)
     for row in rows:
         table.add_row(row["id"], row["subject"], row["branch"] or "", _str(row["commits"]),
                       _changes(row["diffstat"]), _checks(row["checks"]),
-                      f"${row['cost_usd']:.2f}", _age(row["age_seconds"]))
+                      row["spent"], _age(row["age_seconds"]))
     print_table(table)
     told: set[frozenset[str]] = set()
     for row in rows:
@@ -53,6 +55,10 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
             typer.echo(f"! {row['error']}")
         for warning in row.get("warnings", []):
             typer.echo(f"! {row['id']}: {warning}")
+        land = row.get("land")
+        if land and land["event"] in ("land_rejected", "land_skipped"):
+            what = "rejected" if land["event"] == "land_rejected" else "skipped"
+            typer.echo(f"! {row['id']} was {what} by land: {land.get('reason')}")
 
 
 @app.command("diff")
@@ -109,6 +115,69 @@ def merge(
         typer.echo(result.note)
 
 
+@app.command("land")
+def land(
+    task_ids: Annotated[list[str] | None, typer.Argument(
+        metavar="[IDS]...", help="Tasks to land (task_007 or 7), in any order.")] = None,
+    all_reviewed: Annotated[bool, typer.Option(
+        "--all-reviewed", help="Every task in review.")] = False,
+    into: Annotated[str | None, typer.Option(
+        "--into", metavar="BRANCH",
+        help="Target branch (default: the one checked out in the main working tree).")] = None,
+    verify: Annotated[str | None, typer.Option(
+        "--verify", metavar="CMD",
+        help="Verify command run on each merge result (default: team.verify).")] = None,
+    no_retry: Annotated[bool, typer.Option(
+        "--no-retry", help="A rejected task waits in review instead of going back to its "
+        "agent.")] = False,
+    batch: Annotated[int, typer.Option(
+        "--batch", metavar="N", help="Verify up to N tasks merged together; bisect when "
+        "they fail.")] = 1,
+    squash: Annotated[bool, typer.Option("--squash", help="One commit per task.")] = False,
+    rebase: Annotated[bool, typer.Option(
+        "--rebase", help="Rebase each branch onto the target, then fast-forward.")] = False,
+    repo: RepoOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Merge reviewed tasks one by one, each verified on its merge result before the target
+    moves (blockers first, then priority, then id)."""
+    from orchestrator.review.landing import Outcome, land_tasks
+
+    if squash and rebase:
+        raise InvalidInput("--squash and --rebase exclude each other")
+    if bool(task_ids) == all_reviewed:
+        raise InvalidInput("name the tasks to land, or pass --all-reviewed (not both)")
+    r = open_repo(repo)
+    stop = threading.Event()  # SIGTERM (`orchestrator down`, a supervisor): stop between steps
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def show(o: Outcome) -> None:
+        if json_:
+            return
+        what = {"landed": f"landed  {o.task} at {(o.commit or '')[:12]}",
+                "rejected": f"rejected {o.task}: {o.reason}" + (
+                    " (back to its agent)" if o.retried else " (waits in review)"),
+                "skipped": f"skipped {o.task}: {o.reason}"}[o.result]
+        typer.echo(what)
+
+    report = land_tasks(r.layout, r.config, task_ids or None, into=into, verify=verify,
+                        retry=not no_retry, batch=batch, actor="cli", progress=show, stop=stop,
+                        strategy="squash" if squash else "rebase" if rebase else "merge")
+    if json_:
+        print_json(report.model_dump() | {"landed": report.landed,
+                                          "rejected": report.rejected})
+        raise typer.Exit(1 if report.rejected else 0)
+    if report.stopped:
+        typer.echo("stopped: the tasks not named above are still in review")
+    elif not report.outcomes:
+        typer.echo("nothing to land")
+        return
+    typer.echo(f"{len(report.landed)} landed, {len(report.rejected)} rejected, "
+               f"{len(report.outcomes) - len(report.landed) - len(report.rejected)} skipped "
+               f"in {report.seconds:.1f}s ({report.verifications} verify runs)")
+    raise typer.Exit(1 if report.rejected else 0)  # a script sees that something went back
+
+
 @app.command("discard")
 def discard(
     task_id: TaskArg,
@@ -149,6 +218,36 @@ def retry(
         print_json(task)
     else:
         typer.echo(f"{task.id} is pending again" + (" with your feedback" if message else ""))
+
+
+@app.command("resume")
+def resume(
+    task_id: TaskArg,
+    budget_usd: Annotated[str | None, typer.Option(
+        "--budget-usd", metavar="USD", help="The task's new dollar budget (all its runs).")
+    ] = None,
+    budget_tokens: Annotated[str | None, typer.Option(
+        "--budget-tokens", metavar="N", help="Its new token budget.")] = None,
+    timeout: Annotated[str | None, typer.Option(
+        "--timeout", metavar="DURATION", help="Its new wall-clock budget (30m, 1h).")] = None,
+    to_review: Annotated[bool, typer.Option(
+        "--review", help="Send it to review as it is instead of running it again.")] = False,
+    message: Annotated[str | None, typer.Option(
+        "--message", "-m", metavar="FEEDBACK", help="Feedback the next run sees.")] = None,
+    repo: RepoOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Continue a task that waits after a budget or no-progress stop (same worktree and
+    conversation), or send it to review as it is."""
+    from orchestrator.review.resuming import resume_task
+
+    r = open_repo(repo)
+    task = resume_task(r.layout, r.config, task_id, usd=budget_usd, tokens=budget_tokens,
+                       timeout=timeout, review=to_review, feedback=message, actor="cli")
+    if json_:
+        print_json(task)
+    else:
+        typer.echo(f"{task.id} is {task.status} again")
 
 
 def _str(value: Any) -> str:

@@ -41,13 +41,17 @@ def up(
     detach: Annotated[bool, typer.Option("--detach", "-d", help="Run in the background.")] = False,
     burst: Annotated[bool, typer.Option(
         "--burst", help="Exit when no claimable work is left (1 if a task failed).")] = False,
+    land: Annotated[bool, typer.Option(
+        "--land", help="Land each task once it reaches review (see `orchestrator land`).")
+    ] = False,
     repo: RepoOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Start the lead and its teammates (Ctrl-C once: warm stop, twice: stop now)."""
     r = open_repo(repo)
     require_commit(r.layout.root)
-    overrides = _overrides(backend=backend, command=command, verify=verify)
+    overrides = _overrides(backend=backend, command=command, verify=verify,
+                           land=True if land else None)
     config = Config.load(r.layout.root, overrides=overrides)  # bad values fail here, not later
     if teammates is not None and not 1 <= teammates <= 64:
         raise InvalidInput(f"-n must be between 1 and 64, not {teammates}")
@@ -101,7 +105,9 @@ def status_cmd(json_out: JsonOpt = False, repo: RepoOpt = None) -> None:
     r = open_repo(repo, lenient=True)
     board = open_board(r.layout, r.config.board, actor="cli")
     try:
-        st = status.team_status(r.layout, board, status.board_counts(board.list()))
+        tasks = board.list()
+        st = status.team_status(r.layout, board, status.board_counts(tasks),
+                                status.board_spending(tasks))
     finally:
         board.close()
     if json_out:

@@ -24,7 +24,8 @@ from pydantic import Field, ValidationError
 
 from orchestrator.board import open_board
 from orchestrator.board.index import describe_error
-from orchestrator.board.model import Status, Task
+from orchestrator.board.model import Budget, Status, Task
+from orchestrator.budget import describe, make_budget
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import InvalidInput, OrchestratorError
 from orchestrator.mcp.handshake import INSTRUCTIONS, SERVER_NAME, FirstLine
@@ -67,7 +68,8 @@ def _json(task: Task) -> dict[str, Any]:
 def _summary(task: Task, problems: dict[str, str]) -> dict[str, Any]:
     row = {"id": task.id, "status": task.status.value, "subject": task.subject,
            "priority": task.priority, "blocked_by": task.blocked_by, "owner": task.owner,
-           "branch": task.branch, "attempts": task.attempts}
+           "branch": task.branch, "attempts": task.attempts,
+           "spent": describe(task.budget, task.usage), "waiting_for": task.waiting_for}
     if task.id in problems:
         row["problem"] = problems[task.id]
     return row
@@ -89,10 +91,17 @@ def build_server(repo: Repo) -> tuple[MCPServer, ControlPlane]:
             description="Tasks that must be in review or merged before this one starts.")] = [],  # noqa: B006
         priority: Annotated[int, Field(description="Higher runs first; ties go to the lower id.",
                                        ge=-1000, le=1000)] = 0,
+        budget_usd: Annotated[float | None, Field(
+            description="Dollars it may spend over all its runs.")] = None,
+        budget_tokens: Annotated[int | None, Field(description="Tokens it may spend.")] = None,
+        timeout: Annotated[str | None, Field(
+            description="Wall-clock time its runs may take: 30m, 1h, 90s.")] = None,
     ) -> dict[str, Any]:
         """Add a task to the board; it is pending until a teammate claims it."""
+        limits = make_budget(budget_usd, budget_tokens, timeout)
+        extra: dict[str, Any] = {"budget": limits} if limits != Budget() else {}
         task = board.add(subject, description=description, blocked_by=[str(b) for b in blocked_by],
-                         priority=priority, actor=ACTOR)
+                         priority=priority, actor=ACTOR, **extra)
         return _json(task)
 
     @server.tool()

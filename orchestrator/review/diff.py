@@ -43,12 +43,17 @@ class Changes:
     """What that commit was found from (a branch name, or the recorded base commit)."""
 
 
-def changes(repo: Git, task: Task) -> Changes:
+_UNKNOWN = "\0"
+
+
+def changes(repo: Git, task: Task, main: str | None = _UNKNOWN) -> Changes:
     """The task's branch and its base; `Conflict` when it has no branch (never ran) or the
-    branch is gone."""
+    branch is gone. ``main``: the branch of the main working tree, when the caller knows."""
     if not task.branch:
         raise Conflict(f"{task.id} has no branch yet (status {task.status}): nothing to review")
-    candidates = [c for c in (task.base, current_branch(repo)) if c]
+    if main == _UNKNOWN:
+        main = current_branch(repo)
+    candidates = [c for c in (task.base, main) if c]
     tip, *commits = repo.commits(f"refs/heads/{task.branch}", *candidates)
     if tip is None:
         raise Conflict(f"{task.id}: its branch {task.branch} is missing (deleted by hand?)")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -71,63 +72,118 @@ class MergeResult(BaseModel):
     the target did not move and ``commit`` is its unchanged tip."""
 
 
+@dataclass
+class Prepared:
+    """A task checked for merging: its changes, the target and where the target is now."""
+
+    task: Task
+    ch: Changes
+    target: str
+    target_tip: str
+    main: str | None
+    """The branch checked out in the main working tree."""
+    worktree: Path | None
+
+
 def merge_task(layout: Layout, config: Config, task_id: str, strategy: str = "merge",
                into: str | None = None, *, actor: str = "cli",
                board: ControlPlane | None = None) -> MergeResult:
     """Merge a task in ``review`` into ``into`` (default: the branch checked out in the main
     working tree, else the task's base). Refusals raise `Conflict` and change nothing."""
+    check_strategy(strategy)
+    repo = Git(layout.root)
+    with using_board(layout, config, board, actor) as b, merge_lock(layout):
+        prep = prepare(layout, repo, b.get(task_id), into, config=config, board=b)
+        commit = build(repo, prep, strategy, prep.target_tip)
+        land_commit(repo, prep, prep.target_tip, commit, f"orchestrator: {strategy} {task_id}")
+        remote = Remote.for_config(layout.root, config)
+        if remote is not None and commit != prep.target_tip:
+            try:
+                remote.push_base(prep.target)
+            except Conflict:
+                _unland(repo, prep.target, commit, prep.target_tip, prep.main)
+                raise
+        return finish(layout, config, b, prep, strategy, commit, actor=actor)
+
+
+def check_strategy(strategy: str) -> None:
     if strategy not in STRATEGIES:
         raise InvalidInput(f"unknown merge strategy {strategy!r} (choose from: "
                            f"{', '.join(STRATEGIES)})")
-    repo = Git(layout.root)
+
+
+def merge_lock(layout: Layout) -> FileLock:
+    """One merge into the repository at a time (``merge``, ``land``)."""
     layout.locks.mkdir(parents=True, exist_ok=True)
-    with using_board(layout, config, board, actor) as b, \
-            FileLock(layout.locks / "merge.lock", thread_local=False):
-        task = b.get(task_id)
-        if task.status is not Status.REVIEW:
-            raise Conflict(f"{task.id} is {task.status}: only a task in review can be merged")
-        remote = Remote.for_config(layout.root, config)
-        if remote is not None and task.branch:
-            remote.fetch_branches([task.branch])  # it may have been finished on another machine
-        _owned_branch(layout, config, b, task)
-        ch = changes(repo, task)
+    return FileLock(layout.locks / "merge.lock", thread_local=False)
+
+
+def prepare(layout: Layout, repo: Git, task: Task, into: str | None, *,
+            main: str | None = None, main_checked: bool = False,
+            config: Config | None = None, board: ControlPlane | None = None) -> Prepared:
+    """Step 1: refuse early (see the module docstring); nothing is touched. A queue of
+    merges (``land``) passes the main working tree's branch, and ``main_checked`` once it
+    has checked that tree (``merge --ff-only`` refuses to overwrite later changes anyway).
+    With ``config`` and ``board``: the branch must be the one the orchestrator made for the
+    task, and a team across machines fetches it first."""
+    if task.status is not Status.REVIEW:
+        raise Conflict(f"{task.id} is {task.status}: only a task in review can be merged")
+    remote = Remote.for_config(layout.root, config) if config is not None else None
+    if remote is not None and task.branch:
+        remote.fetch_branches([task.branch])  # it may have been finished on another machine
+    if config is not None and board is not None:
+        _owned_branch(layout, config, board, task)
+    if not main_checked:
         main = current_branch(repo)
-        target = _target(repo, task, into, main)
-        if remote is not None:
-            remote.check_base_current(target)
-        worktree = _clean_worktree(layout, task)
-        if target == main:
-            _clean_main_tree(repo)
-        target_tip = repo.commit_of(f"refs/heads/{target}")
-        assert target_tip is not None  # checked by _target
-        tree, conflicts = merge_conflicts(repo, target_tip, ch.tip)
-        if conflicts:
-            raise Conflict(f"{task.id}: merging {ch.branch} into {target} would conflict in: "
-                           f"{', '.join(conflicts)}; nothing was merged (retry the task with "
-                           f"feedback: orchestrator retry {task.id} -m '…')")
-        assert tree is not None
-        added = not repo.ok("merge-base", "--is-ancestor", ch.tip, target_tip)
-        if not added:
-            commit = target_tip  # already in the target: nothing to add
-        elif strategy == "rebase":
-            commit = _rebase(repo, task, ch, target_tip, worktree)
-        else:
-            commit = _commit(repo, task, ch, tree, target_tip, target, strategy)
-        _land(repo, target, target_tip, commit, main, f"orchestrator: {strategy} {task.id}")
-        if remote is not None and commit != target_tip:
-            try:
-                remote.push_base(target)
-            except Conflict:
-                _unland(repo, target, commit, target_tip, main)
-                raise
-        if remote is not None:
-            remote.drop_wip(task.id)  # merged: its snapshot is of no more use
-        task = b.set_status(task.id, Status.MERGED, actor=actor)
-        b.events.emit("merged", task.id, actor=actor, strategy=strategy, into=target,
-                      commit=commit, branch=ch.branch)
-        result = MergeResult(task=task, strategy=strategy, into=target, commit=commit,
-                             branch=ch.branch, removed=False, added=added)
-        _cleanup(layout, config, b, task, target, strategy, result)
+    ch = changes(repo, task, main)
+    target = _target(repo, task, into, main)
+    if remote is not None:
+        remote.check_base_current(target)
+    worktree = _clean_worktree(layout, task)
+    if target == main and not main_checked:
+        _clean_main_tree(repo)
+    target_tip = repo.commit_of(f"refs/heads/{target}")
+    assert target_tip is not None  # checked by _target
+    return Prepared(task, ch, target, target_tip, main, worktree)
+
+
+def build(repo: Git, prep: Prepared, strategy: str, onto: str) -> str:
+    """Steps 2 and 3: the commit the target becomes when the task is merged onto ``onto``
+    (the target's tip, or a commit built on it by an earlier merge of a queue).
+    Conflicts raise `Conflict` naming the files; no working tree is touched."""
+    task, ch = prep.task, prep.ch
+    tree, conflicts = merge_conflicts(repo, onto, ch.tip)
+    if conflicts:
+        raise Conflict(f"{task.id}: merging {ch.branch} into {prep.target} would conflict in: "
+                       f"{', '.join(conflicts)}; nothing was merged (retry the task with "
+                       f"feedback: orchestrator retry {task.id} -m '…')")
+    assert tree is not None
+    if repo.ok("merge-base", "--is-ancestor", ch.tip, onto):
+        return onto  # already in the target: nothing to add
+    if strategy == "rebase":
+        return rebase_onto(repo, task, ch, onto, prep.worktree)
+    return _commit(repo, task, ch, tree, onto, prep.target, strategy)
+
+
+def land_commit(repo: Git, prep: Prepared, old: str, new: str, msg: str) -> None:
+    """Step 4: move the target from ``old`` to ``new`` in one step, or refuse."""
+    _land(repo, prep.target, old, new, prep.main, msg)
+
+
+def finish(layout: Layout, config: Config, board: ControlPlane, prep: Prepared, strategy: str,
+           commit: str, *, actor: str, remove: bool = True) -> MergeResult:
+    """Step 5: the task is merged, the event written, the worktree and branch removed
+    (``remove=False``: the caller calls `cleanup` later)."""
+    remote = Remote.for_config(layout.root, config)
+    if remote is not None:
+        remote.drop_wip(prep.task.id)  # merged: its snapshot is of no more use
+    task = board.set_status(prep.task.id, Status.MERGED, actor=actor)
+    board.events.emit("merged", task.id, actor=actor, strategy=strategy, into=prep.target,
+                      commit=commit, branch=prep.ch.branch, tip=prep.ch.tip)
+    result = MergeResult(task=task, strategy=strategy, into=prep.target, commit=commit,
+                         branch=prep.ch.branch, removed=False, added=commit != prep.target_tip)
+    if remove:
+        cleanup(layout, config, board, result)
     return result
 
 
@@ -200,9 +256,11 @@ def _commit(repo: Git, task: Task, ch: Changes, tree: str, target_tip: str, targ
     return repo.out("commit-tree", tree, "-p", target_tip, "-p", ch.tip, "-m", msg)
 
 
-def _rebase(repo: Git, task: Task, ch: Changes, target_tip: str, worktree: Path | None) -> str:
+def rebase_onto(repo: Git, task: Task, ch: Changes, target_tip: str, worktree: Path | None,
+                *, upstream: str | None = None) -> str:
     """Rebase the branch onto ``target_tip`` (in the task's worktree when it is on the branch,
-    else in a temporary one); its new tip. A conflict aborts the rebase and refuses."""
+    else in a temporary one); its new tip. A conflict aborts the rebase and refuses.
+    ``upstream``: only the commits after it are moved (``git rebase --onto``)."""
     on_branch = worktree is not None and current_branch(Git(worktree)) == ch.branch
     with contextlib.ExitStack() as stack:
         if on_branch:
@@ -215,7 +273,8 @@ def _rebase(repo: Git, task: Task, ch: Changes, target_tip: str, worktree: Path 
             stack.callback(repo.run, "worktree", "remove", "--force", str(tmp / "wt"),
                            check=False)
             wt = Git(tmp / "wt")
-        out = wt.run("rebase", "--no-autosquash", "--no-verify", target_tip, check=False)
+        where = [target_tip] if upstream is None else ["--onto", target_tip, upstream]
+        out = wt.run("rebase", "--no-autosquash", "--no-verify", *where, check=False)
         if out.returncode != 0:
             files = wt.out("diff", "--name-only", "--diff-filter=U").split()
             wt.run("rebase", "--abort", check=False)
@@ -250,15 +309,15 @@ def _unland(repo: Git, target: str, new: str, old: str, main: str | None) -> Non
         repo.run("update-ref", f"refs/heads/{target}", old, new, check=False)
 
 
-def _cleanup(layout: Layout, config: Config, board: ControlPlane, task: Task, target: str,
-             strategy: str, result: MergeResult) -> None:
+def cleanup(layout: Layout, config: Config, board: ControlPlane, result: MergeResult) -> None:
     """Remove the merged task's worktree and branch; the task stays merged when that fails."""
     from orchestrator.worktree import open_isolation
 
     manager = open_isolation(layout, config.worktree, board, actor="review")
-    merged_into = task.model_copy(update={"base": target})  # its commits are reachable there
+    # its commits are reachable from the target
+    merged_into = result.task.model_copy(update={"base": result.into})
     try:
-        result.snapshot = manager.remove(merged_into, force=strategy == "squash")
+        result.snapshot = manager.remove(merged_into, force=result.strategy == "squash")
     except (RunError, Conflict) as exc:
         result.note = f"merged, but the worktree was kept: {exc} (orchestrator gc removes it " \
                       "later)"

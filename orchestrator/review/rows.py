@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from orchestrator.board.model import Status, Task
+from orchestrator.budget import describe
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError
@@ -28,6 +29,7 @@ from orchestrator.review.diff import (
     merge_conflicts,
     outside_links,
 )
+from orchestrator.review.landing import land_rows
 from orchestrator.worktree.git import Git
 from orchestrator.worktree.remote import Remote
 
@@ -37,6 +39,7 @@ def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = 
     """One dict per task in review, oldest id first (the shape of ``review --json``)."""
     with using_board(layout, config, board, "cli") as b:
         tasks = b.list()
+        lands = land_rows(b, [t.id for t in tasks if t.status is Status.REVIEW])
     remote = Remote.for_config(layout.root, config)
     if remote is not None:  # branches finished on other machines
         remote.fetch_branches([t.branch for t in tasks
@@ -61,6 +64,7 @@ def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = 
         if task.status is not Status.REVIEW:
             continue
         row = _row(task, time.time() if now is None else now)
+        row["land"] = lands.get(task.id)
         if task.id in kept:
             ch, stat = kept[task.id]
             row.update(base=ch.base_ref, base_commit=ch.base, commits=commit_count(repo, ch),
@@ -93,6 +97,8 @@ def _row(task: Task, now: float) -> dict[str, Any]:
         "worktree": task.worktree, "base": task.base, "base_commit": task.base_commit,
         "commits": None, "diffstat": None, "merge": None, "warnings": [],
         "checks": _checks(task.checks), "cost_usd": round(task.usage.cost_usd, 6),
+        "usage": task.usage.model_dump(), "budget": task.budget.model_dump(),
+        "spent": describe(task.budget, task.usage),
         "tokens": task.usage.input_tokens + task.usage.output_tokens,
         "attempts": task.attempts, "feedback": task.feedback,
         "age_seconds": _since(task.updated_at, now),

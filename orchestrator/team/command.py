@@ -6,6 +6,11 @@ group, with the task in its environment:
     ORCH_TASK_ID, ORCH_TASK_SUBJECT, ORCH_TASK_DESCRIPTION
     ORCH_PROMPT          subject, description and any review feedback, as one prompt
     ORCH_TEAMMATE        the teammate running it
+    ORCH_USAGE_FILE      where the command may report what it spent: one JSON object
+                         {"input_tokens", "output_tokens", "cache_read_tokens",
+                         "cache_write_tokens", "cost_usd"} with the run's totals, or JSON
+                         lines of such objects (added up); counted against the task's
+                         budget after the run (`orchestrator.budget.read_usage_file`)
     + the workspace's own variables (ORCH_WORKTREE, ORCH_PORT_BASE …)
 
 Exit code 0 means done. Output goes to the task log as it comes. Past
@@ -19,15 +24,17 @@ import os
 import re
 import shlex
 import subprocess
+import tempfile
 from pathlib import Path
 
-from orchestrator.board.model import Task
+from orchestrator.board.model import Task, Usage
+from orchestrator.budget import USAGE_FILE_ENV, read_usage_file
 from orchestrator.config import Config
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, InvalidInput
 from orchestrator.layout import Layout
+from orchestrator.process import CANNOT_RUN, run_streamed
 from orchestrator.protocols import RunContext, RunResult
 from orchestrator.team.delivery import MESSAGES_ENV
-from orchestrator.team.proc import CANNOT_RUN, run_streamed
 
 
 def locate_command(command: str, start: Path, root: Path) -> tuple[str, str | None]:
@@ -133,24 +140,40 @@ class CommandBackend:
             return RunResult(ok=False, retry=False, error="the command backend needs a command "
                              "(--command 'CMD' or team.command in orchestrator.toml)")
         ctx.log.write("backend_started", backend=self.name, command=cmd)
-        res = run_streamed(
-            cmd, cwd=ctx.workspace.path, env=task_env(ctx), log=ctx.log, kind="output",
-            timeout=ctx.timeout or self.config.team.task_timeout, stop=ctx.stop,
-            on_start=ctx.on_process_start,
-        )
+        with tempfile.TemporaryDirectory(prefix="orch-usage-") as tmp:
+            usage_file = Path(tmp) / "usage.json"
+            res = run_streamed(
+                cmd, cwd=ctx.workspace.path, env={**task_env(ctx), USAGE_FILE_ENV: str(usage_file)},
+                log=ctx.log, kind="output", timeout=ctx.timeout or self.config.team.task_timeout,
+                stop=ctx.stop, on_start=ctx.on_process_start,
+            )
+            usage = self.reported_usage(ctx, usage_file)
         ctx.log.write("backend_finished", backend=self.name, exit_code=res.returncode,
                       seconds=round(res.seconds, 3), output_bytes=res.output_bytes,
                       result=res.describe())
         if res.stopped:
-            return RunResult(ok=False, stopped=True, error="stopped")
+            return RunResult(ok=False, stopped=True, error="stopped", usage=usage)
         if not res.ok and res.returncode in CANNOT_RUN:
             # the shell could not find or execute the program: the same on every attempt
             error = f"command cannot run ({res.describe()}): {cmd}\n{_last_lines(res.tail)}"
-            return RunResult(ok=False, error=error, retry=False)
+            return RunResult(ok=False, error=error, retry=False, usage=usage)
         if not res.ok:
             error = f"command failed: {res.describe()}\n{_last_lines(res.tail)}"
-            return RunResult(ok=False, error=error)
-        return RunResult(ok=True, summary=_last_lines(res.tail, 5))
+            return RunResult(ok=False, error=error, usage=usage)
+        return RunResult(ok=True, summary=_last_lines(res.tail, 5), usage=usage)
+
+    @staticmethod
+    def reported_usage(ctx: RunContext, path: Path) -> Usage:
+        """What the command wrote to ``$ORCH_USAGE_FILE`` (`orchestrator.budget`); a
+        malformed file counts nothing and says why in the task log."""
+        try:
+            usage = read_usage_file(path)
+        except InvalidInput as exc:
+            ctx.log.write("usage_rejected", error=str(exc))
+            return Usage()
+        if usage != Usage():
+            ctx.log.write("usage", **usage.model_dump())
+        return usage
 
 
 def _last_lines(text: str, n: int = 20) -> str:

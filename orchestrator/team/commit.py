@@ -25,8 +25,9 @@ def author(teammate: str) -> tuple[str, str]:
 
 
 def commit_leftovers(worktree: Path, task: Task, teammate: str,
-                     base: str | None = None) -> str | None:
+                     base: str | None = None, *, wip: bool = False) -> str | None:
     """Stage everything but ``.task_ref`` and commit it; the new sha, or None if clean.
+    ``wip``: the run was stopped before it finished (the subject says ``WIP:``).
 
     Refused (`SecretLeak`, the index reset) when a file that differs from ``base`` (the
     task's start; default HEAD) — staged now or committed by the agent — holds the value
@@ -46,7 +47,7 @@ def commit_leftovers(worktree: Path, task: Task, teammate: str,
     refuse_leaks(worktree, env, base)
     commit = subprocess.run(
         ["git", *NO_AUTO_MAINTENANCE, "commit", "-q", "--no-verify",
-         "-m", f"{task.subject}\n\nTask: {task.id}"],
+         "-m", f"{'WIP: ' if wip else ''}{task.subject}\n\nTask: {task.id}"],
         cwd=worktree, env=env, capture_output=True, text=True, check=False)
     if commit.returncode != 0:
         staged = subprocess.run(["git", "diff", "--cached", "--quiet"], cwd=worktree, env=env,

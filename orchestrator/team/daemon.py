@@ -51,6 +51,9 @@ def check_team(config: Config) -> None:
     if config.team.backend == "command" and not config.team.command:
         raise ConfigError("the command backend needs a command: --command 'CMD' "
                           "or team.command in orchestrator.toml")
+    if config.team.land and not config.team.verify:
+        raise ConfigError("--land verifies each merge result: give the verify command with "
+                          "--verify 'CMD' or team.verify in orchestrator.toml")
 
 
 def up(layout: Layout, config: Config, *, teammates: int | None = None,

@@ -3,7 +3,9 @@
     [hooks]
     review  = ["notify-send 'ready for review'"]     # task_completed
     failed  = ["./scripts/page-me"]                  # a task failed for good
-    waiting = ["./scripts/ask-me"]                   # permission_requested, plan_submitted
+    waiting = ["./scripts/ask-me"]                   # permission_requested, plan_submitted,
+                                                     # no_progress
+    budget  = ["./scripts/spend-alert"]              # budget_warning (80 %), budget_reached
     events  = { merged = ["./scripts/deploy"] }      # any other event type
     timeout = 30
 
@@ -36,13 +38,22 @@ from orchestrator.logging import get_logger
 MAX_WORKERS = 4
 OUTPUT_TAIL = 2000
 FINAL_FAILURES = ("task_failed", "lease_expired", "task_requeued")
+PAUSES = ("budget:", "no progress:")
+"""The errors of runs stopped to wait for a person (see `orchestrator.budget`)."""
 
 
 def hook_kind(event: dict[str, Any]) -> str | None:
-    """Which named hook an event fires: ``review``, ``failed``, ``waiting`` or None."""
+    """Which named hook an event fires: ``review``, ``failed``, ``waiting``, ``budget`` or
+    None. A run stopped to wait for a person (budget, no progress) is not a failure."""
     name = event.get("event")
     if name == "task_completed":
         return "review"
+    if name in ("budget_warning", "budget_reached"):
+        return "budget"
+    if name == "no_progress":
+        return "waiting"
+    if name == "task_failed" and str(event.get("error", "")).startswith(PAUSES):
+        return None
     if name in ("permission_requested", "plan_submitted"):
         return "waiting"
     if name in FINAL_FAILURES and event.get("status") == "failed":
@@ -71,7 +82,7 @@ class Hooks:
     @property
     def configured(self) -> bool:
         c = self.config
-        return bool(c.review or c.failed or c.waiting or any(c.events.values()))
+        return bool(c.review or c.failed or c.waiting or c.budget or any(c.events.values()))
 
     def poll(self) -> int:
         """Start the hooks of the events that arrived since the last call; how many started."""

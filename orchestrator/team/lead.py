@@ -13,6 +13,9 @@ until something happens:
                              ``config_changed`` (or ``config_rejected`` for a broken file,
                              keeping the last good settings), start or retire teammates to
                              match ``team.teammates``, use the new hooks
+- ``team.land`` is on       → one ``orchestrator land ID…`` process at a time for the
+                             tasks in review (not those a land rejected to wait for a
+                             person); it is asked to stop (SIGTERM) when the team stops
 - SIGTERM/SIGINT           → first: warm stop (``shutdown_request`` + SIGTERM to each
                              teammate, wait for them); second: cold (SIGTERM again,
                              SIGKILL whoever is still there after `COLD_GRACE_SECONDS`)
@@ -43,13 +46,14 @@ from orchestrator.errors import OrchestratorError
 from orchestrator.events import last_status_event
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
+from orchestrator.process import signal_group
 from orchestrator.procutil import lock_holders, process_state
+from orchestrator.review.landing import LAND_FEEDBACK
 from orchestrator.settings.live import ConfigWatcher, LiveConfig
 from orchestrator.team import status
 from orchestrator.team.command import reason_line
 from orchestrator.team.hooks import Hooks
 from orchestrator.team.mailbox import LEAD, read_new
-from orchestrator.team.proc import signal_group
 from orchestrator.team.spawner import SpawnedProcess, Spawner, SpawnerGone
 from orchestrator.team.wake import COLD_SIGNAL, Waker
 
@@ -58,6 +62,8 @@ BACKOFF_MAX_SECONDS = 60.0
 HEALTHY_SECONDS = 60.0
 """A teammate that ran this long before crashing starts its back-off from the beginning."""
 COLD_GRACE_SECONDS = 10.0
+LAND_POLL_SECONDS = 0.5
+"""How often the lead looks whether its ``orchestrator land`` has finished."""
 
 T = TypeVar("T")
 
@@ -110,6 +116,8 @@ class Lead:
         """Forks teammates from a process that has imported them (see `spawner`)."""
         self.rejected = 0
         """Dropped files rejected during this run (a burst with any exits 1)."""
+        self.lander: subprocess.Popen[bytes] | None = None
+        """The running ``orchestrator land`` (``team.land``)."""
 
     # --- life -----------------------------------------------------------------
     def run(self) -> int:
@@ -214,6 +222,8 @@ class Lead:
         now_m, now_w = time.monotonic(), time.time()
         if self.cold_deadline is not None:
             due.append(self.cold_deadline - now_m)
+        if self.lander is not None:
+            due.append(LAND_POLL_SECONDS)
         if not self.stopping:
             due += [c.restart_at - now_m for c in self.children if c.restart_at is not None]
             for t in self.board.list(Status.IN_PROGRESS):
@@ -238,6 +248,7 @@ class Lead:
         self.guarded("reaping expired leases", self.reap_expired)
         self.guarded("checking for frozen teammates", self.kill_frozen)
         self.guarded("reading the lead's mailbox", self.route_mail)
+        self.guarded("landing reviewed tasks", self.land)
         self.guarded("starting notification hooks", self.hooks.poll)
 
     def intake(self) -> None:
@@ -383,12 +394,37 @@ class Lead:
                 self.log.info("message", sender=sender, kind=kind, body=msg.get("body"))
 
     def drained(self) -> bool:
-        """Nothing claimable, nothing running, and no dropped file still settling in the
-        inbox (it becomes a task or is rejected once it settles)."""
+        """Nothing claimable, nothing running, no dropped file still settling in the inbox
+        (it becomes a task or is rejected once it settles), and nothing left to land."""
         from orchestrator.board.intake import settling
 
         return not self.board.ready() and not self.board.list(Status.IN_PROGRESS) \
-            and settling(self.layout) is None
+            and settling(self.layout) is None \
+            and self.lander is None and not (self.config.team.land and self.landable())
+
+    # --- the merge queue (team.land) --------------------------------------------
+    def land(self) -> None:
+        """Start ``orchestrator land`` for the tasks in review when none runs; a land that
+        ended is reaped here (its outcome is in the events)."""
+        if self.lander is not None:
+            if self.lander.poll() is None:
+                return
+            self.log.info("land finished", exit_code=self.lander.returncode)
+            self.lander = None
+        if self.stopping or not self.config.team.land:
+            return
+        ids = self.landable()
+        if not ids:
+            return
+        with status.log_file(self.layout).open("ab") as out:
+            self.lander = subprocess.Popen(
+                [sys.executable, "-m", "orchestrator", "land", *ids, "--repo",
+                 str(self.layout.root)], stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+        self.log.info("landing", tasks=ids, pid=self.lander.pid)
+
+    def landable(self) -> list[str]:
+        return [t.id for t in self.board.list(Status.REVIEW)
+                if not (t.error or "").startswith(LAND_FEEDBACK)]
 
     # --- teammates ------------------------------------------------------------
     def spawn(self, child: Child) -> None:
@@ -553,6 +589,14 @@ class Lead:
 
     def shutdown_children(self) -> None:
         """On the way out, whatever happened: no teammate outlives the lead."""
+        if self.lander is not None:  # stops between steps, killing its verify command
+            _signal(self.lander, signal.SIGTERM)
+            try:
+                self.lander.wait(COLD_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                _signal(self.lander, signal.SIGKILL)
+                self.lander.wait()
+            self.lander = None
         for child in self.children:
             if child.alive:
                 assert child.proc is not None

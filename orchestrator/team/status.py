@@ -72,8 +72,8 @@ def _age(iso: str | None, now: float) -> float | None:
         return None
 
 
-def team_status(layout: Layout, board: ControlPlane,
-                counts: dict[str, int] | None = None) -> dict[str, Any]:
+def team_status(layout: Layout, board: ControlPlane, counts: dict[str, int] | None = None,
+                spending: dict[str, Any] | None = None) -> dict[str, Any]:
     """The daemon, its teammates and the board counts, as ``status --json`` prints it."""
     now = time.time()
     info = running_daemon(layout)
@@ -110,6 +110,7 @@ def team_status(layout: Layout, board: ControlPlane,
         "mode": info.get("mode") if info else None,
         "teammates": mates,
         "board": counts or {},
+        "spending": spending or {},
         "permission_requests": [
             {"request_id": r.id, "from": r.sender, "task": r.task, "body": r.body,
              "ts": r.ts, "kind": "permission_request", **r.fields}
@@ -122,6 +123,16 @@ def board_counts(tasks: list[Any]) -> dict[str, int]:
     for t in tasks:
         counts[str(t.status)] += 1
     return counts
+
+
+def board_spending(tasks: list[Any]) -> dict[str, Any]:
+    """What the board's tasks spent, and the tasks stopped to wait for a person."""
+    return {
+        "cost_usd": round(sum(t.usage.cost_usd for t in tasks), 6),
+        "tokens": sum(t.usage.tokens for t in tasks),
+        "waiting": [{"task": t.id, "reason": t.waiting_for} for t in tasks
+                    if t.status is Status.FAILED and t.waiting_for],
+    }
 
 
 def format_status(st: dict[str, Any]) -> str:
@@ -148,6 +159,12 @@ def format_status(st: dict[str, Any]) -> str:
     if st["board"]:
         shown = [f"{k} {v}" for k, v in st["board"].items() if v]
         lines.append("board: " + (", ".join(shown) if shown else "no tasks"))
+    spent = st.get("spending") or {}
+    if spent.get("cost_usd") or spent.get("tokens"):
+        lines.append(f"spent: ${spent['cost_usd']:.2f}, {spent['tokens']} tokens")
+    for w in spent.get("waiting", []):
+        lines.append(f"{w['task']} waits: {w['reason']}  (orchestrator resume {w['task']} "
+                     "--budget-usd N | --review)")
     for req in st["permission_requests"]:
         lines.append(f"permission request {req.get('request_id')} from {req.get('from')}: "
                      f"{req.get('body', '')}  (orchestrator approve|deny {req.get('request_id')})")

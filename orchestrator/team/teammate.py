@@ -32,8 +32,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator import budget
 from orchestrator.backends import load_backend
 from orchestrator.board.model import Status, Task, Usage, utcnow
+from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane, Message, TaskLogger
 from orchestrator.errors import BoardUnavailable, LeaseLost, OrchestratorError, SecretLeak
@@ -44,7 +46,6 @@ from orchestrator.protocols import Backend, RunContext, Workspace
 from orchestrator.secrets import redact
 from orchestrator.settings.live import LiveConfig
 from orchestrator.team import delivery, status
-from orchestrator.team.checks import run_checks
 from orchestrator.team.claim import Claim
 from orchestrator.team.command import reason_line, task_env
 from orchestrator.team.commit import commit_leftovers, idle_maintenance
@@ -300,21 +301,37 @@ class Teammate:
 
     def _run(self, task: Task, claim: Claim, tlog: TaskLogger, stop: threading.Event,
              ws: Workspace, backend: Backend, messages: Path) -> None:
+        limits = budget.limits_for(task, self.name, self.config.budget, self.board)
+        reason = budget.first_reached(limits, Usage())
+        if reason:  # resumed without raising the limit, spent by an earlier run, or shared
+            self.pause(task, claim, ws.path, reason, tlog)
+            return
+        left = budget.remaining_seconds(task.budget, task.usage)
+        timeout = self.config.team.task_timeout if left is None else min(
+            self.config.team.task_timeout, left)
         ctx = RunContext(
             task=task, token=claim.token, teammate=self.name, workspace=ws, board=self.board,
-            layout=self.layout, log=tlog, stop=stop, timeout=self.config.team.task_timeout,
-            command=self.config.team.command, messages=messages,
+            layout=self.layout, log=tlog, stop=stop, timeout=timeout,
+            command=self.config.team.command, messages=messages, limits=limits,
             on_process_start=lambda pgid: self.publish("working", task=task.id,
                                                        backend_pgid=pgid),
         )
         check_round = 0
         while True:
+            started = time.monotonic()
             result = backend.run(ctx)
             if claim.lost:
                 return
-            if result.usage != Usage():
-                task = claim.update(usage=task.usage.add(result.usage))
-            if result.stopped or self.cold.is_set() or (not result.ok and stop.is_set()):
+            task, run = self.count_spending(task, claim, result.usage,
+                                            time.monotonic() - started, limits)
+            ctx.task = task
+            stopping = result.stopped or self.cold.is_set() or (not result.ok and stop.is_set())
+            paused = result.paused or (None if result.ok or stopping
+                                       else budget.first_reached(limits, run))
+            if paused:
+                self.pause(task, claim, ws.path, paused, tlog, result.session_id)
+                return
+            if stopping:
                 claim.release("teammate stopping")
                 return
             if not result.ok:
@@ -410,6 +427,41 @@ class Teammate:
         else:
             self.log.warning("attempt failed; will retry", task=task.id, reason=reason,
                              attempts=f"{task.attempts}/{task.max_attempts}", see=see)
+    def count_spending(self, task: Task, claim: Claim, usage: Usage, seconds: float,
+                       limits: list[budget.Limit]) -> tuple[Task, Usage]:
+        """Add a run's usage and wall-clock time to the task, write the ``spend`` event
+        the daily budgets add up, report a budget's 80 %; the task, and the run's usage."""
+        run = usage.model_copy(update={"seconds": usage.seconds + seconds})
+        so_far = self.board.get(task.id).usage  # a backend may have counted live already
+        updated = claim.update(usage=task.usage.add(run))
+        self.board.events.emit("spend", task.id, actor=self.name, usage=run.model_dump(),
+                               plan=budget.plan_of(task))
+        live = budget.minus(so_far, task.usage)  # what the backend already warned about
+        budget.warn(limits, live, run, self.board.events, task.id, self.name)
+        return updated, run
+
+    def pause(self, task: Task, claim: Claim, path: Path, reason: str, tlog: TaskLogger,
+              session_id: str | None = None) -> None:
+        """Stop for a person: commit the work in progress to the task branch, and the task
+        waits (``failed`` with ``waiting_for`` = the reason) for `orchestrator resume`."""
+        claim.still_ours(margin=self.config.board.lease_seconds / 3)
+        sha = commit_leftovers(path, task, self.name, wip=True) if (path / ".git").exists() \
+            else None
+        if sha:
+            self.committed = True
+            self.board.events.emit("commit", task.id, actor=self.name, sha=sha,
+                                   branch=task.branch, wip=True)
+        claim.fail(reason, retry=False)
+        fields: dict[str, Any] = {"waiting_for": reason}
+        if session_id:
+            fields["session_id"] = session_id
+        done = self.board.edit(task.id, actor=self.name, **fields)
+        event = "budget_reached" if reason.startswith("budget:") else "no_progress"
+        self.board.events.emit(event, task.id, actor=self.name, reason=reason, wip=sha,
+                               spent=budget.describe(done.budget, done.usage))
+        tlog.write("paused", reason=reason, commit=sha)
+        self.log.info("paused for a person", task=task.id, reason=reason)
+
 
     def backend_for(self, task: Task) -> Backend:
         name = task.backend or self.config.team.backend

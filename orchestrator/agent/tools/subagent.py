@@ -205,7 +205,8 @@ class AgentTool:
             if on_usage is not None:
                 on_usage(node.spent().usage)
 
-        limits = SharedLimits(**dataclasses.asdict(root.limits), node=node)
+        limits = SharedLimits(**{f.name: getattr(root.limits, f.name)  # shallow: Limit kept
+                                 for f in dataclasses.fields(Limits)}, node=node)
         node.loop = AgentLoop(root.model, toolset, prompt, log, limits=limits,
                               max_tokens=root.max_tokens, stop=root.stop, ask=root.ask,
                               on_usage=live)

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.board.model import utcnow
+from orchestrator.process import run_streamed
 from orchestrator.protocols import TaskLogger
-from orchestrator.team.proc import run_streamed
 
 TAIL_CHARS = 2000
 
