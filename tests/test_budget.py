@@ -16,13 +16,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from orchestrator.review.hooks import hook_kind
 
 from orchestrator.board import open_board
 from orchestrator.board.model import Budget, Status, Usage
 from orchestrator.budget import crossed, make_budget, parse_duration, reached, read_usage_file
 from orchestrator.errors import InvalidInput
 from orchestrator.layout import Layout
+from orchestrator.team.hooks import hook_kind
 from tests.helpers import git
 from tests.loopback import LoopbackAPI, tool_use
 from tests.test_team_support import cli as up_cli

@@ -253,3 +253,8 @@ def column_of(task: Task) -> str | None:
         return "waiting for input"  # stopped for a budget or no progress
     return {Status.PENDING: "pending", Status.REVIEW: "review", Status.MERGED: "merged",
             Status.FAILED: "failed"}.get(task.status)
+
+
+LAND_FEEDBACK = "land:"
+"""How the feedback of a task that ``orchestrator land`` sent back starts (its verify or
+merge failed on top of what landed); the lead does not land such a task again by itself."""

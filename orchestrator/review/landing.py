@@ -48,7 +48,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from orchestrator.board.model import Status, Task, parse_task_id
+from orchestrator.board.model import LAND_FEEDBACK, Status, Task, parse_task_id
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
@@ -74,7 +74,6 @@ from orchestrator.worktree.names import check_branch
 
 MAX_LAND_RETRIES = 2
 """Rejections of one task that go back to its agent; after that it waits for a person."""
-LAND_FEEDBACK = "land:"
 """The prefix of the feedback a land rejection adds (counted for `MAX_LAND_RETRIES`)."""
 FEEDBACK_TAIL_CHARS = 4000
 MOVED_RETRIES = 3

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from orchestrator.backends import backend_module
-from orchestrator.board.model import Status, Task, utcnow
+from orchestrator.board.model import LAND_FEEDBACK, Status, Task, utcnow
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import OrchestratorError
@@ -48,7 +48,6 @@ from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
 from orchestrator.process import signal_group
 from orchestrator.procutil import lock_holders, process_state
-from orchestrator.review.landing import LAND_FEEDBACK
 from orchestrator.settings.live import ConfigWatcher, LiveConfig
 from orchestrator.team import status
 from orchestrator.team.command import reason_line
