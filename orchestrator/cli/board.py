@@ -185,9 +185,9 @@ def list_tasks(
         watch_board(r.layout, r.config, frames=frames)
         return
     with _board(repo) as board:
-        everything = board.list()
+        # the board filters: a shared board of a million tasks sends only those asked for
+        tasks = board.list(status or None)
         problems = board.problems()
-    tasks = [t for t in everything if not status or t.status in status]
     if json_:
         print_json([_with_problem(t, problems) for t in tasks])
         return
@@ -209,8 +209,8 @@ def list_tasks(
                       *([describe(t.budget, t.usage)] if with_spent else []),
                       *([progress(t.todos)] if with_todos else []))
     print_table(table)
-    # Problems of the tasks shown, and of task files too broken to list at all.
-    shown = {t.id for t in tasks} | (set(problems) - {t.id for t in everything})
+    # problems of the tasks shown, and (unfiltered) of task files too broken to list at all
+    shown = {t.id for t in tasks} | (set() if status else set(problems) - {t.id for t in tasks})
     for tid in sorted(set(problems) & shown):
         typer.echo(f"! {tid}: {problems[tid]}")
 

@@ -3,10 +3,12 @@ plane: see `orchestrator.controlplane.Mailboxes`, reached through ``board.mailbo
 
 from __future__ import annotations
 
-from orchestrator.board.mailboxes import LEAD, NAME_RE, check_name
+from orchestrator.board.mailboxes import LEAD, NAME_RE, Mailbox, check_name
 from orchestrator.controlplane import Mailboxes, Message
 
-__all__ = ["LEAD", "NAME_RE", "check_name", "read_new"]
+__all__ = ["LEAD", "NAME_RE", "Mailbox", "check_name", "read_new"]
+# `Mailbox` (the file board's, by path) stays importable from here for code written
+# before the control-plane interface; new code uses ``board.mailboxes``.
 
 
 def read_new(mailboxes: Mailboxes, name: str, reader: str | None = None) -> list[Message]:
