@@ -91,7 +91,8 @@ def _claude(msg: Any, ts: str) -> str | None:
     if not isinstance(msg, dict):
         return None
     kind = msg.get("type")
-    inner = msg.get("message") if isinstance(msg.get("message"), dict) else {}
+    got = msg.get("message")
+    inner: dict[str, Any] = got if isinstance(got, dict) else {}
     if kind == "assistant":
         return _blocks(inner.get("content"), ts)
     if kind == "user":

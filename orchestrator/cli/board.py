@@ -93,7 +93,8 @@ def add(
         r = open_repo(repo, lenient=True)
         check_task_profile(r.layout.root, r.config, agent)
     with _board(repo) as board:
-        extra = {k: v for k, v in (("backend", backend), ("agent", agent)) if v is not None}
+        extra: dict[str, Any] = {k: v for k, v in (("backend", backend), ("agent", agent))
+                                 if v is not None}
         if plan_first:
             extra["plan_first"] = True
         if no_changes:

@@ -292,9 +292,9 @@ class Lead:
         if not change.changed:
             return
         changes = [c.to_dict() for c in change.changed]
-        for c in changes:  # say what was running (`up -n` may differ from the file)
-            if c.get("key") == "team.teammates":
-                c["old"] = self.n
+        for row in changes:  # say what was running (`up -n` may differ from the file)
+            if row.get("key") == "team.teammates":
+                row["old"] = self.n
         self.log.info("settings changed", changes=changes)
         for c in change.changed:
             if not c.live:
