@@ -2,7 +2,8 @@
 
 Commands live in one module per area (`board.py`, `worktrees.py`, `team.py`,
 `agent.py`, …), each a few lines over a library function. They register on
-`app` at import; `orchestrator.cli.main` imports them all.
+`app` at import; `orchestrator.cli.main` imports only the module of the command
+being run (see `orchestrator.cli.COMMANDS`).
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import BaseModel
 
-from orchestrator.config import Config
 from orchestrator.layout import Layout, find_root
+
+if TYPE_CHECKING:
+    from orchestrator.config import Config
 
 app = typer.Typer(
     name="orchestrator",
@@ -42,6 +44,8 @@ class Repo:
 
 def open_repo(repo: Path | None = None, *, ensure: bool = True) -> Repo:
     """Find the repository, load its configuration, and make sure the folders exist."""
+    from orchestrator.config import Config
+
     root = find_root(repo)
     config = Config.load(root)
     layout = Layout.at(root, _worktree_root(root, config))
@@ -58,8 +62,11 @@ def _worktree_root(root: Path, config: Config) -> Path | None:
 
 
 def to_jsonable(obj: Any) -> Any:
-    if isinstance(obj, BaseModel):
-        return obj.model_dump(mode="json")
+    if "pydantic" in sys.modules:  # a model can only exist once pydantic is imported
+        from pydantic import BaseModel
+
+        if isinstance(obj, BaseModel):
+            return obj.model_dump(mode="json")
     if isinstance(obj, list | tuple):
         return [to_jsonable(o) for o in obj]
     if isinstance(obj, dict):

@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from orchestrator.agent.todos import progress, render
 from orchestrator.board import FileBoard, init_repo, open_board
@@ -111,6 +109,9 @@ def list_tasks(
     if not tasks:
         typer.echo("no tasks" + (f" in {', '.join(status)}" if status else ""))
         return
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(box=None, pad_edge=False)
     with_todos = any(t.todos for t in tasks)
     for col in ("id", "status", "pri", "subject", "owner", "blocked by",

@@ -14,7 +14,7 @@ from orchestrator.config import Config
 from orchestrator.errors import ConfigError, InvalidInput, NotFound
 from orchestrator.events import EventLog
 from orchestrator.tasklog import read_jsonl
-from orchestrator.team import daemon, status
+from orchestrator.team import status
 from orchestrator.team.mailbox import Mailbox, check_name
 
 
@@ -43,6 +43,8 @@ def up(
     if teammates is not None and not 1 <= teammates <= 64:
         raise InvalidInput(f"-n must be between 1 and 64, not {teammates}")
     check_team(config)
+    from orchestrator.team import daemon  # the whole runtime: only `up` and `down` need it
+
     if detach:
         pid = daemon.up_detached(r.layout, teammates=teammates, overrides=overrides, burst=burst)
         typer.echo(f"orchestrator running in the background (pid {pid}); "
@@ -70,6 +72,8 @@ def down(
     repo: RepoOpt = None,
 ) -> None:
     """Stop the running daemon (warm: running tasks finish their step and are released)."""
+    from orchestrator.team import daemon
+
     r = open_repo(repo)
     pid = daemon.down(r.layout, now=now)
     typer.echo("orchestrator is not running" if pid is None else f"stopped (pid {pid})")
