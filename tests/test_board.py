@@ -61,11 +61,19 @@ def test_ids_are_never_reused_after_deletion(board: FileBoard) -> None:
     assert board.add("two").id == "task_002"
 
 
-def test_ids_respect_files_already_on_disk(board: FileBoard) -> None:
+def test_ids_step_over_files_already_on_disk(board: FileBoard) -> None:
+    """Ids come from the high-water mark (no listing of the folder: O(1) at 50,000 tasks);
+    a task file written by hand is never overwritten, its id is stepped over."""
     board.add("one")
-    other = board.get("task_001").model_copy(update={"id": "task_041"})
-    board.layout.task_file("task_041").write_text(other.model_dump_json())
-    assert board.add("after").id == "task_042"
+    for tid in ("task_002", "task_041"):
+        other = board.get("task_001").model_copy(update={"id": tid})
+        board.layout.task_file(tid).write_text(other.model_dump_json())
+    assert board.add("after").id == "task_003"
+    assert board.get("task_002").subject == "one"  # untouched
+    board.layout.seq.write_text("40\n")
+    assert board.add("later").id == "task_042"
+    board.layout.seq.unlink()  # no mark (an old board): past every id on disk
+    assert board.add("last").id == "task_043"
 
 
 def test_ids_widen_past_999(board: FileBoard) -> None:
@@ -437,3 +445,26 @@ def test_feed_is_not_held_back_by_a_rename_out_of_a_watched_folder(board: FileBo
         waits.append(time.monotonic() - t0)
         time.sleep(0.6)  # the old pairing delay runs out before the next try
     assert min(waits) < 0.3, waits
+
+
+def test_problem_of_one_task_agrees_with_the_whole_board(board: FileBoard) -> None:
+    """`problem(id)` reads only the task and its blockers; it must say what `problems()` says."""
+    a = board.add("a")
+    b = board.add("b", blocked_by=[a.id])
+    c = board.add("c", blocked_by=[b.id])
+    board.edit(a.id, actor="t", blocked_by=[c.id])  # a -> c -> b -> a: a cycle
+    d = board.add("d", blocked_by=[c.id])  # stuck behind the cycle
+    e = board.add("e")
+    f = board.add("f", blocked_by=[e.id])
+    board.cancel(e.id)  # f: blocked by a cancelled task
+    g = board.add("g", blocked_by=[f.id])  # stuck behind f
+    h = board.add("h")
+    board.edit(h.id, actor="t", blocked_by=["task_404"])  # missing blocker
+    ok = board.add("ok", blocked_by=[h.id])
+    board.layout.task_file("task_099").write_text("{broken")  # unreadable: absent
+    x = board.add("x")
+    board.edit(x.id, actor="t", blocked_by=["task_099"])
+    whole = board.problems()
+    ids = [t.id for t in (a, b, c, d, e, f, g, h, ok, x)]
+    assert {tid: board.problem(tid) for tid in ids} == {tid: whole.get(tid) for tid in ids}
+    assert board.problem(d.id) and board.problem(g.id) and board.problem(ok.id)

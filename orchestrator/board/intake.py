@@ -195,8 +195,10 @@ def _task_id(value: Any) -> str:
 
 
 # --- running ----------------------------------------------------------------------
-def run_intake(board: FileBoard, actor: str | None = None) -> list[Task]:
-    """Process every dropped file once; returns the tasks created."""
+def run_intake(board: FileBoard, actor: str | None = None, *, repair: bool = True
+               ) -> list[Task]:
+    """Process every dropped file once (and, with ``repair``, every task file that does not
+    validate); returns the tasks created."""
     layout = board.layout
     actor = actor or board.actor
     _recover_stale(layout.inbox)
@@ -205,6 +207,8 @@ def run_intake(board: FileBoard, actor: str | None = None) -> list[Task]:
         task = _take(board, path, rel, actor)
         if task is not None:
             created.append(task)
+    if not repair:
+        return created
     board._index.refresh()
     for task_id in list(board._index.broken):
         task = _repair(board, task_id, actor)

@@ -142,6 +142,23 @@ class FileBoard:
         self._index.refresh()
         return list(self._ready())
 
+    def problem(self, task_id: str) -> str | None:
+        """What keeps one task from ever starting (see `problems`), from reading only the
+        task and its blockers, transitively: no scan of the board."""
+        task_id = self._check_id(task_id)
+        seen: dict[str, Task] = {task_id: self.get(task_id)}
+        todo = list(seen[task_id].blocked_by)
+        while todo:
+            tid = todo.pop()
+            if tid in seen:
+                continue
+            try:
+                seen[tid] = self.get(tid)
+            except (NotFound, InvalidInput):
+                continue  # missing or unreadable: absent, as in `problems`
+            todo.extend(seen[tid].blocked_by)
+        return graph.find_problems(seen).get(task_id)
+
     def problems(self) -> dict[str, str]:
         self._index.refresh()
         with self._index.lock:
@@ -218,10 +235,12 @@ class FileBoard:
         self.events.emit("task_cancelled", task.id, actor=actor, previous=old[0])
         return task
 
-    def intake(self) -> list[Task]:
+    def intake(self, *, repair: bool = True) -> list[Task]:
+        """Turn dropped files into tasks; ``repair`` also normalises or rejects task files
+        that do not validate (which needs a scan of every task file)."""
         from orchestrator.board.intake import run_intake
 
-        return run_intake(self)
+        return run_intake(self, repair=repair)
 
     # --- claims and leases ---------------------------------------------------------
     def claim(self, owner: str, *, lease_seconds: float | None = None,
@@ -379,11 +398,12 @@ class FileBoard:
                 yield task
 
     def _allocate(self, wanted: str | None) -> str:
-        """Next id under the seq lock: past the high-water mark and every id on disk."""
+        """Next id under the seq lock: past the high-water mark (``.seq``), stepping over
+        any task file already there; without a mark, past every id on disk."""
         try:
-            high = int(self.layout.seq.read_text().strip() or 0)
+            high, seen = int(self.layout.seq.read_text().strip() or 0), True
         except FileNotFoundError:
-            high = 0
+            high, seen = 0, False
         except ValueError as exc:
             raise InvalidInput(f"{self.layout.seq} is corrupt: {exc}") from None
         if wanted is not None:
@@ -391,7 +411,9 @@ class FileBoard:
                 raise Conflict(f"duplicate id {wanted}: that task already exists")
             n = task_number(wanted)
         else:
-            n = max(high, self._highest_on_disk()) + 1
+            # The mark is past every id this board gave out or honoured; files written by
+            # hand past it are stepped over. Only a board without a mark lists the files.
+            n = (high if seen else self._highest_on_disk()) + 1
             while self.layout.task_file(format_task_id(n)).exists():
                 n += 1
         if n > high:

@@ -25,10 +25,12 @@ STATUS_STYLE = {
 }
 
 
-def _board(repo: Path | None) -> FileBoard:
+def _board(repo: Path | None, *, one_task: bool = False) -> FileBoard:
+    """The board, with dropped files taken in. ``one_task`` commands (add, show, cancel)
+    leave the repair of hand-broken task files to the next list: it scans every file."""
     r = open_repo(repo)
     board = open_board(r.layout, r.config.board, actor="cli")
-    board.intake()
+    board.intake(repair=not one_task)
     return board
 
 
@@ -70,7 +72,7 @@ def add(
 
         r = open_repo(repo)
         check_task_profile(r.layout.root, r.config, agent)
-    with _board(repo) as board:
+    with _board(repo, one_task=True) as board:
         extra = {k: v for k, v in (("backend", backend), ("agent", agent)) if v is not None}
         if plan_first:
             extra["plan_first"] = True
@@ -142,9 +144,9 @@ def show(
     json_: JsonOpt = False,
 ) -> None:
     """Show one task in full."""
-    with _board(repo) as board:
+    with _board(repo, one_task=True) as board:
         task = board.get(task_id)
-        problem = board.problems().get(task.id)
+        problem = board.problem(task.id)
     if json_:
         print_json(_with_problem(task, {task.id: problem} if problem else {}))
         return
@@ -180,7 +182,7 @@ def cancel(
     json_: JsonOpt = False,
 ) -> None:
     """Cancel a task (a running one loses its lease; its worktree is kept)."""
-    with _board(repo) as board:
+    with _board(repo, one_task=True) as board:
         task = board.cancel(task_id, actor="cli")
     if json_:
         print_json(task)

@@ -46,11 +46,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from worktree import generate as generate_repo  # scripts/bench/worktree.py
+
 from orchestrator.board import open_board
 from orchestrator.board.model import Task, format_task_id
 from orchestrator.config import BoardConfig
 from orchestrator.layout import Layout
-from worktree import generate as generate_repo  # scripts/bench/worktree.py
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
