@@ -6,6 +6,7 @@ Each runs intake first, so files dropped into ``.tasks/inbox/`` show up at once.
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 from pathlib import Path
 from typing import Annotated, Any
@@ -112,25 +113,40 @@ def list_tasks(
         typer.echo("no tasks" + (f" in {', '.join(status)}" if status else ""))
         return
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(box=None, pad_edge=False)
+    from orchestrator.cli.table import draw
+
     with_todos = any(t.todos for t in tasks)
-    for col in ("id", "status", "pri", "subject", "owner", "blocked by",
-                *(["todo"] if with_todos else [])):
-        table.add_column(col, no_wrap=col == "status")
+    headers = ["id", "status", "pri", "subject", "owner", "blocked by",
+               *(["todo"] if with_todos else [])]
+    rows = []
     for t in tasks:
-        mark = " [red]![/red]" if t.id in problems else ""
+        state: list[tuple[str, str | None]] = [(str(t.status), STATUS_STYLE[t.status])]
+        if t.id in problems:
+            state += [(" ", None), ("!", "red")]
         if t.waiting_for:
-            mark += f" [yellow](waiting: {_waiting(t)})[/]"
-        table.add_row(t.id, f"[{STATUS_STYLE[t.status]}]{t.status}[/]{mark}", str(t.priority),
-                      t.subject, t.owner or "", ", ".join(t.blocked_by),
-                      *([progress(t.todos)] if with_todos else []))
-    Console(soft_wrap=False).print(table)
+            state += [(" ", None), (f"(waiting: {_waiting(t)})", "yellow")]
+        rows.append([t.id, tuple(state), str(t.priority), t.subject, t.owner or "",
+                     ", ".join(t.blocked_by), *([progress(t.todos)] if with_todos else [])])
+    console = Console(soft_wrap=False)
+    lines = list(draw(console, headers, rows, [h == "status" for h in headers]))
     # Problems of the tasks shown, and of task files too broken to list at all.
     shown = {t.id for t in tasks} | (set(problems) - {t.id for t in everything})
-    for tid in sorted(set(problems) & shown):
-        typer.echo(f"! {tid}: {problems[tid]}")
+    lines += [f"! {tid}: {problems[tid]}" for tid in sorted(set(problems) & shown)]
+    _page(console, lines)
+
+
+def _page(console: Any, lines: list[str]) -> None:
+    """Print ``lines``; on a terminal, more than a screenful goes through the pager
+    (``$PAGER``, else ``less``), as ``git log`` does."""
+    text = "\n".join(lines) + "\n"
+    if console.is_terminal and len(lines) >= console.height:
+        import click
+
+        click.echo_via_pager(text, color=True)
+        return
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 app.command("list")(list_tasks)
