@@ -203,10 +203,14 @@ def run_intake(board: FileBoard, actor: str | None = None, *, repair: bool = Tru
     actor = actor or board.actor
     _recover_stale(layout.inbox)
     created: list[Task] = []
-    for path, rel in _dropped(layout.tasks, layout.inbox):
-        task = _take(board, path, rel, actor)
-        if task is not None:
-            created.append(task)
+    taken: list[Path] = []
+    with board.deferred_sync():  # one flush for the whole burst, not 2 fsyncs a file
+        for path, rel in _dropped(layout.tasks, layout.inbox):
+            task = _take(board, path, rel, actor, taken)
+            if task is not None:
+                created.append(task)
+    for mine in taken:  # only now are their tasks durable
+        mine.unlink()
     if not repair:
         return created
     board._index.refresh()
@@ -233,7 +237,10 @@ def _dropped(tasks: Path, inbox: Path) -> list[tuple[Path, str]]:
     return found
 
 
-def _take(board: FileBoard, path: Path, rel: str, actor: str) -> Task | None:
+def _take(board: FileBoard, path: Path, rel: str, actor: str, taken: list[Path]
+          ) -> Task | None:
+    """Make ``path`` a task (or reject it); its claimed copy goes to ``taken``, for the
+    caller to delete once the task file is durable."""
     try:
         st = path.lstat()
     except FileNotFoundError:
@@ -263,7 +270,7 @@ def _take(board: FileBoard, path: Path, rel: str, actor: str) -> Task | None:
     except (InvalidInput, Conflict, OSError) as exc:
         reject(board, mine, path.name, rel, str(exc), actor)
         return None
-    mine.unlink()
+    taken.append(mine)
     _add_blocks(board, task.id, draft.blocks)
     return task
 
