@@ -133,3 +133,26 @@ def test_empty_board(capsys: pytest.CaptureFixture[str], repo: Path) -> None:
 def test_not_a_repository(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, tmp_path, "list")
     assert code == 1 and err.startswith("error: not inside a git repository")
+
+
+def test_events_tail_on_a_terminal_and_everything_when_piped(repo: Path) -> None:
+    from orchestrator.cli.board import TAIL_ON_TERMINAL
+    from orchestrator.events import EventLog
+    from orchestrator.layout import Layout
+    from tests.helpers import run_on_terminal
+
+    log = EventLog(Layout.at(repo).ensure().events)
+    total = TAIL_ON_TERMINAL + 30
+    for i in range(total):
+        log.emit("note", f"task_{i % 3 + 1:03d}", n=i)
+    with Layout.at(repo).events.open("a") as fh:
+        fh.write('{"torn')
+    out = run_on_terminal(repo, ["events"], rows=500, cols=200)
+    shown = [int(line.split("n=")[1].split()[0]) for line in out.splitlines() if "n=" in line]
+    assert shown == list(range(30, total)) and "-n 0 prints them all" in out
+    piped = orch(repo, "events", "--json")
+    assert [json.loads(x)["n"] for x in piped.stdout.splitlines()] == list(range(total))
+    assert piped.stderr == ""
+    last = orch(repo, "events", "-n", "2", "--task", "2", "--json")
+    assert [json.loads(x)["n"] for x in last.stdout.splitlines()] == [124, 127]
+    assert orch(repo, "events", "-n", "-1").returncode == 2

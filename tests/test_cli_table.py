@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import fcntl
 import io
 import os
-import pty
 import random
 import re
-import struct
 import subprocess
 import sys
-import termios
 from pathlib import Path
 
 import pytest
@@ -21,6 +17,7 @@ from rich.table import Table
 from orchestrator.board import open_board
 from orchestrator.cli.table import Cell, draw
 from orchestrator.layout import Layout
+from tests.helpers import run_on_terminal
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 WORDS = ["fix", "login", "a", "refactor", "the", "database-migration-tool", "ünïcödé", "日本語",
@@ -104,27 +101,6 @@ def test_plain_ascii_wrapping_is_rich_wrapping(width: int) -> None:
         rich_lines(headers, rows, no_wrap, width, False)
 
 
-def run_on_terminal(repo: Path, env: dict[str, str], rows: int = 20) -> str:
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, 100, 0, 0))
-    p = subprocess.Popen([sys.executable, "-m", "orchestrator", "list"], cwd=repo,
-                         env={**os.environ, **env, "TERM": "xterm"}, stdin=slave, stdout=slave,
-                         stderr=slave, start_new_session=True)
-    os.close(slave)
-    out = b""
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        out += data
-    assert p.wait(60) == 0, out
-    os.close(master)
-    return out.decode(errors="replace")
-
-
 def test_a_long_table_goes_through_the_pager_on_a_terminal_only(repo: Path,
                                                                 tmp_path: Path) -> None:
     with open_board(Layout.at(repo)) as board:
@@ -132,7 +108,7 @@ def test_a_long_table_goes_through_the_pager_on_a_terminal_only(repo: Path,
             board.add(f"task number {i}")
     paged = tmp_path / "paged.txt"
     env = {"PAGER": f"tee {paged}", "COLUMNS": "100", "LINES": "20"}
-    out = run_on_terminal(repo, env)
+    out = run_on_terminal(repo, ["list"], env)
     text = paged.read_text()
     assert ANSI.sub("", text.splitlines()[0]).split() == ["id", "status", "pri", "subject", "owner",
                                             "blocked", "by"]
@@ -142,5 +118,5 @@ def test_a_long_table_goes_through_the_pager_on_a_terminal_only(repo: Path,
                            env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
     assert not paged.exists() and len(piped.stdout.splitlines()) == 31
     assert "\x1b" not in piped.stdout
-    run_on_terminal(repo, {**env, "LINES": "40"}, rows=40)  # fits: printed, not paged
+    run_on_terminal(repo, ["list"], {**env, "LINES": "40"}, rows=40)  # fits: printed, not paged
     assert not paged.exists()

@@ -212,6 +212,9 @@ def events(
                       ] = False,
     task: Annotated[str | None, typer.Option("--task", "-t", help="Only this task's events.")
                     ] = None,
+    lines: Annotated[int | None, typer.Option(
+        "--lines", "-n", min=0, help="Only the last N events (default: 100 on a terminal, "
+        "all when piped; 0: all).")] = None,
     repo: RepoOpt = None,
     json_: JsonOpt = False,
 ) -> None:
@@ -219,11 +222,34 @@ def events(
     r = open_repo(repo)
     log = EventLog(r.layout.events)
     task_id = normalize_task_id(task) if task else None
-    for rec in log.follow(task_id) if follow else log.read(task_id):
+    if lines is None and not follow and sys.stdout.isatty():
+        lines = TAIL_ON_TERMINAL
+    if follow or not lines:
+        records = log.follow(task_id) if follow else log.read(task_id)
+    else:
+        records = _tail(log, task_id, lines)
+    for rec in records:
         if json_:
             print_json(rec)
         else:
             typer.echo(_event_line(rec))
+
+
+TAIL_ON_TERMINAL = 100
+"""``events`` on a terminal shows this many of the newest events (``-n 0``: all)."""
+
+
+def _tail(log: EventLog, task_id: str | None, n: int) -> list[dict[str, Any]]:
+    """The last ``n`` events (of ``task_id``), oldest first, read from the end of the log;
+    a line on stderr says when earlier ones were left out."""
+    newest: list[dict[str, Any]] = []
+    for rec in log.backwards():
+        if task_id is None or rec.get("task") == task_id:
+            if len(newest) == n:
+                typer.echo(f"(the last {n} events; -n 0 prints them all)", err=True)
+                break
+            newest.append(rec)
+    return newest[::-1]
 
 
 def _event_line(rec: dict[str, Any]) -> str:
