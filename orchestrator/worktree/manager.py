@@ -31,7 +31,7 @@ from orchestrator.protocols import Board, Workspace
 from orchestrator.tasklog import TaskLog
 from orchestrator.worktree import reconcile as housekeeping
 from orchestrator.worktree import safety, shared
-from orchestrator.worktree.git import Git, WorktreeEntry, list_worktrees
+from orchestrator.worktree.git import Git, WorktreeEntry, list_worktrees, read_commits
 from orchestrator.worktree.lock import RepoLock
 from orchestrator.worktree.names import branch_name, check_branch, check_component, check_prefix
 from orchestrator.worktree.reconcile import GcReport, ReconcileReport
@@ -115,7 +115,7 @@ class WorktreeManager:
         path, branch = self.path_for(task), self.branch_for(task)
         with self.lock:
             bases = self._bases(task)
-            co = safety.inspect(self.repo, path, branch, bases, self.common_dir())
+            co = safety.inspect(self.repo, path, branch, bases, *self._dirs()[::-1])
             if co.path is None and path.exists():
                 raise UnsafeRemoval(f"{task.id}: {path} is not a worktree of this repository; "
                                     "not touching it (move it away by hand)")
@@ -124,14 +124,19 @@ class WorktreeManager:
                     self.prune()
                 self.ports.free(task.id)
                 return None
-            reasons = safety.risks(self.repo, co, branch, bases)
+            # Clean by git's own check: `worktree remove` without --force refuses a worktree
+            # with changes or untracked files, so no `status` of ours is needed first.
+            removed = (co.path is not None and co.head is not None
+                       and not safety.risks(self.repo, co, branch, bases, dirty=False)
+                       and self.repo.ok("worktree", "remove", str(path)))
+            reasons = [] if removed else safety.risks(self.repo, co, branch, bases)
             if reasons and not force:
                 raise UnsafeRemoval(f"{task.id}: not removing {path}: {'; '.join(reasons)} "
                                     "(--force saves a snapshot first)")
             snap = safety.snapshot(self.repo, task.id, co, branch) if reasons else None
-            if co.path is not None:
+            if not removed and co.path is not None:
                 self.repo.run("worktree", "remove", "--force", "--force", str(path))
-            else:
+            elif not removed:
                 self.prune()
             if co.branch_tip is not None:
                 self.repo.run("update-ref", "-d", f"refs/heads/{branch}", co.branch_tip)
@@ -144,7 +149,7 @@ class WorktreeManager:
     def status(self, task: Task) -> dict[str, Any]:
         """What is on disk for the task: folder, branch, dirty or clean, commits ahead, disk use."""
         path, branch = self.path_for(task), self.branch_for(task)
-        co = safety.inspect(self.repo, path, branch, self._bases(task), self.common_dir())
+        co = safety.inspect(self.repo, path, branch, self._bases(task), *self._dirs()[::-1])
         dirty: list[str] | None = None
         if co.path is not None:
             with contextlib.suppress(RunError):
@@ -175,7 +180,7 @@ class WorktreeManager:
 
     def removal_risks(self, task: Task) -> list[str]:
         branch, bases = self.branch_for(task), self._bases(task)
-        co = safety.inspect(self.repo, self.path_for(task), branch, bases, self.common_dir())
+        co = safety.inspect(self.repo, self.path_for(task), branch, bases, *self._dirs()[::-1])
         return safety.risks(self.repo, co, branch, bases)
 
     # --- housekeeping -------------------------------------------------------------
@@ -197,7 +202,9 @@ class WorktreeManager:
     def _checkout(self, task: Task, path: Path, branch: str) -> tuple[str, str, bool, str | None]:
         """Make ``path`` a worktree on ``branch``; (base, base_commit, reused, note)."""
         self.ensure_excluded()
-        tip, base_commit = self.repo.commits(f"refs/heads/{branch}", self.config.base)
+        revs = (f"refs/heads/{branch}", self.config.base)
+        own, common = self._dirs()
+        tip, base_commit = read_commits(own, common, revs) or self.repo.commits(*revs)
         entry = self._entry(path) if path.exists() or self._registered(path) else None
         if entry is not None and (entry.locked == "initializing" or entry.branch is None):
             # a creation killed inside `git worktree add`, or after a detached add (see
