@@ -48,7 +48,8 @@ SNAPSHOT = ".snapshot.json"
 STAGING = ".tmp"
 """Where atomic writes of the board stage their temp files (see `staged_write`)."""
 SNAPSHOT_VERSION = 2
-_TASK_LIST = TypeAdapter(list[Task])
+TASK_LIST = TypeAdapter(list[Task])
+"""Many tasks validated or dumped in one call (in Rust), not one call per task."""
 SNAPSHOT_AFTER = 200
 """A full scan that had to read this many files saves a snapshot for the next cold start."""
 
@@ -323,7 +324,7 @@ class TaskIndex:
             meta = json.loads(head)
             if meta.get("version") != SNAPSHOT_VERSION:
                 return
-            tasks = _TASK_LIST.validate_json(body)  # one call: parsing 10,000 tasks in Rust
+            tasks = TASK_LIST.validate_json(body)  # one call: parsing 10,000 tasks in Rust
             keys = [tuple(k) for k in meta["keys"]]
             if len(keys) != len(tasks):
                 return

@@ -107,7 +107,12 @@ def list_tasks(
         problems = board.problems()
     tasks = [t for t in everything if not status or t.status in status]
     if json_:
-        print_json([_with_problem(t, problems) for t in tasks])
+        from orchestrator.board.index import TASK_LIST
+
+        rows = TASK_LIST.dump_python(tasks, mode="json")  # one call, not one per task
+        for row in rows:
+            row["problem"] = problems.get(row["id"])
+        sys.stdout.write(json.dumps(rows, default=str) + "\n")
         return
     if not tasks:
         typer.echo("no tasks" + (f" in {', '.join(status)}" if status else ""))
