@@ -129,8 +129,11 @@ def run_piped(args: Sequence[str], cwd: Path, env: dict[str, str] | None = None,
               ok: Sequence[int] = (0,)) -> tuple[float, str]:
     assert CLI, "no orchestrator console script next to this python (scripts/install)"
     t0 = time.perf_counter()
+    # A session of its own, as a command typed in a terminal: with the kernel's autogroup
+    # scheduling it then gets a group's share of the CPU, as run_tty's does (otherwise it
+    # shares one with whatever else this bench's session runs).
     p = subprocess.run([CLI, *args], cwd=cwd, env=env or env_for(), capture_output=True,
-                       text=True, check=False, stdin=subprocess.DEVNULL)
+                       text=True, check=False, stdin=subprocess.DEVNULL, start_new_session=True)
     took = time.perf_counter() - t0
     if p.returncode not in ok:
         raise RuntimeError(f"orchestrator {' '.join(args)} exited {p.returncode}: "
