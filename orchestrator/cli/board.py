@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -229,6 +230,7 @@ def events(
     task_id = normalize_task_id(task) if task else None
     if lines is None and not follow and sys.stdout.isatty():
         lines = TAIL_ON_TERMINAL
+    records: Iterable[dict[str, Any]]
     if follow or not lines:
         records = log.follow(task_id) if follow else log.read(task_id)
     else:

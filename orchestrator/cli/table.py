@@ -39,7 +39,7 @@ def draw(console: Console, headers: Sequence[str], rows: Sequence[Sequence[Cell]
     widths = _widths(console, headers, texts, no_wrap)
     styled = console.is_terminal and not console.no_color
     render = _Render(console) if styled else None
-    header = [(h, "bold") for h in headers]
+    header: list[Cell] = [((h, "bold"),) for h in headers]
     yield from _row(console, header, list(headers), widths, no_wrap, render, header=True)
     for row, text in zip(rows, texts, strict=True):
         yield from _row(console, row, text, widths, no_wrap, render)

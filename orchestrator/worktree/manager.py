@@ -127,7 +127,7 @@ class WorktreeManager:
             # Clean by git's own check: `worktree remove` without --force refuses a worktree
             # with changes or untracked files, so no `status` of ours is needed first.
             removed = (co.path is not None and co.head is not None
-                       and not safety.risks(self.repo, co, branch, bases, dirty=False)
+                       and not safety.risks(self.repo, co, branch, bases, changes=False)
                        and self.repo.ok("worktree", "remove", str(path)))
             reasons = [] if removed else safety.risks(self.repo, co, branch, bases)
             if reasons and not force:

@@ -107,11 +107,11 @@ def ahead(repo: Git, tips: Sequence[str], bases: Sequence[str]) -> int:
 
 
 def risks(repo: Git, co: Checkout, branch: str | None, bases: Sequence[str], *,
-          dirty: bool = True) -> list[str]:
+          changes: bool = True) -> list[str]:
     """Why removing this checkout and its branch could lose work (empty: nothing to lose);
-    ``dirty=False`` leaves out the worktree's changes (the caller has git check those)."""
+    ``changes=False`` leaves out the worktree's changes (the caller has git check those)."""
     reasons: list[str] = []
-    if co.path is not None and dirty:
+    if co.path is not None and changes:
         if co.head is None:
             reasons.append(f"cannot tell: the worktree's HEAD does not resolve "
                            f"(branch {branch} deleted by hand?)")
