@@ -414,6 +414,10 @@ class Board(Protocol):
     def ready(self) -> builtins.list[Task]:
         """Claimable tasks (pending, blockers in review/merged), in claim order."""
         ...
+    def problem(self, task_id: str) -> str | None:
+        """Why this one task can never become ready (None: nothing keeps it), without
+        working out every task's problems."""
+        ...
     def problems(self) -> dict[str, str]:
         """Task id -> why it can never become ready (dependency cycle, unknown blocker)."""
         ...
@@ -432,8 +436,9 @@ class Board(Protocol):
         Leaving ``in_progress`` this way clears the lease."""
         ...
     def cancel(self, task_id: str, *, actor: str = "cli") -> Task: ...
-    def intake(self) -> builtins.list[Task]:
-        """Turn dropped tasks (the file board's inbox) into tasks."""
+    def intake(self, *, repair: bool = True) -> builtins.list[Task]:
+        """Turn dropped tasks (the file board's inbox) into tasks; ``repair``: also put
+        right (or reject) stored tasks that do not validate, where a board can have such."""
         ...
     def rejected_drops(self) -> builtins.list[str]:
         """The dropped files this object's last `intake` rejected, relative to the

@@ -56,3 +56,20 @@ def append_line(path: Path, line: str | bytes) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
+
+
+def sync_filesystem(path: Path) -> None:
+    """Make every write so far to ``path``'s file system durable, in one flush: ``syncfs``
+    where the C library has it (Linux), else ``sync``. For a batch of writes made with
+    ``durable=False``: one flush instead of two fsyncs per file."""
+    import ctypes
+    import ctypes.util
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        name = ctypes.util.find_library("c")
+        syncfs = getattr(ctypes.CDLL(name, use_errno=True), "syncfs", None) if name else None
+        if syncfs is None or syncfs(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)

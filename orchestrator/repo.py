@@ -6,13 +6,13 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
-from orchestrator.config import Config
 from orchestrator.errors import ConfigError, UserError
 from orchestrator.layout import Layout, find_root
+
+if TYPE_CHECKING:  # imported when a repository is opened, not on every command's start
+    from orchestrator.config import Config
 
 
 @dataclass
@@ -27,6 +27,8 @@ def open_repo(repo: Path | None = None, *, ensure: bool = True, lenient: bool = 
     ``lenient`` (commands that look or stop: status, down, list, show, add, events, logs):
     a configuration that does not load gives one warning line naming the file and line,
     and the default settings, instead of an error."""
+    from orchestrator.config import Config
+
     root = find_root(repo)
     try:
         config = Config.load(root)
@@ -62,8 +64,11 @@ def _worktree_root(root: Path, config: Config) -> Path | None:
 
 def to_jsonable(obj: Any) -> Any:
     """``obj`` as plain JSON values (models dumped, paths as strings)."""
-    if isinstance(obj, BaseModel):
-        return obj.model_dump(mode="json")
+    if "pydantic" in sys.modules:  # a model can only exist once pydantic is imported
+        from pydantic import BaseModel
+
+        if isinstance(obj, BaseModel):
+            return obj.model_dump(mode="json")
     if isinstance(obj, list | tuple):
         return [to_jsonable(o) for o in obj]
     if isinstance(obj, dict):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from orchestrator.procutil import descendants
@@ -38,3 +39,34 @@ def cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
     except OSError:
         return ""
+
+
+def run_on_terminal(cwd: Path, args: list[str], env: dict[str, str] | None = None,
+                    rows: int = 20, cols: int = 100) -> str:
+    """``orchestrator ARGS`` with its stdin, stdout and stderr on a pseudo-terminal of
+    ``rows`` x ``cols``; everything it wrote there (it must exit 0)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    p = subprocess.Popen([sys.executable, "-m", "orchestrator", *args], cwd=cwd,
+                         env={**os.environ, "TERM": "xterm", **(env or {})}, stdin=slave,
+                         stdout=slave, stderr=slave, start_new_session=True)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        out += data
+    code = p.wait(60)
+    os.close(master)
+    assert code == 0, out
+    return out.decode(errors="replace")
+

@@ -46,11 +46,19 @@ def test_ids_are_never_reused_after_deletion(board: FileBoard) -> None:
     assert board.add("two").id == "task_002"
 
 
-def test_ids_respect_files_already_on_disk(board: FileBoard) -> None:
+def test_ids_step_over_files_already_on_disk(board: FileBoard) -> None:
+    """Ids come from the high-water mark (no listing of the folder: O(1) at 50,000 tasks);
+    a task file written by hand is never overwritten, its id is stepped over."""
     board.add("one")
-    other = board.get("task_001").model_copy(update={"id": "task_041"})
-    board.layout.task_file("task_041").write_text(other.model_dump_json())
-    assert board.add("after").id == "task_042"
+    for tid in ("task_002", "task_041"):
+        other = board.get("task_001").model_copy(update={"id": tid})
+        board.layout.task_file(tid).write_text(other.model_dump_json())
+    assert board.add("after").id == "task_003"
+    assert board.get("task_002").subject == "one"  # untouched
+    board.layout.seq.write_text("40\n")
+    assert board.add("later").id == "task_042"
+    board.layout.seq.unlink()  # no mark (an old board): past every id on disk
+    assert board.add("last").id == "task_043"
 
 
 def test_ids_widen_past_999(board: FileBoard) -> None:
@@ -235,3 +243,56 @@ def test_feed_is_not_held_back_by_a_rename_out_of_a_watched_folder(board: FileBo
         waits.append(time.monotonic() - t0)
         time.sleep(0.6)  # the old pairing delay runs out before the next try
     assert min(waits) < 0.3, waits
+
+
+def test_problem_of_one_task_agrees_with_the_whole_board(board: FileBoard) -> None:
+    """`problem(id)` reads only the task and its blockers; it must say what `problems()` says."""
+    a = board.add("a")
+    b = board.add("b", blocked_by=[a.id])
+    c = board.add("c", blocked_by=[b.id])
+    board.edit(a.id, actor="t", blocked_by=[c.id])  # a -> c -> b -> a: a cycle
+    d = board.add("d", blocked_by=[c.id])  # stuck behind the cycle
+    e = board.add("e")
+    f = board.add("f", blocked_by=[e.id])
+    board.cancel(e.id)  # f: blocked by a cancelled task
+    g = board.add("g", blocked_by=[f.id])  # stuck behind f
+    h = board.add("h")
+    board.edit(h.id, actor="t", blocked_by=["task_404"])  # missing blocker
+    ok = board.add("ok", blocked_by=[h.id])
+    board.layout.task_file("task_099").write_text("{broken")  # unreadable: absent
+    x = board.add("x")
+    board.edit(x.id, actor="t", blocked_by=["task_099"])
+    whole = board.problems()
+    ids = [t.id for t in (a, b, c, d, e, f, g, h, ok, x)]
+    assert {tid: board.problem(tid) for tid in ids} == {tid: whole.get(tid) for tid in ids}
+    assert board.problem(d.id) and board.problem(g.id) and board.problem(ok.id)
+
+
+def test_status_counts_without_building_every_task_agree_with_a_full_list(repo: Path) -> None:
+    from orchestrator.board.index import SNAPSHOT, count_statuses
+    from orchestrator.board.model import Task
+    from orchestrator.team.status import board_counts
+
+    layout = init_repo(repo)
+    for i in range(1, 231):  # past SNAPSHOT_AFTER: the first scan saves a snapshot
+        t = Task(id=f"task_{i:03d}", subject=f"t{i}", status=Status.REVIEW if i % 5 else
+                 Status.PENDING)
+        layout.task_file(t.id).write_text(t.model_dump_json())
+    with open_board(layout, BoardConfig(fsync=False)) as b:
+        b.list()
+    assert (layout.tasks / SNAPSHOT).exists()
+    with open_board(layout, BoardConfig(fsync=False)) as b:  # changes after the snapshot
+        b.cancel("task_005")
+        b.add("new one")
+        layout.task_file("task_010").unlink()
+        layout.task_file("task_020").write_text("{broken")
+        time.sleep(0.01)
+        edited = b.get("task_030").model_copy(update={"status": Status.MERGED})
+        layout.task_file("task_030").write_text(edited.model_dump_json())  # by hand
+    with open_board(layout, BoardConfig(fsync=False)) as b:
+        expected = board_counts(b.list())
+    counts = count_statuses(layout.tasks)
+    assert counts == expected
+    assert counts["cancelled"] == 1 and counts["merged"] == 1 and sum(counts.values()) == 229
+    (layout.tasks / SNAPSHOT).write_text("not json")
+    assert count_statuses(layout.tasks) == expected  # a bad snapshot: every file is read

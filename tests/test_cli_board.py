@@ -151,3 +151,26 @@ def test_events_since_a_seq(capsys: pytest.CaptureFixture[str], repo: Path) -> N
     assert len(human) == 1 and human[0].split()[0] == "4" and "task_cancelled" in human[0]
     code, _, err = run(capsys, repo, "events", "--since", "-1")
     assert code == 2 and "since" in err.lower()
+
+
+def test_events_tail_on_a_terminal_and_everything_when_piped(repo: Path) -> None:
+    from orchestrator.board import open_board
+    from orchestrator.cli.board import TAIL_ON_TERMINAL
+    from orchestrator.layout import Layout
+    from tests.helpers import run_on_terminal
+
+    total = TAIL_ON_TERMINAL + 30
+    with open_board(Layout.at(repo).ensure()) as board:
+        for i in range(total):
+            board.events.emit("note", f"task_{i % 3 + 1:03d}", n=i)
+    with Layout.at(repo).events.open("a") as fh:
+        fh.write('{"torn')
+    out = run_on_terminal(repo, ["events"], rows=500, cols=200)
+    shown = [int(line.split("n=")[1].split()[0]) for line in out.splitlines() if "n=" in line]
+    assert shown == list(range(30, total)) and "-n 0 prints them all" in out
+    piped = orch(repo, "events", "--json")
+    assert [json.loads(x)["n"] for x in piped.stdout.splitlines()] == list(range(total))
+    assert piped.stderr == ""
+    last = orch(repo, "events", "-n", "2", "--task", "2", "--json")
+    assert [json.loads(x)["n"] for x in last.stdout.splitlines()] == [124, 127]
+    assert orch(repo, "events", "-n", "-1").returncode == 2

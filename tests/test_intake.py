@@ -237,3 +237,39 @@ def test_broken_task_file_in_tasks_is_flagged_then_rejected(board: FileBoard, co
     assert reason in rejected(board, "task_004.json")
     assert (board.layout.rejected / "task_004.json").read_text() == content
     assert [t.id for t in board.list()] == ["task_001"] and board.problems() == {}
+
+
+def test_a_burst_is_flushed_once_and_its_ids_stay_in_order(board: FileBoard,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """A burst of drops: no fsync per file, one flush of the file system, then the drops go;
+    the id mark is written once, past every id given out."""
+    import orchestrator.board.store as store
+    import orchestrator.fsutil as fsutil
+
+    board.add("before")
+    flushes: list[Path] = []
+    left: list[int] = []
+
+    def flush(path: Path) -> None:  # at the flush every task is written, no drop deleted yet
+        flushes.append(path)
+        left.append(len(list((board.layout.inbox / ".processing").iterdir())))
+
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(store, "sync_filesystem", flush)
+    monkeypatch.setattr(fsutil.os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd)))
+    for i in range(25):
+        drop(board, f"d{i:02d}.json", json.dumps({"title": f"drop {i}"}))
+    drop(board, "bad.json", "{broken")
+    os.utime(board.layout.inbox / "bad.json", (0, 0))
+    made = board.intake()
+    assert [t.id for t in made] == [f"task_{n:03d}" for n in range(2, 27)]
+    assert [t.subject for t in made] == [f"drop {i}" for i in range(25)]  # in name order
+    assert flushes == [board.layout.tasks] and left == [25]
+    assert len(fsyncs) <= 2  # only the rejected file's reason (file + folder), durably
+    assert list((board.layout.inbox / ".processing").iterdir()) == []
+    assert not any(p.name.startswith("d") for p in board.layout.inbox.iterdir())
+    assert board.layout.seq.read_text() == "26\n"
+    monkeypatch.undo()
+    assert board.add("after").id == "task_027"

@@ -376,3 +376,57 @@ def test_separate_repositories_do_not_share_state(tmp_path: Path) -> None:
     a, b = make_repo(tmp_path / "a"), make_repo(tmp_path / "b")
     wa, wb = manager(a).create(task()), manager(b).create(task())
     assert wa.path.parent.parent == a and wb.path.parent.parent == b
+
+
+def test_refs_read_from_files_agree_with_git_or_defer_to_it(repo: Path) -> None:
+    """`read_commits` answers as `git cat-file` would, or says it cannot (None)."""
+    from orchestrator.worktree.git import Git, read_commits
+
+    g = Git(repo)
+    common = repo / ".git"
+    head = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "branch", "loose")
+    git(repo, "branch", "task/one")
+    git(repo, "tag", "light")
+    git(repo, "tag", "-a", "-m", "x", "annotated")
+    git(repo, "tag", "shadow")
+    git(repo, "branch", "shadow")  # a tag and a branch of one name: git's rules decide
+    revs = ["HEAD", "main", "loose", "refs/heads/loose", "refs/heads/task/one", "task/one",
+            "refs/heads/missing", "", head]
+    for packed in (False, True):
+        if packed:
+            git(repo, "pack-refs", "--all")
+            assert not (common / "refs" / "heads" / "loose").exists()
+        assert read_commits(common, common, revs) == g.commits(*revs)
+        for deferred in (["shadow"], ["annotated"], ["refs/tags/annotated"], ["main~1"],
+                         [head[:12]], ["missing"], ["HEAD", "1" * 40], ["../x"]):
+            assert read_commits(common, common, deferred) is None, deferred
+    assert read_commits(common, common, ["refs/tags/light"]) is None  # tags: git peels them
+
+
+def test_removal_without_changes_runs_four_git_processes_and_a_dirty_one_still_refuses(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.worktree import git as gitmod
+
+    calls: list[tuple[str, ...]] = []
+    real = gitmod.Git.run
+
+    def counted(self: gitmod.Git, *args: str, **kw: object) -> object:
+        calls.append(args)
+        return real(self, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(gitmod.Git, "run", counted)
+    m = WorktreeManager(Layout.at(repo, tmp_path / "wt").ensure(), WorktreeConfig(), None)
+    m.prepare()
+    calls.clear()
+    task = Task(id="task_001", subject="clean")
+    ws = m.create(task)
+    m.remove(task)
+    assert [c[0] for c in calls] == ["worktree", "checkout", "worktree", "update-ref"]
+    assert not ws.path.exists() and not git(repo, "branch", "--list", ws.branch).strip()
+    dirty = Task(id="task_002", subject="dirty")
+    ws = m.create(dirty)
+    (ws.path / "new.txt").write_text("work\n")
+    with pytest.raises(UnsafeRemoval, match=r"new\.txt"):
+        m.remove(dirty)
+    assert (ws.path / "new.txt").read_text() == "work\n"

@@ -49,7 +49,8 @@ SNAPSHOT = ".snapshot.json"
 STAGING = ".tmp"
 """Where atomic writes of the board stage their temp files (see `staged_write`)."""
 SNAPSHOT_VERSION = 2
-_TASK_LIST = TypeAdapter(list[Task])
+TASK_LIST = TypeAdapter(list[Task])
+"""Many tasks validated or dumped in one call (in Rust), not one call per task."""
 SNAPSHOT_AFTER = 200
 """A full scan that had to read this many files saves a snapshot for the next cold start."""
 
@@ -326,7 +327,7 @@ class TaskIndex:
             meta = json.loads(head)
             if meta.get("version") != SNAPSHOT_VERSION:
                 return
-            tasks = _TASK_LIST.validate_json(body)  # one call: parsing 10,000 tasks in Rust
+            tasks = TASK_LIST.validate_json(body)  # one call: parsing 10,000 tasks in Rust
             keys = [tuple(k) for k in meta["keys"]]
             if len(keys) != len(tasks):
                 return
@@ -337,6 +338,37 @@ class TaskIndex:
         self._queue = sorted(_order(t) for t in tasks if t.status is Status.PENDING)
         self.max_number = max((task_number(t) for t in self.tasks), default=0)
         self.generation += 1
+
+
+def count_statuses(tasks_dir: Path) -> dict[str, int]:
+    """How many tasks are in each status, as a full scan would count them (broken files are
+    not tasks), without building every task: statuses come from the snapshot for the files
+    whose stat it recorded, and only the other files are read."""
+    known: dict[str, tuple[Key, str]] = {}
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        head, _, body = (tasks_dir / SNAPSHOT).read_bytes().partition(b"\n")
+        meta = json.loads(head)
+        rows = json.loads(body)
+        if meta.get("version") == SNAPSHOT_VERSION and len(rows) == len(meta["keys"]):
+            known = {row["id"]: (tuple(key), row.get("status", Status.PENDING.value))
+                     for row, key in zip(rows, meta["keys"], strict=True)}
+    counts = dict.fromkeys(STATUSES, 0)
+    with os.scandir(tasks_dir) as it:
+        for entry in it:
+            m = TASK_FILE_RE.match(entry.name)
+            if m is None:
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+                seen = known.get(m.group(1))
+                if seen is not None and seen[0] == (st.st_mtime_ns, st.st_size, st.st_ino):
+                    status = seen[1]
+                else:
+                    status = read_task_file(Path(entry.path))[0].status.value
+            except (FileNotFoundError, ValueError):
+                continue  # gone meanwhile, or broken: not a task
+            counts[status] = counts.get(status, 0) + 1
+    return {s.value: counts.get(s.value, 0) for s in Status}
 
 
 def _order(task: Task) -> tuple[int, int, str]:

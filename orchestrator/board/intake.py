@@ -254,12 +254,15 @@ def _task_id(value: Any) -> str:
 
 # --- running ----------------------------------------------------------------------
 def run_intake(board: FileBoard, actor: str | None = None,
-               rejected: list[Path] | None = None) -> list[Task]:
-    """Process every dropped file once; returns the tasks created. Where each rejected
-    file went is appended to ``rejected``."""
+               rejected: list[Path] | None = None, *, repair: bool = True) -> list[Task]:
+    """Process every dropped file once (and, with ``repair``, every task file that does not
+    validate); returns the tasks created. Where each rejected file went is appended to
+    ``rejected``."""
     actor = actor or board.actor
     moved: list[Path] = [] if rejected is None else rejected
     created = take_dropped(board, actor, moved)
+    if not repair:
+        return created
     board._index.refresh()
     for task_id in list(board._index.broken):
         try:
@@ -282,16 +285,22 @@ def take_dropped(board: Any, actor: str, moved: list[Path]) -> list[Task]:
     with contextlib.suppress(OSError):
         _recover_stale(layout.inbox)
     created: list[Task] = []
-    for path, rel in _dropped(layout.tasks, layout.inbox):
-        try:
-            task = _take(board, path, rel, actor, moved)
-        except Exception as exc:  # one file never stops the others
-            if _machine_trouble(exc):
-                raise  # a full or read-only disk: the caller backs off
-            log.warning("intake: left %s in place: %s", _printable(rel), _reason(exc))
-            continue
-        if task is not None:
-            created.append(task)
+    taken: list[Path] = []
+    deferred = getattr(board, "deferred_sync", None)  # the file board: one flush, not 2 a file
+    with deferred() if deferred is not None else contextlib.nullcontext():
+        for path, rel in _dropped(layout.tasks, layout.inbox):
+            try:
+                task = _take(board, path, rel, actor, moved, taken)
+            except Exception as exc:  # one file never stops the others
+                if _machine_trouble(exc):
+                    raise  # a full or read-only disk: the caller backs off
+                log.warning("intake: left %s in place: %s", _printable(rel), _reason(exc))
+                continue
+            if task is not None:
+                created.append(task)
+    for mine in taken:  # only now are their tasks durable
+        with contextlib.suppress(OSError):
+            mine.unlink()
     return created
 
 
@@ -359,8 +368,11 @@ def _problem(path: Path, st: os.stat_result, root: Path) -> str | None:
     return None
 
 
-def _take(board: FileBoard, path: Path, rel: str, actor: str,
-          moved: list[Path]) -> Task | None:
+def _take(board: FileBoard, path: Path, rel: str, actor: str, moved: list[Path],
+          taken: list[Path]) -> Task | None:
+    """Make ``path`` a task (or reject it, its new place appended to ``moved``); its
+    claimed copy goes to ``taken``, for the caller to delete once the task file is
+    durable."""
     try:
         st = path.lstat()
     except FileNotFoundError:
@@ -391,7 +403,7 @@ def _take(board: FileBoard, path: Path, rel: str, actor: str,
                 os.rename(mine, path)  # back where the user put it
             raise
         return None
-    mine.unlink()
+    taken.append(mine)
     _add_blocks(board, task.id, draft.blocks)
     return task
 

@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
@@ -54,6 +55,7 @@ from orchestrator.board.teamstatus import FileTeamStatus
 from orchestrator.config import BoardConfig
 from orchestrator.errors import Conflict, InvalidInput, LeaseLost, NotFound
 from orchestrator.events import secret_values
+from orchestrator.fsutil import sync_filesystem
 from orchestrator.layout import Layout
 
 LOCK_TIMEOUT = 10.0
@@ -121,6 +123,8 @@ class FileBoard:
         self._feed = ChangeFeed(layout.tasks, layout.inbox, self._index.mark_dirty)
         self._problems: tuple[int, dict[str, str]] = (-1, {})
         self._holder: str | None = None  # the lease owner of the last fenced write, for events
+        self._deferred: int | None = None  # the thread inside `deferred_sync`
+        self._deferred_seq = 0  # the id mark it has yet to write
         self._closed = False
         self.rejected_files: list[Path] = []
         """Where the last `intake` moved the files it rejected (for the command to say)."""
@@ -160,6 +164,23 @@ class FileBoard:
     def ready(self) -> builtins.list[Task]:
         self._index.refresh()
         return list(self._ready())
+
+    def problem(self, task_id: str) -> str | None:
+        """What keeps one task from ever starting (see `problems`), from reading only the
+        task and its blockers, transitively: no scan of the board."""
+        task_id = self._check_id(task_id)
+        seen: dict[str, Task] = {task_id: self.get(task_id)}
+        todo = list(seen[task_id].blocked_by)
+        while todo:
+            tid = todo.pop()
+            if tid in seen:
+                continue
+            try:
+                seen[tid] = self.get(tid)
+            except (NotFound, InvalidInput):
+                continue  # missing or unreadable: absent, as in `problems`
+            todo.extend(seen[tid].blocked_by)
+        return graph.find_problems(seen).get(task_id)
 
     def problems(self) -> dict[str, str]:
         self._index.refresh()
@@ -246,16 +267,40 @@ class FileBoard:
         self.events.emit("task_cancelled", task.id, actor=actor, previous=old[0])
         return task
 
+    @contextlib.contextmanager
+    def deferred_sync(self) -> Iterator[None]:
+        """Writes inside skip their own fsyncs; one flush of the file system on the way out
+        makes them durable together (intake of a burst of drops: 2 fsyncs a file cost more
+        than everything else). Whatever must follow durability waits until after it."""
+        self._deferred, self._deferred_seq = threading.get_ident(), 0
+        try:
+            yield
+        finally:
+            self._deferred = None
+            if self._deferred_seq:
+                with flocked(self.layout.locks / "seq.lock"):
+                    try:
+                        high = int(self.layout.seq.read_text().strip() or 0)
+                    except (FileNotFoundError, ValueError):
+                        high = 0
+                    if self._deferred_seq > high:  # the flush below makes it durable
+                        staged_write(self.layout.seq, f"{self._deferred_seq}\n", durable=False)
+                self._deferred_seq = 0
+            if self.config.fsync:
+                sync_filesystem(self.layout.tasks)
+
     def rejected_drops(self) -> builtins.list[str]:
         from orchestrator.board.intake import rel_to
 
         return [rel_to(p, self.layout.root) for p in self.rejected_files]
 
-    def intake(self) -> builtins.list[Task]:
+    def intake(self, *, repair: bool = True) -> builtins.list[Task]:
+        """Turn dropped files into tasks; ``repair`` also normalises or rejects task files
+        that do not validate (which needs a scan of every task file)."""
         from orchestrator.board.intake import run_intake
 
         self.rejected_files = []
-        return run_intake(self, rejected=self.rejected_files)
+        return run_intake(self, rejected=self.rejected_files, repair=repair)
 
     # --- claims and leases ---------------------------------------------------------
     def claim(self, owner: str, *, lease_seconds: float | None = None,
@@ -414,11 +459,12 @@ class FileBoard:
                 yield task
 
     def _allocate(self, wanted: str | None) -> str:
-        """Next id under the seq lock: past the high-water mark and every id on disk."""
+        """Next id under the seq lock: past the high-water mark (``.seq``), stepping over
+        any task file already there; without a mark, past every id on disk."""
         try:
-            high = int(self.layout.seq.read_text().strip() or 0)
+            high, seen = int(self.layout.seq.read_text().strip() or 0), True
         except FileNotFoundError:
-            high = 0
+            high, seen = 0, False
         except ValueError as exc:
             raise InvalidInput(f"{self.layout.seq} is corrupt: {exc}") from None
         if wanted is not None:
@@ -426,11 +472,17 @@ class FileBoard:
                 raise Conflict(f"duplicate id {wanted}: that task already exists")
             n = task_number(wanted)
         else:
-            n = max(high, self._highest_on_disk()) + 1
+            # The mark is past every id this board gave out or honoured; files written by
+            # hand past it are stepped over. Only a board without a mark lists the files.
+            n = max(high if seen else self._highest_on_disk(), self._deferred_seq) + 1
             while self.layout.task_file(format_task_id(n)).exists():
                 n += 1
-        if n > high:
-            staged_write(self.layout.seq, f"{n}\n", durable=self.config.fsync)
+        if n > high and self._deferred == threading.get_ident():
+            # The new task file is written before the seq lock is released, so another
+            # allocator steps over it meanwhile; the mark is written once, at the end.
+            self._deferred_seq = max(self._deferred_seq, n)
+        elif n > high:
+            staged_write(self.layout.seq, f"{n}\n", durable=self._durable)
         return format_task_id(n)
 
     def _highest_on_disk(self) -> int:
@@ -438,6 +490,10 @@ class FileBoard:
         with os.scandir(self.layout.tasks) as it:
             found = [m.group(1) for e in it if (m := TASK_FILE_RE.match(e.name))]
         return max((task_number(t) for t in found), default=0)
+
+    @property
+    def _durable(self) -> bool:
+        return self.config.fsync and self._deferred != threading.get_ident()
 
     def _lock(self, task_id: str, timeout: float | None = LOCK_TIMEOUT
               ) -> contextlib.AbstractContextManager[None]:
@@ -462,7 +518,7 @@ class FileBoard:
         """
         task.updated_at = utcnow()
         path = self.layout.task_file(task.id)
-        staged_write(path, task.model_dump_json(indent=2) + "\n", durable=self.config.fsync,
+        staged_write(path, task.model_dump_json(indent=2) + "\n", durable=self._durable,
                      sync_dir=not forgettable)
         st = path.stat()
         self._index.put(task, (st.st_mtime_ns, st.st_size, st.st_ino))

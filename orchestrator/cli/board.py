@@ -6,14 +6,15 @@ Each runs intake first, so files dropped into ``.tasks/inbox/`` show up at once.
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from orchestrator.agent.todos import progress, render
 from orchestrator.backends import BACKENDS
@@ -26,10 +27,9 @@ from orchestrator.cli.app import (
     app,
     open_repo,
     print_json,
-    print_table,
     to_jsonable,
 )
-from orchestrator.controlplane import ControlPlane
+from orchestrator.controlplane import ControlPlane, Event
 
 STATUS_STYLE = {
     Status.PENDING: "yellow", Status.IN_PROGRESS: "cyan", Status.REVIEW: "magenta",
@@ -38,10 +38,12 @@ STATUS_STYLE = {
 }
 
 
-def _board(repo: Path | None) -> ControlPlane:
+def _board(repo: Path | None, *, one_task: bool = False) -> ControlPlane:
+    """The board, with dropped files taken in. ``one_task`` commands (add, show, cancel)
+    leave the repair of hand-broken task files to the next list: it scans every file."""
     r = open_repo(repo, lenient=True)
     board = open_board(r.layout, r.config.board, actor="cli")
-    board.intake()
+    board.intake(repair=not one_task)
     say_rejected(board)
     return board
 
@@ -155,7 +157,7 @@ def add(
     budget = make_budget(budget_usd, budget_tokens, timeout)
     r = open_repo(repo, lenient=True)
     with open_board(r.layout, r.config.board, actor="cli") as board:
-        board.intake()
+        board.intake(repair=False)
         say_rejected(board)
         task = add_task(r.layout, r.config, board, subject, description=description,
                         blocked_by=blocked_by or [], priority=priority, backend=backend,
@@ -189,30 +191,59 @@ def list_tasks(
         tasks = board.list(status or None)
         problems = board.problems()
     if json_:
-        print_json([_with_problem(t, problems) for t in tasks])
+        from orchestrator.board.index import TASK_LIST
+
+        rows = TASK_LIST.dump_python(tasks, mode="json")  # one call, not one per task
+        for row in rows:
+            row["problem"] = problems.get(row["id"])
+        sys.stdout.write(json.dumps(rows, default=str) + "\n")
         return
     if not tasks:
         typer.echo("no tasks" + (f" in {', '.join(status)}" if status else ""))
         return
-    table = Table(box=None, pad_edge=False)
+    from rich.console import Console
+
+    from orchestrator.cli.table import draw
+
     with_todos = any(t.todos for t in tasks)
+    if not tasks:
+        typer.echo("no tasks" + (f" in {', '.join(status)}" if status else ""))
+        return
+
+
     with_spent = any(t.usage != Usage() or t.budget != Budget() for t in tasks)
-    for col in ("id", "status", "pri", "subject", "owner", "blocked by",
-                *(["spent"] if with_spent else []), *(["todo"] if with_todos else [])):
-        table.add_column(col, no_wrap=col == "status")
+    headers = ["id", "status", "pri", "subject", "owner", "blocked by",
+               *(["spent"] if with_spent else []), *(["todo"] if with_todos else [])]
+    rows = []
     for t in tasks:
-        mark = " [red]![/red]" if t.id in problems else ""
+        state: list[tuple[str, str | None]] = [(str(t.status), STATUS_STYLE[t.status])]
+        if t.id in problems:
+            state += [(" ", None), ("!", "red")]
         if t.waiting_for:
-            mark += f" [yellow](waiting: {_waiting(t)})[/]"
-        table.add_row(t.id, f"[{STATUS_STYLE[t.status]}]{t.status}[/]{mark}", str(t.priority),
-                      t.subject, t.owner or "", ", ".join(t.blocked_by),
-                      *([describe(t.budget, t.usage)] if with_spent else []),
-                      *([progress(t.todos)] if with_todos else []))
-    print_table(table)
+            state += [(" ", None), (f"(waiting: {_waiting(t)})", "yellow")]
+        rows.append([t.id, tuple(state), str(t.priority), t.subject, t.owner or "",
+                     ", ".join(t.blocked_by),
+                     *([describe(t.budget, t.usage)] if with_spent else []),
+                     *([progress(t.todos)] if with_todos else [])])
+    console = Console(soft_wrap=False)
+    lines = list(draw(console, headers, rows, [h == "status" for h in headers]))
     # problems of the tasks shown, and (unfiltered) of task files too broken to list at all
     shown = {t.id for t in tasks} | (set() if status else set(problems) - {t.id for t in tasks})
-    for tid in sorted(set(problems) & shown):
-        typer.echo(f"! {tid}: {problems[tid]}")
+    lines += [f"! {tid}: {problems[tid]}" for tid in sorted(set(problems) & shown)]
+    _page(console, lines)
+
+
+def _page(console: Any, lines: list[str]) -> None:
+    """Print ``lines``; on a terminal, more than a screenful goes through the pager
+    (``$PAGER``, else ``less``), as ``git log`` does."""
+    text = "\n".join(lines) + "\n"
+    if console.is_terminal and len(lines) >= console.height:
+        import click
+
+        click.echo_via_pager(text, color=True)
+        return
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 app.command("list")(list_tasks)
@@ -226,9 +257,9 @@ def show(
     json_: JsonOpt = False,
 ) -> None:
     """Show one task in full."""
-    with _board(repo) as board:
+    with _board(repo, one_task=True) as board:
         task = board.get(task_id)
-        problem = board.problems().get(task.id)
+        problem = board.problem(task.id)
         asked = _asked(board, task) if task.waiting_for else None
     if json_:
         print_json(_with_problem(task, {task.id: problem} if problem else {}))
@@ -293,7 +324,7 @@ def cancel(
     json_: JsonOpt = False,
 ) -> None:
     """Cancel a task (a running one loses its lease; its worktree is kept)."""
-    with _board(repo) as board:
+    with _board(repo, one_task=True) as board:
         task = board.cancel(task_id, actor="cli")
     if json_:
         print_json(task)
@@ -309,17 +340,31 @@ def events(
                     ] = None,
     since: Annotated[int, typer.Option("--since", help="Only events after this seq "
                                        "(each event's position in the log).", min=0)] = 0,
+    lines: Annotated[int | None, typer.Option(
+        "--lines", "-n", min=0, help="Only the last N events (default: 100 on a terminal, "
+        "all when piped; 0: all).")] = None,
     repo: RepoOpt = None,
     json_: JsonOpt = False,
 ) -> None:
     """Print the events log (.worktrees/events.jsonl), oldest first, each with its seq."""
     r = open_repo(repo, lenient=True)
     task_id = normalize_task_id(task) if task else None
+    if lines is None and not follow and not since and sys.stdout.isatty():
+        lines = TAIL_ON_TERMINAL
     board = open_board(r.layout, r.config.board, actor="cli")
     try:
         log = board.events
-        found = log.follow(since=since, task=task_id) if follow else \
-            log.read(since=since, task=task_id)
+        found: Iterable[Event]
+        if follow:
+            found = log.follow(since=since, task=task_id)
+        elif lines and not since:
+            newest = log.tail(lines + 1, task=task_id)  # one more: were earlier ones left out?
+            if len(newest) > lines:
+                typer.echo(f"(the last {lines} events; -n 0 prints them all)", err=True)
+                newest = newest[1:]
+            found = newest
+        else:
+            found = log.read(since=since, task=task_id)
         for e in found:
             if json_:
                 print_json(e.to_dict())
@@ -327,6 +372,10 @@ def events(
                 typer.echo(_event_line(e.to_dict()))
     finally:
         board.close()
+
+
+TAIL_ON_TERMINAL = 100
+"""``events`` on a terminal shows this many of the newest events (``-n 0``: all)."""
 
 
 def _event_line(rec: dict[str, Any]) -> str:

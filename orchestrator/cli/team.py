@@ -17,8 +17,7 @@ from orchestrator.board.model import normalize_task_id
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json, require_commit
 from orchestrator.config import Config
 from orchestrator.errors import InvalidInput, NotFound
-from orchestrator.team import daemon, status
-from orchestrator.team.daemon import check_team
+from orchestrator.team import status
 from orchestrator.team.mailbox import check_name
 from orchestrator.transcript import render
 
@@ -55,7 +54,9 @@ def up(
     config = Config.load(r.layout.root, overrides=overrides)  # bad values fail here, not later
     if teammates is not None and not 1 <= teammates <= 64:
         raise InvalidInput(f"-n must be between 1 and 64, not {teammates}")
-    check_team(config)
+    from orchestrator.team import daemon  # the whole runtime: only `up` and `down` need it
+
+    daemon.check_team(config)
     if config.team.backend == "command" and config.team.command:
         from orchestrator.team.command import locate_command
 
@@ -92,6 +93,8 @@ def down(
 ) -> None:
     """Stop the running daemon (warm: running tasks finish their step and are released)."""
     r = open_repo(repo, lenient=True)
+    from orchestrator.team import daemon
+
     pid = daemon.down(r.layout, now=now)
     if json_out:
         print_json({"stopped": pid is not None, "pid": pid, "mode": "cold" if now else "warm"})

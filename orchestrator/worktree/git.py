@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,3 +108,86 @@ def list_worktrees(git: Git) -> list[WorktreeEntry]:
         ))
     return entries
 
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def read_commits(git_dir: Path, common_dir: Path, revs: Sequence[str]
+                 ) -> list[str | None] | None:
+    """What `Git.commits` answers for ``revs``, read from the ref files (loose refs and
+    ``packed-refs``) instead of running git; None when a rev needs git to tell: a reftable
+    repository, a symbolic, tag or ambiguous ref, an object id not also named by a ref here.
+
+    For names only: ``HEAD`` (of ``git_dir``), ``refs/heads/…`` and ``refs/remotes/…``, a
+    short branch name that no tag,
+    ``refs/<name>`` or ``$GIT_DIR/<name>`` shadows, and full commit ids that one of the
+    other revs resolved to.
+    """
+    if (common_dir / "reftable").exists():
+        return None
+    packed: dict[str, str] | None = None
+
+    def ref(name: str) -> str | None:
+        nonlocal packed
+        try:
+            text = (common_dir / name).read_text().strip()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            if packed is None:
+                packed = _packed_refs(common_dir)
+            return packed.get(name)
+        return text if len(text) == 40 and set(text) <= _HEX else "?"
+
+    found: list[str | None] = []
+    literals: list[int] = []
+    for rev in revs:
+        if not rev or "\n" in rev:
+            found.append(None)
+            continue
+        if len(rev) == 40 and set(rev) <= _HEX:
+            literals.append(len(found))
+            found.append(rev)
+            continue
+        if rev == "HEAD":
+            try:
+                head = (git_dir / "HEAD").read_text().strip()
+            except OSError:
+                return None
+            oid = ref(head[5:]) if head.startswith("ref: refs/") else "?"
+        elif rev.startswith(("refs/heads/", "refs/remotes/")) and ".." not in rev:
+            oid = ref(rev)  # branches name commits; a tag may name a tag object
+        elif ".." in rev or rev.startswith(("/", "-")) or any(c in rev for c in "^~:@{*?[ \\"):
+            return None
+        else:
+            if (common_dir / rev).exists() or (git_dir / rev).exists() or any(
+                    ref(f"refs/{p}{rev}") is not None for p in ("", "tags/")):
+                return None  # shadowed: git's own rules decide
+            oid = ref(f"refs/heads/{rev}")
+            if oid is None:
+                return None  # maybe a remote branch, an abbreviated id…: ask git
+        if oid == "?" or (oid is not None and (oid.startswith("^") or len(oid) != 40)):
+            return None
+        found.append(oid)
+    named = {oid for i, oid in enumerate(found) if i not in literals and oid}
+    if any(found[i] not in named for i in literals):
+        return None
+    return found
+
+
+def _packed_refs(common_dir: Path) -> dict[str, str]:
+    """``packed-refs`` as name -> object id; a ref with a peeled line (an annotated tag)
+    maps to ``"?"``, since its own id is not a commit's."""
+    refs: dict[str, str] = {}
+    try:
+        lines = (common_dir / "packed-refs").read_text().splitlines()
+    except FileNotFoundError:
+        return refs
+    last = ""
+    for line in lines:
+        if line.startswith("^") and last:
+            refs[last] = "?"
+        elif line and not line.startswith("#"):
+            oid, _, name = line.partition(" ")
+            refs[name] = oid
+            last = name
+    return refs

@@ -37,7 +37,7 @@ from orchestrator.procutil import busy_reason
 from orchestrator.protocols import Workspace
 from orchestrator.worktree import reconcile as housekeeping
 from orchestrator.worktree import safety, shared
-from orchestrator.worktree.git import Git, WorktreeEntry, list_worktrees
+from orchestrator.worktree.git import Git, WorktreeEntry, list_worktrees, read_commits
 from orchestrator.worktree.lock import RepoLock
 from orchestrator.worktree.names import branch_name, check_branch, check_component, check_prefix
 from orchestrator.worktree.reconcile import GcReport, ReconcileReport
@@ -162,7 +162,7 @@ class WorktreeManager:
                 raise UnsafeRemoval(f"{task.id}: not removing {path}: {busy}")
             branch = self._owned(task, path)
             bases = self._bases(task)
-            co = safety.inspect(self.repo, path, branch, bases, self.common_dir())
+            co = safety.inspect(self.repo, path, branch, bases, *self._dirs()[::-1])
             if co.path is None and path.exists():
                 raise UnsafeRemoval(f"{task.id}: {path} is not a worktree of this repository; "
                                     "not touching it (move it away by hand)")
@@ -213,7 +213,8 @@ class WorktreeManager:
             branch = self.branch_for(task)
         except InvalidInput:
             branch = None
-        co = safety.inspect(self.repo, path, branch, self._bases(task), self.common_dir())
+        co = safety.inspect(self.repo, path, branch, self._bases(task),
+                             *self._dirs()[::-1])
         dirty: list[str] | None = None
         if co.path is not None:
             with contextlib.suppress(RunError):
@@ -249,7 +250,7 @@ class WorktreeManager:
         except UnsafeRemoval as exc:
             return [str(exc)]
         bases = self._bases(task)
-        co = safety.inspect(self.repo, path, branch, bases, self.common_dir())
+        co = safety.inspect(self.repo, path, branch, bases, *self._dirs()[::-1])
         if co.branch_tip is not None and branch is not None:
             try:
                 self._check_deletable(task, branch, bases)
@@ -338,8 +339,9 @@ class WorktreeManager:
     def _checkout(self, task: Task, path: Path, branch: str) -> tuple[str, str, bool, str | None]:
         """Make ``path`` a worktree on ``branch``; (base, base_commit, reused, note)."""
         self.ensure_excluded()
-        tip, base_commit = self.repo.commits(f"refs/heads/{branch}",
-                                             self.start_ref or self.config.base)
+        revs = (f"refs/heads/{branch}", self.start_ref or self.config.base)
+        own, common = self._dirs()
+        tip, base_commit = read_commits(own, common, revs) or self.repo.commits(*revs)
         entry = self._entry(path) if path.exists() or self._registered(path) else None
         if entry is not None and (entry.locked == "initializing" or entry.branch is None):
             # a creation killed inside `git worktree add`, or after a detached add (see

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import GitError
-from orchestrator.worktree.git import Git
+from orchestrator.worktree.git import Git, read_commits
 
 TASK_REF = ".task_ref"
 SNAPSHOT_PREFIX = "refs/orchestrator/snapshots/"
@@ -40,24 +40,27 @@ class Checkout:
 
 
 def inspect(repo: Git, path: Path, branch: str | None, bases: Sequence[str] = (),
-            common_dir: Path | None = None) -> Checkout:
-    """Resolve the branch tip and the bases in one git call, and read the worktree's
-    own files: it counts as a worktree only when its ``.git`` file and this repository's
-    metadata (under ``common_dir``) point at each other."""
-    tip, *base_commits = repo.commits(f"refs/heads/{branch}" if branch else "", *bases)
+            common_dir: Path | None = None, git_dir: Path | None = None) -> Checkout:
+    """Resolve the branch tip and the bases (from the ref files when they tell, given the
+    repository's ``git_dir`` and ``common_dir``; else in one git call), and read the
+    worktree's own files: it counts as a worktree only when its ``.git`` file and this
+    repository's metadata (under ``common_dir``) point at each other."""
+    revs = [f"refs/heads/{branch}" if branch else "", *bases]
+    read = read_commits(git_dir, common_dir, revs) if git_dir and common_dir else None
+    tip, *base_commits = read if read is not None else repo.commits(*revs)
     known = [c for c in base_commits if c]
-    git_dir = worktree_git_dir(path, common_dir)
-    if git_dir is None:
+    own = worktree_git_dir(path, common_dir)
+    if own is None:
         return Checkout(None, None, None, tip, known)
     try:
-        head_ref = (git_dir / "HEAD").read_text().strip()
+        head_ref = (own / "HEAD").read_text().strip()
     except OSError:
         head_ref = ""
     if head_ref == f"ref: refs/heads/{branch}":
         head = tip  # None when the branch was deleted by hand: "cannot tell"
     else:
         head = repo.commit_of(head_ref.removeprefix("ref: ")) if head_ref else None
-    return Checkout(path, git_dir, head, tip, known)
+    return Checkout(path, own, head, tip, known)
 
 
 def worktree_git_dir(path: Path, common_dir: Path | None = None) -> Path | None:
@@ -103,10 +106,12 @@ def ahead(repo: Git, tips: Sequence[str], bases: Sequence[str]) -> int:
     return int(repo.out("rev-list", "--count", *tips, "--not", *bases, "--"))
 
 
-def risks(repo: Git, co: Checkout, branch: str | None, bases: Sequence[str]) -> list[str]:
-    """Why removing this checkout and its branch could lose work (empty: nothing to lose)."""
+def risks(repo: Git, co: Checkout, branch: str | None, bases: Sequence[str], *,
+          changes: bool = True) -> list[str]:
+    """Why removing this checkout and its branch could lose work (empty: nothing to lose);
+    ``changes=False`` leaves out the worktree's changes (the caller has git check those)."""
     reasons: list[str] = []
-    if co.path is not None:
+    if co.path is not None and changes:
         if co.head is None:
             reasons.append(f"cannot tell: the worktree's HEAD does not resolve "
                            f"(branch {branch} deleted by hand?)")

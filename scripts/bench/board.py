@@ -1,40 +1,63 @@
-"""Benchmark of the file board; prints the figures of issue 2's Proof.
+"""What a user waits for on a big board: fresh `orchestrator` processes, wall time.
 
-    .venv/bin/python scripts/bench/board.py [--quick]
+    .venv/bin/python scripts/bench/board.py [--quick] [--only PART ...]
 
-- aggregate claims/s for 8 processes on 2,000 tasks (durable writes: fsync file + folder);
-- drop-to-claim latency p50/p99: a file dropped into the inbox -> an intake process
-  (what the lead runs) makes the task -> an idle waiter (`wait_for_ready`) claims it;
-- `list` (intake + list + problems, what `orchestrator list` does) in a fresh
-  process at 100, 1,000 and 10,000 tasks (and the very first list, before any
-  board process has saved the snapshot);
-- claim time at 10,000 tasks relative to 100.
+Every CLI figure is the median of 3 runs of a fresh ``orchestrator`` process (the
+installed console script of this checkout's ``.venv``), timed from spawn to exit:
 
-Task files for the set-ups are written directly (not through `add`) to keep the
-bench short; every measured operation goes through the board.
+- ``--version``, ``--help`` and a usage error (an unknown command);
+- ``list`` at 100 / 1,000 / 10,000 / 50,000 tasks: the table drawn on a pseudo-terminal
+  (120 x 40; ``PAGER=cat``, so the whole table is drawn, not only its first screen),
+  the plain output piped, and ``--json`` piped;
+- ``add``, ``show``, ``cancel`` and ``status`` at 100 and at 50,000 tasks (flat?);
+- the first command (``list``, piped) on a 10,000-task board with no snapshot yet;
+- ``events --task ID``, ``events --since SEQ`` and ``events`` on a terminal, on a
+  1,000,000-line ``events.jsonl``;
+- intake of 2,000 files dropped into the inbox (one ``list --json`` picks them up);
+- a task worktree's create+remove: git processes run (counted through a ``git`` shim
+  on PATH), against raw ``git worktree add -b`` + ``remove`` + ``branch -D``; and the
+  create time with 10 and with 600 worktrees kept (``WorktreeManager.create``);
+- from the library (unchanged from issue 2): aggregate claims/s of 8 processes on
+  2,000 tasks, and drop-to-claim latency p50/p99.
+
+Big boards are written directly in the board's file format (task files, ``.seq``),
+not through 50,000 ``add`` calls; every measured operation goes through the CLI or
+the board. ``--quick`` uses smaller sizes (a smoke test; figures not comparable).
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
+import pty
+import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
+import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from worktree import generate as generate_repo  # scripts/bench/worktree.py
+
 from orchestrator.board import open_board
 from orchestrator.board.model import Task, format_task_id
 from orchestrator.config import BoardConfig
-from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 
 ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+CLI = str(BIN / "orchestrator") if (BIN / "orchestrator").exists() else None
+RUNS = 3
+FAILED = False
 
 CLAIMER = """
 import json, sys, time
@@ -78,31 +101,321 @@ with open_board(Layout.at(sys.argv[1]), BoardConfig(rescan_seconds=5.0), actor="
                 print(f"{t.subject} {time.time()}", flush=True)
 """
 
-LISTER = """
-import json, sys, time
-from orchestrator.board import open_board
+
+# --- reporting ------------------------------------------------------------------------
+def verdict(what: str, value: float, goal: float, unit: str = "s", *,
+            higher: bool = False, note: str = "") -> None:
+    global FAILED
+    ok = value >= goal if higher else value <= goal
+    FAILED |= not ok
+    fmt = (lambda v: f"{v:.3f} s") if unit == "s" else (lambda v: f"{v:g} {unit}".rstrip())
+    sign = ">=" if higher else "<="
+    print(f"  {'✓' if ok else '✗'} {what:<52} {fmt(value):>12}   goal {sign} {fmt(goal)}"
+          + (f"  ({note})" if note else ""), flush=True)
+
+
+def info(what: str, text: str) -> None:
+    print(f"    {what:<52} {text:>12}", flush=True)
+
+
+# --- running the CLI --------------------------------------------------------------------
+def env_for(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ORCH_", "ANTHROPIC"))}
+    env.update(PAGER="cat", COLUMNS="120", LINES="40", **(extra or {}))
+    return env
+
+
+def run_piped(args: Sequence[str], cwd: Path, env: dict[str, str] | None = None,
+              ok: Sequence[int] = (0,)) -> tuple[float, str]:
+    assert CLI, "no orchestrator console script next to this python (scripts/install)"
+    t0 = time.perf_counter()
+    # A session of its own, as a command typed in a terminal: with the kernel's autogroup
+    # scheduling it then gets a group's share of the CPU, as run_tty's does (otherwise it
+    # shares one with whatever else this bench's session runs).
+    p = subprocess.run([CLI, *args], cwd=cwd, env=env or env_for(), capture_output=True,
+                       text=True, check=False, stdin=subprocess.DEVNULL, start_new_session=True)
+    took = time.perf_counter() - t0
+    if p.returncode not in ok:
+        raise RuntimeError(f"orchestrator {' '.join(args)} exited {p.returncode}: "
+                           f"{p.stderr.strip()[-400:]}")
+    return took, p.stdout
+
+
+def run_tty(args: Sequence[str], cwd: Path, rows: int = 40, cols: int = 120,
+            env: dict[str, str] | None = None) -> tuple[float, str]:
+    """Run with stdout and stderr on a pseudo-terminal; the time until it exits."""
+    assert CLI
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                data = os.read(master, 1 << 16)
+            except OSError:
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    t0 = time.perf_counter()
+    p = subprocess.Popen([CLI, *args], cwd=cwd, env=env or env_for({"TERM": "xterm-256color"}),
+                         stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+    os.close(slave)
+    code = p.wait()
+    took = time.perf_counter() - t0
+    reader.join(10)
+    os.close(master)
+    if code != 0:
+        raise RuntimeError(f"orchestrator {' '.join(args)} exited {code} on a terminal: "
+                           f"{b''.join(chunks)[-400:]!r}")
+    return took, b"".join(chunks).decode(errors="replace")
+
+
+def median(fn: Callable[[int], float], runs: int = RUNS) -> float:
+    return statistics.median(fn(i) for i in range(runs))
+
+
+# --- making boards ------------------------------------------------------------------------
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def new_repo(path: Path) -> Path:
+    """An empty repository with one commit (boards only need a repository to live in)."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "-c", "user.name=bench", "-c", "user.email=bench@example.com",
+        "commit", "-q", "--allow-empty", "-m", "empty")
+    return path
+
+
+def seed(root: Path, n: int, *, repo: bool = False) -> Layout:
+    """``n`` pending tasks written as the board writes them (one JSON file each)."""
+    if repo:
+        new_repo(root)
+    layout = Layout.at(root).ensure()
+    template = Task(id="task_000", subject="x", priority=1)
+    for i in range(1, n + 1):
+        t = template.model_copy(update={"id": format_task_id(i), "subject": f"task {i}: "
+                                        f"something to do in module {i % 97}",
+                                        "priority": i % 7})
+        (layout.tasks / f"{t.id}.json").write_text(t.model_dump_json(indent=2) + "\n")
+    (layout.tasks / ".seq").write_text(f"{n}\n")
+    return layout
+
+
+def warm(layout: Layout) -> None:
+    """What any earlier board process leaves behind: the snapshot."""
+    with open_board(layout, BoardConfig()) as b:
+        b.list()
+
+
+# --- the CLI figures ------------------------------------------------------------------------
+def _timed(argv: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(argv, check=True)
+    return time.perf_counter() - t0
+
+
+def startup(cwd: Path) -> None:
+    print("start-up", flush=True)
+    baseline = median(lambda _: _timed([sys.executable, "-c", "pass"]))
+    info("baseline: python -c pass", f"{baseline:.3f} s")
+    verdict("orchestrator --version", median(lambda _: run_piped(["--version"], cwd)[0]), 0.15)
+    verdict("orchestrator --help", median(lambda _: run_piped(["--help"], cwd)[0]), 0.15)
+    verdict("usage error (orchestrator nosuchcommand)",
+            median(lambda _: run_piped(["nosuchcommand"], cwd, ok=(2,))[0]), 0.15)
+    verdict("orchestrator add --help",
+            median(lambda _: run_piped(["add", "--help"], cwd)[0]), 0.15)
+
+
+def lists(tmp: Path, sizes: Sequence[int]) -> dict[int, Layout]:
+    print("list", flush=True)
+    boards: dict[int, Layout] = {}
+    for n in sizes:
+        layout = seed(tmp / f"list{n}", n, repo=True)
+        warm(layout)
+        boards[n] = layout
+        list_board(n, layout.root, 0.5 if n <= 10_000 else 2.0)
+    return boards
+
+
+def list_board(n: int, cwd: Path, goal: float) -> None:
+    verdict(f"list, table on a terminal, {n:,} tasks",
+            median(lambda _: run_tty(["list"], cwd)[0]), goal)
+    verdict(f"list, piped, {n:,} tasks", median(lambda _: run_piped(["list"], cwd)[0]), goal)
+    verdict(f"list --json, {n:,} tasks",
+            median(lambda _: run_piped(["list", "--json"], cwd)[0]), goal)
+
+
+def single_task(boards: dict[int, Layout]) -> None:
+    print("one task", flush=True)
+    for n, layout in boards.items():
+        one_board(n, layout.root)
+
+
+def one_board(n: int, cwd: Path) -> None:
+    counter = iter(range(1, n + 1))
+    verdict(f"add, {n:,} tasks",
+            median(lambda i: run_piped(["add", f"bench add {i}"], cwd)[0]), 0.25)
+    verdict(f"show, {n:,} tasks",
+            median(lambda i: run_piped(["show", str(n // 2 + i)], cwd)[0]), 0.25)
+    verdict(f"cancel, {n:,} tasks",
+            median(lambda _: run_piped(["cancel", str(next(counter))], cwd)[0]), 0.25)
+    verdict(f"status, {n:,} tasks", median(lambda _: run_piped(["status"], cwd)[0]), 0.25)
+
+
+def cold(tmp: Path, n: int) -> None:
+    print("no snapshot yet", flush=True)
+    layout = seed(tmp / f"cold{n}", n, repo=True)
+
+    def once(_: int) -> float:
+        for leftover in (".snapshot.json", ".journal"):
+            (layout.tasks / leftover).unlink(missing_ok=True)
+        return run_piped(["list"], layout.root)[0]
+
+    verdict(f"first command (list), no snapshot, {n:,} tasks", median(once), 1.0)
+
+
+def events(tmp: Path, lines: int) -> None:
+    print("events", flush=True)
+    root = new_repo(tmp / "events")
+    layout = Layout.at(root).ensure()
+    wanted = "task_000777"
+    with layout.events.open("w") as fh:
+        for i in range(lines):
+            task = wanted if i % 50_000 == 7 else format_task_id(i % 5000 + 1)
+            fh.write(json.dumps({"ts": "2026-12-01T12:00:00.000000+00:00", "seq": i + 1,
+                                 "event": "task_status", "task": task, "actor": "lead",
+                                 "from": "pending", "to": "in_progress"}) + "\n")
+    info("events.jsonl", f"{lines:,} lines, {layout.events.stat().st_size >> 20} MiB")
+    try:
+        verdict(f"events --task ID, {lines:,} lines",
+                median(lambda _: run_piped(["events", "--task", wanted], root)[0]), 0.3)
+    except RuntimeError as exc:
+        verdict(f"events --task ID, {lines:,} lines", float("inf"), 0.3, note=_why(exc))
+    try:
+        verdict(f"events --since SEQ (last 100), {lines:,} lines",
+                median(lambda _: run_piped(["events", "--since", str(lines - 100)], root)[0]),
+                0.3)
+    except RuntimeError as exc:
+        verdict(f"events --since SEQ, {lines:,} lines", float("inf"), 0.3,
+                note=_why(exc))
+    verdict(f"events on a terminal (the tail), {lines:,} lines",
+            median(lambda _: run_tty(["events"], root)[0]), 0.3)
+
+
+def _why(exc: Exception) -> str:
+    """The gist of a failed command's message (usage errors come boxed)."""
+    words = [w for w in str(exc).split() if w.isascii() and any(c.isalnum() for c in w)]
+    return " ".join(words)[-90:]
+
+
+def intake(tmp: Path, drops: int) -> None:
+    print("intake", flush=True)
+
+    def once(i: int) -> float:
+        layout = seed(tmp / f"intake{i}", 0, repo=True)
+        for k in range(drops):
+            (layout.inbox / f"drop-{k}.json").write_text(
+                json.dumps({"title": f"dropped {k}", "priority": k % 5}))
+        took, out = run_piped(["list", "--json"], layout.root)
+        assert len(json.loads(out)) == drops, "intake did not take every drop"
+        return took
+
+    verdict(f"intake of {drops:,} drops (one list --json)", median(once), 2.0)
+
+
+# --- worktrees ----------------------------------------------------------------------------
+def git_shim(tmp: Path) -> tuple[dict[str, str], Path]:
+    """A ``git`` first on PATH that logs each call, then runs the real one."""
+    real = shutil.which("git")
+    assert real
+    shim = tmp / "shim"
+    shim.mkdir()
+    log = tmp / "git-calls.log"
+    (shim / "git").write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {real} "$@"\n')
+    (shim / "git").chmod(0o755)
+    return dict(os.environ, PATH=f"{shim}:{os.environ['PATH']}"), log
+
+
+WT_CYCLE = """
+import sys, time
+from orchestrator.board.model import Task
+from orchestrator.config import WorktreeConfig
 from orchestrator.layout import Layout
+from orchestrator.worktree import WorktreeManager
+m = WorktreeManager(Layout.at(sys.argv[1], sys.argv[2]).ensure(), WorktreeConfig(), None,
+                    actor="bench")
+m.prepare()
+task = Task(id=sys.argv[3], subject="bench")
+log = sys.argv[4]
+open(log, "a").write("--- create\\n")
 t0 = time.perf_counter()
-with open_board(Layout.at(sys.argv[1])) as b:
-    b.intake()
-    n = len(b.list())
-    b.problems()
-print(json.dumps({"n": n, "seconds": time.perf_counter() - t0}))
+m.create(task)
+took = time.perf_counter() - t0
+open(log, "a").write("--- remove\\n")
+m.remove(task)
+print(took)
 """
 
 
+def worktrees(tmp: Path, kept: Sequence[int]) -> None:
+    print("worktrees", flush=True)
+    wt_src = tmp / "wtsrc"
+    wt_src.mkdir()
+    repo = generate_repo(wt_src)  # 2,000 files, as scripts/bench/worktree.py makes
+    wt_root = tmp / "wt"
+    wt_root.mkdir()
+    env, log = git_shim(tmp)
+
+    def calls() -> list[str]:
+        lines = log.read_text().splitlines() if log.exists() else []
+        log.unlink(missing_ok=True)
+        return lines
+
+    # raw git: add -b + remove + branch -D
+    calls()
+    for args in (["worktree", "add", "-q", "-b", "bench/raw", str(wt_root / "raw"), "HEAD"],
+                 ["worktree", "remove", str(wt_root / "raw")], ["branch", "-q", "-D", "bench/raw"]):
+        subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+    raw = len(calls())
+
+    def cycle(task_id: str) -> tuple[float, list[str]]:
+        out = subprocess.run([sys.executable, "-c", WT_CYCLE, str(repo), str(wt_root),
+                              task_id, str(log)], cwd=ROOT, env=env, check=True,
+                             capture_output=True, text=True).stdout
+        lines = calls()
+        create = lines.index("--- create")
+        return float(out), [c for c in lines[create:] if not c.startswith("---")]
+
+    _, orch = cycle("task_990001")
+    verdict("git processes, worktree create+remove", len(orch), raw + 1, "",
+            note=f"raw git: {raw}; ran: " + "; ".join(c.split()[0] if c.split()[0] != "-C"
+                                                     else c.split()[2] for c in orch))
+    made = 0
+    times: dict[int, float] = {}
+    for k in kept:
+        while made < k:  # kept worktrees, as earlier tasks leave them (own branch each)
+            made += 1
+            git(repo, "worktree", "add", "-q", "--no-checkout", "-b", f"task/keep{made}",
+                str(wt_root / f"keep{made}"), "HEAD")
+        times[k] = median(lambda i, k=k: cycle(f"task_99{k:04d}{i}")[0])
+        info(f"worktree create, {k} worktrees kept", f"{times[k]:.3f} s")
+    lo, hi = min(kept), max(kept)
+    verdict(f"create at {hi} kept / at {lo} kept", times[hi] / times[lo], 1.5, "x")
+
+
+# --- the library figures of issue 2 -------------------------------------------------------------
 def python(code: str, *args: str, **kw: object) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.Popen([sys.executable, "-c", code, *args], text=True, env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, **kw)  # type: ignore[call-overload]
-
-
-def seed(root: Path, n: int) -> Layout:
-    layout = Layout.at(root).ensure()
-    for i in range(1, n + 1):
-        t = Task(id=format_task_id(i), subject=f"task {i}", priority=i % 7)
-        atomic_write(layout.task_file(t.id), t.model_dump_json(indent=2), durable=False)
-    return layout
 
 
 def claims_per_second(tmp: Path, tasks: int, procs: int) -> float:
@@ -147,52 +460,58 @@ def drop_to_claim(tmp: Path, drops: int) -> list[float]:
             p.communicate()
 
 
-def list_seconds(tmp: Path, n: int) -> tuple[float, float]:
-    """(first list ever: every file read; a later fresh process: from the snapshot)."""
-    layout = seed(tmp / f"list{n}", n)
-    out = []
-    for _ in range(2):
-        p = python(LISTER, str(layout.root))
-        result = json.loads(p.communicate(timeout=600)[0])
-        assert result["n"] == n
-        out.append(float(result["seconds"]))
-    return out[0], out[1]
+def library(tmp: Path, tasks: int, drops: int) -> None:
+    print("board library (issue 2)", flush=True)
+    verdict(f"claims/s, 8 processes, {tasks:,} tasks", claims_per_second(tmp, tasks, 8), 300,
+            "/s", higher=True)
+    lat = sorted(drop_to_claim(tmp, drops))
+    verdict(f"drop-to-claim p50, {drops} drops", statistics.median(lat), 0.05)
+    verdict(f"drop-to-claim p99, {drops} drops",
+            lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))], 0.2)
 
 
-def claim_ms(tmp: Path, n: int, claims: int) -> float:
-    layout = seed(tmp / f"claim{n}", n)
-    with open_board(layout, BoardConfig()) as board:
-        board.list()
-        t0 = time.perf_counter()
-        for _ in range(claims):
-            assert board.claim("w", lease_seconds=600) is not None
-        return (time.perf_counter() - t0) / claims * 1000
+PARTS = ("startup", "list", "one", "cold", "events", "intake", "worktrees", "library")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller runs, for a smoke test")
+    ap.add_argument("--only", nargs="+", choices=PARTS, default=PARTS, help="parts to run")
     args = ap.parse_args()
-    tasks, drops, big = (200, 10, 1000) if args.quick else (2000, 50, 10_000)
+    q = args.quick
+    sizes = (100, 1000) if q else (100, 1000, 10_000, 50_000)
     with tempfile.TemporaryDirectory(prefix="orch-bench-") as d:
         tmp = Path(d)
-        print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (shared)")
-        rate = claims_per_second(tmp, tasks, 8)
-        print(f"claims/s, 8 processes, {tasks} tasks: {rate:.0f}  (target >= 300)")
-        lat = sorted(drop_to_claim(tmp, drops))
-        p50 = statistics.median(lat) * 1000
-        p99 = lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))] * 1000
-        print(f"drop-to-claim, idle waiter, {drops} drops: p50 {p50:.0f} ms, p99 {p99:.0f} ms"
-              "  (targets 50 / 200 ms)")
-        for n in sorted({100, 1000, big}):
-            first, later = list_seconds(tmp, n)
-            print(f"list (fresh process: intake + list + problems) at {n} tasks: {later:.3f} s"
-                  f" (the very first, before any snapshot: {first:.3f} s)"
-                  + ("  (target <= 1 s)" if n == big else ""))
-        small, large = claim_ms(tmp, 100, 50), claim_ms(tmp, big, 50)
-        print(f"claim at 100 tasks: {small:.2f} ms, at {big}: {large:.2f} ms, "
-              f"ratio {large / small:.2f}  (target <= 2)")
-        print(f"load average at the end {os.getloadavg()[0]:.1f}")
+        print(f"machine: {os.cpu_count()} cores, load average "
+              f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} (shared); "
+              f"median of {RUNS} fresh processes", flush=True)
+        if "startup" in args.only:
+            startup(ROOT)
+        boards: dict[int, Layout] = {}
+        if "list" in args.only:
+            boards = lists(tmp, sizes)
+        if "one" in args.only:
+            small, big = sizes[0], sizes[-1]
+            one = {n: boards.get(n) or _fresh(tmp, n) for n in (small, big)}
+            single_task(one)
+        if "cold" in args.only:
+            cold(tmp, 1000 if q else 10_000)
+        if "events" in args.only:
+            events(tmp, 20_000 if q else 1_000_000)
+        if "intake" in args.only:
+            intake(tmp, 200 if q else 2000)
+        if "worktrees" in args.only:
+            worktrees(tmp, (10, 30) if q else (10, 600))
+        if "library" in args.only:
+            library(tmp, 200 if q else 2000, 10 if q else 50)
+        print(f"load average at the end {os.getloadavg()[0]:.1f}; "
+              f"{'some goals missed' if FAILED else 'every goal met'}")
+
+
+def _fresh(tmp: Path, n: int) -> Layout:
+    layout = seed(tmp / f"one{n}", n, repo=True)
+    warm(layout)
+    return layout
 
 
 if __name__ == "__main__":

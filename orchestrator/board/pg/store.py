@@ -143,6 +143,9 @@ class PgBoard:
 
         return self.db.run(select)
 
+    def problem(self, task_id: str) -> str | None:
+        return self.problems().get(task_id)
+
     def problems(self) -> dict[str, str]:
         """Only unfinished tasks that wait for others, and what they wait for, are read:
         the rest can have no problem (see `graph.find_problems`), and a board of a million
@@ -240,7 +243,7 @@ class PgBoard:
         return self._mutate(task_id, lambda t: _move(t, Status.CANCELLED), lambda t, old: (
             "task_cancelled", actor, {"previous": old.status}))
 
-    def intake(self) -> builtins.list[Task]:
+    def intake(self, *, repair: bool = True) -> builtins.list[Task]:
         """Files dropped into this clone's ``.tasks/inbox/`` become tasks on the shared board
         (a bad file goes to ``.tasks/rejected/`` with the reason, as on the file board)."""
         from orchestrator.board.intake import take_dropped

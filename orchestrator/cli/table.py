@@ -1,0 +1,167 @@
+"""Tables drawn as rich draws ``Table(box=None, pad_edge=False)``, in time linear in the rows.
+
+rich measures every cell of every column and renders each cell through its layout
+engine: 17 s for 10,000 rows. Here the widths come from one pass over the plain
+text (rich's own width rules decide only when the table is wider than the console,
+from one representative row per extreme), and each line is joined as a string.
+The output is rich's: cells left-justified, two spaces between columns, lines padded
+to the table's width, the header bold and cells styled on a terminal, plain when piped;
+a cell wider than its column wraps at words (a single long word is cut with ``…``).
+``tests/test_cli_table.py`` checks it against rich on random tables.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from rich.cells import cell_len
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+Segment = tuple[str, str | None]
+"""A run of text and its rich style (None: unstyled)."""
+Cell = str | tuple[Segment, ...]
+"""Plain text, or styled segments (their text joined is the cell's text)."""
+GAP = 2
+
+
+def plain(cell: Cell) -> str:
+    return cell if isinstance(cell, str) else "".join(t for t, _ in cell)
+
+
+def draw(console: Console, headers: Sequence[str], rows: Sequence[Sequence[Cell]],
+         no_wrap: Sequence[bool]) -> Iterator[str]:
+    """The table's lines (without newlines), styled when ``console`` is a terminal."""
+    texts = [[plain(c) for c in row] for row in rows]
+    widths = _widths(console, headers, texts, no_wrap)
+    styled = console.is_terminal and not console.no_color
+    render = _Render(console) if styled else None
+    header: list[Cell] = [((h, "bold"),) for h in headers]
+    yield from _row(console, header, list(headers), widths, no_wrap, render, header=True)
+    for row, text in zip(rows, texts, strict=True):
+        yield from _row(console, row, text, widths, no_wrap, render)
+
+
+def _widths(console: Console, headers: Sequence[str], texts: list[list[str]],
+            no_wrap: Sequence[bool]) -> list[int]:
+    longest = [cell_len(h) for h in headers]
+    for row in texts:
+        for i, text in enumerate(row):
+            length = len(text) if text.isascii() else cell_len(text)
+            if length > longest[i]:
+                longest[i] = length
+    if sum(longest) + GAP * (len(headers) - 1) <= console.width:
+        return longest
+    # Wider than the console: rich decides the widths. They depend only on each column's
+    # longest cell and longest word, so a table of the rows holding those decides the same.
+    from rich.table import Table
+    from rich.text import Text
+
+    n = len(headers)
+    top = [(-1, 0)] * n  # per column: (length, row) of the longest cell
+    top_word = [(-1, 0)] * n  # and of the longest word
+    for r, row in enumerate(texts):
+        for i, text in enumerate(row):
+            length = len(text) if text.isascii() else cell_len(text)
+            if length > top[i][0]:
+                top[i] = (length, r)
+            if length > top_word[i][0]:  # a cell's longest word is at most its length
+                word = max(map(len if text.isascii() else cell_len, text.split()), default=0)
+                if word > top_word[i][0]:
+                    top_word[i] = (word, r)
+    extremes = {r for length, r in (*top, *top_word) if length >= 0}
+    table = Table(box=None, pad_edge=False)
+    for i, h in enumerate(headers):
+        table.add_column(h, no_wrap=no_wrap[i])
+    for r in sorted(extremes):
+        table.add_row(*(Text(t) for t in texts[r]))
+    padded = table._calculate_column_widths(console, console.options)
+    return [w - table._get_padding_width(i) for i, w in enumerate(padded)]
+
+
+def _lines(console: Console, text: str, width: int, no_wrap: bool) -> list[str]:
+    """A cell's text in lines of at most ``width`` cells, wrapped and cropped as rich's
+    Table does it (left, ellipsis, tab size 8): rich itself does it, but for plain ASCII
+    words that all fit, where its greedy fill is done here at a fraction of the cost."""
+    if "\n" not in text and (len(text) if text.isascii() else cell_len(text)) <= width:
+        return [text]
+    if not no_wrap and text.isascii() and "\t" not in text and "\n" not in text:
+        words = _WORD.findall(text)
+        if all(len(w.rstrip()) <= width for w in words):
+            lines, line = [], ""
+            for word in words:  # rich._wrap.divide_line, for this case
+                if line and width - len(line) < len(word.rstrip()):
+                    lines.append(line)
+                    line = ""
+                line += word
+            lines.append(line)
+            return [ln.rstrip() if len(ln) > width else ln for ln in lines]
+    from rich.text import Text
+
+    return [line.plain for line in Text(text).wrap(console, width, justify="left",
+                                                   overflow="ellipsis", tab_size=8,
+                                                   no_wrap=no_wrap)]
+
+
+_WORD = re.compile(r"\s*\S+\s*")
+
+
+def _row(console: Console, cells: Sequence[Cell], texts: list[str], widths: list[int],
+         no_wrap: Sequence[bool], render: _Render | None, header: bool = False
+         ) -> Iterator[str]:
+    if render is None and all(t.isascii() and "\n" not in t and len(t) <= w
+                              for t, w in zip(texts, widths, strict=True)):
+        yield _JOIN.join(t.ljust(w) for t, w in zip(texts, widths, strict=True))
+        return  # the common case: one plain line, every cell fits
+    columns = [_lines(console, t, w, nw) for t, w, nw in zip(texts, widths, no_wrap, strict=True)]
+    height = max(len(c) for c in columns)
+    if header:  # rich aligns header cells to the bottom
+        columns = [[""] * (height - len(c)) + c for c in columns]
+    if render is None:
+        for k in range(height):
+            yield _JOIN.join(_pad(c[k] if k < len(c) else "", w)
+                             for c, w in zip(columns, widths, strict=True))
+        return
+    last = len(widths) - 1
+    for k in range(height):
+        line = []
+        for i, (cell, lines, width) in enumerate(zip(cells, columns, widths, strict=True)):
+            text = lines[k] if k < len(lines) else ""
+            pad = _pad("", width - cell_len(text)) + (_JOIN if i < last else "")
+            if header:
+                line.append(render(text + pad, "bold"))
+            elif isinstance(cell, str) or len(lines) > 1 or text != plain(cell):
+                line.append(text + pad)  # a plain cell, or a styled one that had to be cut
+            else:
+                line.append("".join(render(t, s) for t, s in cell) + pad)
+        yield "".join(line)
+
+
+_JOIN = " " * GAP
+
+
+def _pad(text: str, width: int) -> str:
+    """``text`` padded with spaces to ``width`` cells."""
+    return text.ljust(width) if text.isascii() else text + " " * (width - cell_len(text))
+
+
+class _Render:
+    """Wraps text in the escape codes of a rich style, for ``console``'s colour system."""
+
+    def __init__(self, console: Console) -> None:
+        from rich.style import Style
+
+        self._system = console._color_system
+        self._parse = Style.parse
+        self._styles: dict[str, Style] = {}
+
+    def __call__(self, text: str, style: str | None) -> str:
+        if not style or not text:
+            return text
+        parsed = self._styles.get(style)
+        if parsed is None:
+            parsed = self._styles[style] = self._parse(style)
+        return parsed.render(text, color_system=self._system)
