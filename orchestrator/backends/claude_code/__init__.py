@@ -42,8 +42,10 @@ from orchestrator.backends.claude_code.config import budget, config_dir, mcp_arg
 from orchestrator.backends.claude_code.process import (
     INSTALL_HINT,
     Session,
+    command_line,
     find_binary,
     resume_prompt,
+    session_env,
 )
 from orchestrator.backends.claude_code.stream import ClaudeStream, Denial, usage_of
 from orchestrator.board.model import Usage
@@ -53,8 +55,20 @@ from orchestrator.layout import Layout
 from orchestrator.prompting import task_env
 from orchestrator.protocols import RunContext, RunResult
 
-__all__ = ["ClaudeCodeBackend", "ClaudeStream", "Denial", "Session", "budget", "config_dir",
-           "mcp_args", "permission_args", "resume_prompt", "usage_of"]
+__all__ = [
+    "ClaudeCodeBackend",
+    "ClaudeStream",
+    "Denial",
+    "Session",
+    "budget",
+    "command_line",
+    "config_dir",
+    "mcp_args",
+    "permission_args",
+    "resume_prompt",
+    "session_env",
+    "usage_of",
+]
 
 
 class ClaudeCodeBackend:
@@ -77,22 +91,11 @@ class ClaudeCodeBackend:
                               "max_cost_usd", retry=False)
         try:
             cdir = config_dir(self.layout, self.config, ctx.teammate, env)
-            perm, rules = permission_args(self.config, ctx.workspace.path)
-            base = [binary, "-p", "--output-format", "stream-json", "--verbose", *perm,
-                    *mcp_args(self.config, ctx.workspace.path, cdir),
-                    "--max-turns", str(turns)]
+            base, rules = command_line(self.config, binary, ctx.workspace.path, cdir,
+                                       turns, dollars)
         except (OrchestratorError, OSError) as exc:
             return self._fail(ctx, f"claude-code: {exc}", retry=False)
-        if dollars is not None:
-            base += ["--max-budget-usd", f"{dollars:.4f}"]
-        model = cc.model or (self.config.agent.model
-                             if "model" in self.config.agent.model_fields_set else None)
-        if model:
-            base += ["--model", model]
-        # MCP_CONNECTION_NONBLOCKING=0: headless Claude Code otherwise starts the first turn
-        # while the MCP servers are still connecting, and a slow one's tools are missing
-        env.update(CLAUDE_CONFIG_DIR=str(cdir), DISABLE_AUTOUPDATER="1",
-                   MCP_CONNECTION_NONBLOCKING="0")
+        env.update(session_env(cdir))
         return Session(self.config, ctx, base, rules["allow"], rules["deny"], env, cdir).run()
 
     def _fail(self, ctx: RunContext, error: str, *, retry: bool,

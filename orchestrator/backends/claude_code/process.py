@@ -1,6 +1,7 @@
-"""Running the Claude Code CLI: finding it, one process per turn of the conversation
-(`Session.once`: the argv, the prompt on stdin, the stream into `ClaudeStream`), resumes
-with messages, no-progress notes and approved permissions, and what a failed run means."""
+"""Running the Claude Code CLI: finding it, its command line and environment, one
+process per turn of the conversation (`Session.once`: the argv, the prompt on stdin, the
+stream into `ClaudeStream`), resumes with messages, no-progress notes and approved
+permissions, and what a failed run means."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from orchestrator import budget as budgets
 from orchestrator.agent.base import PermissionAsked, Stopped
 from orchestrator.agent.progress import ProgressWatch
+from orchestrator.backends.claude_code.config import mcp_args, permission_args
 from orchestrator.backends.claude_code.stream import ClaudeStream, Denial
 from orchestrator.board.model import Task, Usage
 from orchestrator.config import Config
@@ -27,6 +29,31 @@ from orchestrator.protocols import RunContext, RunResult
 from orchestrator.team import delivery
 
 INSTALL_HINT = "npm install -g @anthropic-ai/claude-code, or set claude_code.binary"
+
+
+def command_line(config: Config, binary: str, worktree: Path, cdir: Path, turns: int,
+                 dollars: float | None) -> tuple[list[str], dict[str, list[str]]]:
+    """(the argv every run of a session starts with, the permission rules by behaviour);
+    each run adds ``--resume`` and the allowed tools (`Session.once`)."""
+    perm, rules = permission_args(config, worktree)
+    base = [binary, "-p", "--output-format", "stream-json", "--verbose", *perm,
+            *mcp_args(config, worktree, cdir), "--max-turns", str(turns)]
+    if dollars is not None:
+        base += ["--max-budget-usd", f"{dollars:.4f}"]
+    model = config.claude_code.model or (
+        config.agent.model if "model" in config.agent.model_fields_set else None)
+    if model:
+        base += ["--model", model]
+    return base, rules
+
+
+def session_env(cdir: Path) -> dict[str, str]:
+    """What the CLI's environment adds to the task's: the teammate's config dir, no
+    self-updates, and MCP servers connected before the first turn."""
+    # MCP_CONNECTION_NONBLOCKING=0: headless Claude Code otherwise starts the first turn
+    # while the MCP servers are still connecting, and a slow one's tools are missing
+    return {"CLAUDE_CONFIG_DIR": str(cdir), "DISABLE_AUTOUPDATER": "1",
+            "MCP_CONNECTION_NONBLOCKING": "0"}
 
 
 def find_binary(name: str, env: dict[str, str]) -> str | None:
