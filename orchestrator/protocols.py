@@ -8,7 +8,7 @@ one and git worktrees for a hook-based isolation backend.
   logs, teammate status, requests, ids): `orchestrator.controlplane`, opened by
   `orchestrator.board.open_board` (the file implementation: `orchestrator.board.files`)
 - `Isolation`  one workspace per task (`orchestrator.worktree.manager.WorktreeManager`)
-- `Backend`    runs an agent in a workspace (`orchestrator.backends`, `orchestrator.agent`)
+- `Backend`    runs an agent in a workspace (`orchestrator.backends`)
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.agent.backend import AnthropicBackend, ScriptedBackend
 from orchestrator.backends import load_backend
+from orchestrator.backends.agent import AnthropicBackend, ScriptedBackend
 from orchestrator.board import init_repo, open_board
 from orchestrator.board.model import Status, Task, Usage
 from orchestrator.board.store import FileBoard

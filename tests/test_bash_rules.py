@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.agent.claude_code import Denial
 from orchestrator.agent.permissions import PermissionGate
 from orchestrator.agent.shell_parse import analyze
 from orchestrator.agent.tools import default_tools
+from orchestrator.backends.claude_code import Denial
 
 BASH = next(t for t in default_tools() if t.name == "bash")
 RULES = {

@@ -113,3 +113,32 @@ def test_packages_import_in_one_direction() -> None:
         if rel.startswith("team/"):
             wrong += [f"{rel} imports {m}" for m in mods if m.startswith("orchestrator.review")]
     assert wrong == []
+
+
+def test_every_backend_is_a_module_under_backends() -> None:
+    """Each registry entry imports, is a `Backend` whose ``name`` is its own, and lives
+    in `orchestrator.backends`; no backend class is defined anywhere else."""
+    import importlib
+    import inspect
+
+    from orchestrator.backends import BACKENDS, backend_module
+    from orchestrator.protocols import Backend
+
+    homes = set()
+    for name, target in BACKENDS.items():
+        module_name, _, attr = target.partition(":")
+        assert module_name == backend_module(name)
+        assert module_name.startswith("orchestrator.backends."), target
+        cls = getattr(importlib.import_module(module_name), attr)
+        assert inspect.isclass(cls) and cls.name == name, target
+        # the `Backend` protocol: built as Class(config, layout), run(ctx) -> RunResult
+        assert list(inspect.signature(cls).parameters) == ["config", "layout"], target
+        assert list(inspect.signature(cls.run).parameters) == ["self", "ctx"], target
+        assert isinstance(object.__new__(cls), Backend), target
+        homes.add(Path(inspect.getfile(cls)).resolve())
+    assert all(PACKAGE / "backends" in p.parents for p in homes)
+    elsewhere = [f"{rel}:{node.lineno} defines {node.name}" for rel, tree in sources()
+                 if not rel.startswith("backends/") for node in ast.walk(tree)
+                 if isinstance(node, ast.ClassDef) and node.name.endswith("Backend")
+                 and rel != "protocols.py"]
+    assert elsewhere == []

@@ -134,7 +134,7 @@ def test_claude_code_not_installed_fails_each_task_once_with_a_clear_error(repo:
 
 def test_claude_code_that_exits_at_once_fails_without_retry_with_what_it_said(
         repo: Path, claim: ClaimFn) -> None:  # noqa: F811
-    from orchestrator.agent.claude_code import ClaudeCodeBackend
+    from orchestrator.backends.claude_code import ClaudeCodeBackend
 
     fake = repo.parent / "claude"
     fake.write_text("#!/bin/sh\necho 'claude: broken install, cannot find node' >&2\nexit 3\n")
@@ -149,7 +149,7 @@ def test_claude_code_that_exits_at_once_fails_without_retry_with_what_it_said(
 
 def test_claude_code_not_logged_in_fails_without_retry_saying_so(
         repo: Path, claim: ClaimFn, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    from orchestrator.agent.claude_code import ClaudeCodeBackend
+    from orchestrator.backends.claude_code import ClaudeCodeBackend
 
     c = claim()
     config = Config.load(repo, environ={}, overrides={
@@ -166,7 +166,7 @@ def test_claude_code_not_logged_in_fails_without_retry_saying_so(
 
 def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_session(
         repo: Path, claim: ClaimFn, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    from orchestrator.agent.claude_code import ClaudeCodeBackend
+    from orchestrator.backends.claude_code import ClaudeCodeBackend
 
     time_server = Path(sys.executable).parent / "mcp-server-time"
     (repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"time": {
@@ -234,7 +234,7 @@ def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_ses
 
 def test_max_turns_from_the_task_ends_the_run_without_retry_and_keeps_the_usage(
         repo: Path, claim: ClaimFn, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    from orchestrator.agent.claude_code import ClaudeCodeBackend
+    from orchestrator.backends.claude_code import ClaudeCodeBackend
 
     c = claim(subject="Write two files", metadata={"max_turns": 1})
     config = Config.load(repo, environ={}, overrides={

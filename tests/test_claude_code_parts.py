@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.agent.claude_code import (
+from orchestrator.backends.claude_code import (
     ClaudeStream,
     Denial,
     budget,

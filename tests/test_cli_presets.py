@@ -21,9 +21,9 @@ from orchestrator.board import open_board
 from orchestrator.board.model import Status
 from orchestrator.config import Config
 from orchestrator.layout import Layout
+from orchestrator.prompting import build_prompt
 from orchestrator.protocols import RunContext, RunResult
 from orchestrator.tasklog import TaskLog
-from orchestrator.team.command import build_prompt
 from tests.test_backend_agent import ClaimFn, claim  # noqa: F401 (the fixture)
 from tests.test_team_support import changed_files, cli, events, tasks, team_env
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.backends.command import CommandBackend
 from orchestrator.board import open_board
 from orchestrator.board.model import Task
 from orchestrator.checks import run_checks
@@ -18,7 +19,6 @@ from orchestrator.layout import Layout
 from orchestrator.process import MAX_LOGGED_BYTES
 from orchestrator.protocols import RunContext, Workspace
 from orchestrator.tasklog import TaskLog
-from orchestrator.team.command import CommandBackend
 from orchestrator.team.status import pid_alive
 
 

@@ -15,8 +15,8 @@ from datetime import datetime
 from pathlib import Path
 
 from orchestrator.board.model import Status, Task
+from orchestrator.prompting import build_prompt, last_failure
 from orchestrator.tasklog import read_jsonl
-from orchestrator.team.command import build_prompt, last_failure
 from tests.helpers import make_repo
 from tests.test_team_support import cli, tasks, team_env
 
@@ -98,8 +98,8 @@ def test_failures_say_why_fail_once_when_retrying_cannot_help_and_retries_get_th
 
 
 def test_every_backends_retry_prompt_says_what_went_wrong() -> None:
-    from orchestrator.agent.claude_code import resume_prompt
     from orchestrator.agent.prompt import task_text
+    from orchestrator.backends.claude_code import resume_prompt
 
     fresh = Task(id="task_001", subject="Fix it")
     assert last_failure(fresh) is None and "went wrong" not in build_prompt(fresh)

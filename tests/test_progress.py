@@ -90,7 +90,7 @@ def test_new_work_between_repeats_still_counts_the_repeats_and_zero_turns_it_off
 
 def test_claude_code_going_round_in_circles_is_told_once_then_stopped(
         repo: Path, claim: ClaimFn, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    from orchestrator.agent.claude_code import ClaudeCodeBackend
+    from orchestrator.backends.claude_code import ClaudeCodeBackend
 
     c = claim(subject="Read the missing file")
     config = Config.load(repo, environ={}, overrides={

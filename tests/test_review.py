@@ -337,7 +337,7 @@ def test_retry_appends_feedback_and_keeps_worktree_and_branch(repo: Path, cli: C
     assert task.attempts == 0 and task.error is None
     with pytest.raises(InvalidInput, match="empty"):
         retry_task(layout, config, t.id, "   ")
-    from orchestrator.team.command import build_prompt
+    from orchestrator.prompting import build_prompt
 
     assert "- second note" in build_prompt(task)  # what the next attempt sees
 

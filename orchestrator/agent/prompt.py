@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.board.model import Task
-from orchestrator.team.command import last_failure
+from orchestrator.prompting import last_failure
 
 EPHEMERAL = {"type": "ephemeral"}
 MEMORY_MAX_CHARS = 16_000

@@ -58,7 +58,7 @@ def up(
 
     daemon.check_team(config)
     if config.team.backend == "command" and config.team.command:
-        from orchestrator.team.command import locate_command
+        from orchestrator.backends.command import locate_command
 
         start = Path.cwd() if command else r.layout.root
         located, note = locate_command(config.team.command, start, r.layout.root)

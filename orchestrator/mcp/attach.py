@@ -1,6 +1,6 @@
 """The agent backend's MCP extension: a teammate run's servers, tools and prompt text.
 
-`orchestrator.agent.backend` calls ``attach(config, ctx, toolset)`` for every run.
+`orchestrator.backends.agent` calls ``attach(config, ctx, toolset)`` for every run.
 Servers come from the main repository's ``.mcp.json`` and plugins (not the task's
 worktree, so an agent cannot grant itself servers by editing its branch), start
 in the task's worktree with the run's environment (secrets removed; a server's

@@ -48,9 +48,9 @@ from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
 from orchestrator.process import signal_group
 from orchestrator.procutil import lock_holders, process_state
+from orchestrator.prompting import reason_line
 from orchestrator.settings.live import ConfigWatcher, LiveConfig
 from orchestrator.team import status
-from orchestrator.team.command import reason_line
 from orchestrator.team.hooks import Hooks
 from orchestrator.team.mailbox import LEAD, read_new
 from orchestrator.team.spawner import SpawnedProcess, Spawner, SpawnerGone

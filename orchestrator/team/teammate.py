@@ -42,12 +42,12 @@ from orchestrator.errors import BoardUnavailable, LeaseLost, OrchestratorError, 
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.logging import configure, get_logger
+from orchestrator.prompting import reason_line, task_env
 from orchestrator.protocols import Backend, RunContext, Workspace
 from orchestrator.secrets import redact
 from orchestrator.settings.live import LiveConfig
 from orchestrator.team import delivery, status
 from orchestrator.team.claim import Claim
-from orchestrator.team.command import reason_line, task_env
 from orchestrator.team.commit import commit_leftovers, idle_maintenance
 from orchestrator.team.mailbox import read_new
 from orchestrator.team.wake import COLD_SIGNAL, Wake, Waker

@@ -33,8 +33,8 @@ from orchestrator.config import CommandPreset, Config
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.process import CANNOT_RUN, run_streamed
+from orchestrator.prompting import build_prompt, last_lines, task_env
 from orchestrator.protocols import RunContext, RunResult
-from orchestrator.team.command import _last_lines, build_prompt, task_env
 
 PRESETS: dict[str, CommandPreset] = {
     "aider": CommandPreset(argv=["aider", "--yes-always", "--no-auto-commits",
@@ -118,9 +118,9 @@ class PresetBackend:
                       result=res.describe())
         if res.stopped:
             return RunResult(ok=False, stopped=True, error="stopped")
-        tail = _last_lines(res.tail)
+        tail = last_lines(res.tail)
         if res.ok:
-            return RunResult(ok=True, summary=_last_lines(res.tail, 5))
+            return RunResult(ok=True, summary=last_lines(res.tail, 5))
         if res.returncode in CANNOT_RUN:
             return self._fail(ctx, f"{self.name} cannot run ({res.describe()}):\n{tail}",
                               retry=False)

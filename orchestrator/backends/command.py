@@ -27,14 +27,14 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from orchestrator.board.model import Task, Usage
+from orchestrator.board.model import Usage
 from orchestrator.budget import USAGE_FILE_ENV, read_usage_file
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError, InvalidInput
 from orchestrator.layout import Layout
 from orchestrator.process import CANNOT_RUN, run_streamed
+from orchestrator.prompting import last_lines, task_env
 from orchestrator.protocols import RunContext, RunResult
-from orchestrator.team.delivery import MESSAGES_ENV
 
 
 def locate_command(command: str, start: Path, root: Path) -> tuple[str, str | None]:
@@ -72,61 +72,6 @@ def _committed(root: Path, rel: str) -> bool:
     return out.returncode == 0
 
 
-LAST_ERROR_LINES = 30
-"""How much of the last attempt's error (a failing check's output tail) a retry is shown."""
-
-
-def last_failure(task: Task) -> str | None:
-    """What went wrong on the task's last attempt, for the prompt of the next one (every
-    backend puts it there), or None on a first attempt."""
-    if not task.error or not task.error.strip():
-        return None
-    lines = task.error.strip().splitlines()
-    if len(lines) > LAST_ERROR_LINES:
-        lines = [lines[0], "…", *lines[-LAST_ERROR_LINES + 2:]]
-    which = f" (attempt {task.attempts} of {task.max_attempts})" if task.attempts else ""
-    return (f"The previous attempt{which} failed; its work is still in this worktree. "
-            "What went wrong:\n" + "\n".join(lines))
-
-
-def reason_line(error: str) -> str:
-    """One line for the console: the error's first line, and its last when that differs
-    (the last line of a command's output usually says what went wrong)."""
-    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
-    if not lines:
-        return "failed"
-    first, last = lines[0][:200], lines[-1][:200]
-    return first if len(lines) == 1 or first == last else f"{first} — {last}"
-
-
-def build_prompt(task: Task) -> str:
-    parts = [task.subject]
-    if task.description:
-        parts.append(task.description)
-    failure = last_failure(task)
-    if failure:
-        parts.append(failure)
-    if task.feedback:
-        parts.append("Feedback from review:\n" + "\n".join(f"- {f}" for f in task.feedback))
-    return "\n\n".join(parts)
-
-
-def task_env(ctx: RunContext) -> dict[str, str]:
-    """The environment of every process run for a task (backend and checks)."""
-    env = dict(os.environ)
-    env.update(ctx.workspace.env)
-    env.update(
-        ORCH_TASK_ID=ctx.task.id,
-        ORCH_TASK_SUBJECT=ctx.task.subject,
-        ORCH_TASK_DESCRIPTION=ctx.task.description,
-        ORCH_PROMPT=build_prompt(ctx.task),
-        ORCH_TEAMMATE=ctx.teammate,
-    )
-    if ctx.messages is not None:
-        env[MESSAGES_ENV] = str(ctx.messages)
-    return env
-
-
 class CommandBackend:
     name = "command"
 
@@ -155,12 +100,12 @@ class CommandBackend:
             return RunResult(ok=False, stopped=True, error="stopped", usage=usage)
         if not res.ok and res.returncode in CANNOT_RUN:
             # the shell could not find or execute the program: the same on every attempt
-            error = f"command cannot run ({res.describe()}): {cmd}\n{_last_lines(res.tail)}"
+            error = f"command cannot run ({res.describe()}): {cmd}\n{last_lines(res.tail)}"
             return RunResult(ok=False, error=error, retry=False, usage=usage)
         if not res.ok:
-            error = f"command failed: {res.describe()}\n{_last_lines(res.tail)}"
+            error = f"command failed: {res.describe()}\n{last_lines(res.tail)}"
             return RunResult(ok=False, error=error, usage=usage)
-        return RunResult(ok=True, summary=_last_lines(res.tail, 5), usage=usage)
+        return RunResult(ok=True, summary=last_lines(res.tail, 5), usage=usage)
 
     @staticmethod
     def reported_usage(ctx: RunContext, path: Path) -> Usage:
@@ -175,6 +120,3 @@ class CommandBackend:
             ctx.log.write("usage", **usage.model_dump())
         return usage
 
-
-def _last_lines(text: str, n: int = 20) -> str:
-    return "\n".join(text.rstrip().splitlines()[-n:])
