@@ -31,7 +31,7 @@ def worktree(repo: Path) -> Path:
 
 def bash(worktree: Path, command: str) -> ToolResult:
     ctx = ToolContext(cwd=worktree, env=safe_env(os.environ),
-                      services={"sandbox": Sandbox.detect("on")})
+                      sandbox=Sandbox.detect("on"))
     return BashTool().run({"command": command, "timeout": 60}, ctx)
 
 

@@ -404,7 +404,7 @@ def test_refs_read_from_files_agree_with_git_or_defer_to_it(repo: Path) -> None:
     assert read_commits(common, common, ["refs/tags/light"]) is None  # tags: git peels them
 
 
-def test_removal_without_changes_runs_four_git_processes_and_a_dirty_one_still_refuses(
+def test_removal_without_changes_runs_seven_git_processes_and_a_dirty_one_still_refuses(
         repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from orchestrator.worktree import git as gitmod
 
@@ -422,7 +422,11 @@ def test_removal_without_changes_runs_four_git_processes_and_a_dirty_one_still_r
     task = Task(id="task_001", subject="clean")
     ws = m.create(task)
     m.remove(task)
-    assert [c[0] for c in calls] == ["worktree", "checkout", "worktree", "update-ref"]
+    # create: add, checkout; remove: status (is it clean), rev-list (are its commits held
+    # by another ref, or is a snapshot needed), ls-files (its gitignored files are kept, not
+    # deleted), worktree remove, update-ref
+    assert [c[0] for c in calls] == ["worktree", "checkout", "status", "rev-list", "ls-files",
+                                     "worktree", "update-ref"]
     assert not ws.path.exists() and not git(repo, "branch", "--list", ws.branch).strip()
     dirty = Task(id="task_002", subject="dirty")
     ws = m.create(dirty)

@@ -34,58 +34,58 @@ if TYPE_CHECKING:
 #: command name -> (module under ``orchestrator.cli`` registering it, summary for --help).
 #: One line per command, in the order ``orchestrator --help`` lists them.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "init": ("board", "Create .tasks/ and .worktrees/ and keep them out of git status."),
+    "init": ("board", "Create the board and the worktree folder, and keep them out of git status."),
     "add": ("board", "Add a task to the board."),
     "list": ("board", "List the tasks on the board, with any problem that keeps one from "
                       "starting."),
     "board": ("board", "Alias of list."),
     "show": ("board", "Show one task in full."),
     "cancel": ("board", "Cancel a task (a running one loses its lease; its worktree is kept)."),
-    "events": ("board", "Print the events log (.worktrees/events.jsonl)."),
-    "worktrees": ("worktrees", "List the tasks' worktrees: branch, path, status, dirty or "
-                               "clean, commits ahead, disk use."),
+    "events": ("board", "Print the board's event log, oldest first, each with its seq."),
+    "worktrees": ("worktrees", "List the tasks' worktrees: branch, path, status, dirty or clean, "
+                               "commits ahead, disk use."),
     "gc": ("worktrees", "Remove the worktrees and branches of merged, discarded and cancelled "
                         "tasks, when no work would be lost; say what was skipped and why."),
-    "up": ("team", "Start the lead and its teammates (Ctrl-C once: warm stop, twice: stop "
-                   "now)."),
+    "up": ("team", "Start the lead and its teammates (Ctrl-C once: warm stop, twice: stop now)."),
     "down": ("team", "Stop the running daemon (warm: running tasks finish their step and are "
                      "released)."),
     "status": ("team", "The daemon, what each teammate is doing, and the board counts."),
-    "send": ("team", "Put a message in a teammate's mailbox (`shutdown_request` asks it to "
-                     "stop)."),
-    "logs": ("team", "Print a task's log (backend output, checks, commits)."),
-    "approve": ("agent", "Allow the tool call (or the plan of a plan-first task) a waiting "
-                         "agent asked about."),
+    "send": ("team", "Put a message in a teammate's mailbox (`shutdown_request` asks it to stop)."),
+    "logs": ("team", "A task's transcript: the agent's text, tool calls and results, output, "
+                     "checks, commits and costs."),
+    "approve": ("agent", "Allow the tool call (or the plan of a plan-first task) a waiting agent "
+                         "asked about."),
     "deny": ("agent", "Refuse the tool call or plan a waiting agent asked about; it gets the "
                       "reason."),
-    "demo": ("agent", "Build a sample repo with four tasks, run a scripted team on it, show "
-                      "the review table."),
+    "demo": ("agent", "Build a sample repo with four tasks, run a scripted team on it, show the "
+                      "review table."),
     "review": ("review", "Tasks awaiting review: branch, commits, diffstat, checks, cost, age, "
                          "overlaps."),
     "diff": ("review", "The task's changes against its base: paged and coloured on a terminal, "
                        "plain when piped."),
     "merge": ("review", "Merge a reviewed task (checked with git merge-tree first; refused on "
                         "conflicts)."),
-    "discard": ("review", "Discard a task's work: remove its worktree and branch "
-                          "(fail-closed)."),
+    "discard": ("review", "Discard a task's work: remove its worktree and branch (fail-closed)."),
     "retry": ("review", "Send a task back to pending in the same worktree and branch, with "
                         "feedback."),
     "mcp": ("mcp", "Serve the board over MCP on stdio (claude mcp add orchestrator -- "
-                   "orchestrator mcp)."),
-    "ui": ("ui", "Serve the board as a web page (loopback by default)."),
-    "land": ("review", "Merge the reviewed tasks in order, each verified on top of what "
-                       "landed."),
-    "resume": ("review", "Continue a task that stopped for a person (a budget, no progress)."),
-    "migrate": ("board", "Apply newer schema migrations to a PostgreSQL board."),
+                   "orchestrator mcp), or over HTTP with --http."),
+    "ui": ("ui", "Serve the board in the browser: live columns, review, what needs you (Ctrl-C "
+                 "ends)."),
+    "land": ("review", "Merge reviewed tasks one by one, each verified on its merge result before "
+                       "the target moves (blockers first, then priority, then id)."),
+    "resume": ("review", "Continue a task that waits after a budget or no-progress stop (same "
+                         "worktree and conversation), or send it to review as it is."),
+    "migrate": ("board", "Apply newer schema migrations to the PostgreSQL board ([board] url)."),
     "mcp-status": ("mcp", "Connect to each MCP server (.mcp.json, plugins) and show plugin → "
                           "server → tool, with each server's state, tools, resources and last "
                           "error."),
     "plan": ("settings", "The lead reads the repository and turns GOAL into tasks with "
                          "dependencies."),
     "enter": ("enter", "Open your shell in a task's worktree with the task's environment "
-                       "(ORCH_TASK_ID, ORCH_PORT_BASE…); exit it to come back. `enter ID -- "
-                       "CMD` runs one command there and exits with its status. The task "
-                       "itself is not touched."),
+                       "(ORCH_TASK_ID, ORCH_PORT_BASE…); exit it to come back. `enter ID -- CMD` "
+                       "runs one command there and exits with its status. The task itself is not "
+                       "touched."),
     "config": ("settings", "Show and change settings (orchestrator.toml)."),
 }
 

@@ -72,7 +72,10 @@ def init(
     repo: RepoOpt = None,
     json_: JsonOpt = False,
 ) -> None:
-    """Create .tasks/ and .worktrees/ and keep them out of git status."""
+    """Create the board and the worktree folder, and keep them out of git status.
+
+    The file board is .tasks/, the worktrees go in .worktrees/; with --board URL the board
+    is a PostgreSQL database instead."""
     r = open_repo(repo, ensure=False)
     applied: list[str] = []
     written = ""
@@ -225,8 +228,12 @@ def list_tasks(
                      ", ".join(t.blocked_by),
                      *([describe(t.budget, t.usage)] if with_spent else []),
                      *([progress(t.todos)] if with_todos else [])])
-    console = Console(soft_wrap=False)
-    lines = list(draw(console, headers, rows, [h == "status" for h in headers]))
+    from orchestrator.cli.app import PIPED_WIDTH
+
+    piped = not sys.stdout.isatty()  # piped: one line per row, never wrapped
+    console = Console(soft_wrap=False, width=PIPED_WIDTH if piped else None)
+    lines = [line.rstrip() if piped else line
+             for line in draw(console, headers, rows, [h == "status" for h in headers])]
     # problems of the tasks shown, and (unfiltered) of task files too broken to list at all
     shown = {t.id for t in tasks} | (set() if status else set(problems) - {t.id for t in tasks})
     lines += [f"! {tid}: {problems[tid]}" for tid in sorted(set(problems) & shown)]
@@ -346,7 +353,9 @@ def events(
     repo: RepoOpt = None,
     json_: JsonOpt = False,
 ) -> None:
-    """Print the events log (.worktrees/events.jsonl), oldest first, each with its seq."""
+    """Print the board's event log, oldest first, each with its seq.
+
+    On the file board the log is .worktrees/events.jsonl."""
     r = open_repo(repo, lenient=True)
     task_id = normalize_task_id(task) if task else None
     if lines is None and not follow and not since and sys.stdout.isatty():

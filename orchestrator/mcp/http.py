@@ -103,19 +103,13 @@ def serve_http(server: Any, address: str, token_file: Path | None) -> None:
     """Serve ``server`` (an `MCPServer`) on ``address`` until interrupted."""
     import uvicorn
 
+    from orchestrator.listen import bind
+
     host, port = parse_address(address)
     token = read_token(token_file, host)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"cannot listen on {address}: {exc.strerror}") from None
-    sock.listen(128)
+    sock = bind(host, port)
     bound = sock.getsockname()[1]
-    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
     sys.stderr.write(f"serving MCP on http://{shown}:{bound}{PATH}"
                      f"{' (bearer token required)' if token else ''}\n")
     sys.stderr.flush()

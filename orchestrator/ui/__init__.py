@@ -17,7 +17,6 @@ import webbrowser
 from collections.abc import Callable
 
 from orchestrator.config import Config
-from orchestrator.errors import UserError
 from orchestrator.layout import Layout
 
 DEFAULT_HOST = "127.0.0.1"
@@ -26,15 +25,9 @@ DEFAULT_PORT = 8765
 
 def bind(host: str, port: int) -> socket.socket:
     """The listening socket (``port`` 0: any free port); `UserError` when it is taken."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    sock.listen(128)
+    from orchestrator import listen
+
+    sock = listen.bind(host, port)
     sock.set_inheritable(True)
     return sock
 

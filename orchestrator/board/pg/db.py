@@ -29,7 +29,7 @@ T = TypeVar("T")
 Cursor = psycopg.Cursor[tuple[object, ...]]
 Conn = psycopg.Connection[tuple[object, ...]]
 
-RETRY_DELAYS = (0.0, 0.2, 0.5, 1.0, 2.0)
+RETRY_DELAYS = (0.0, 0.2, 0.5, 1.0, 2.0, 3.0, 5.0)
 """Back-off between reconnects while the database is unreachable (then give up: the caller
 sees `BoardUnavailable`, a daemon retries on its own schedule)."""
 
