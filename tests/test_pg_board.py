@@ -193,7 +193,10 @@ def test_a_database_restart_under_running_claimers_loses_nothing_and_doubles_not
         for i in range(100):
             b.add(f"task {i}")
         procs = claimers(pg_board_url, tmp_path, 3, idle=3)
-        time.sleep(1.0)
+        deadline = time.monotonic() + 60  # every claimer has its board open and is claiming
+        while time.monotonic() < deadline and {"w0", "w1", "w2"} - {
+                e.actor for e in b.events.read() if e.event == "task_claimed"}:
+            time.sleep(0.05)
         pg_cluster.stop("fast")  # every connection is cut
         time.sleep(0.5)
         pg_cluster.start()
