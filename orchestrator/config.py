@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -440,18 +439,11 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def _config_text(path: Path) -> str:
-    """A config file's text: a regular file only, opened without blocking (a FIFO named
-    orchestrator.toml must not hang every command)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks).decode()
+    """A config file's text (a regular file only: a FIFO named orchestrator.toml must not
+    hang every command)."""
+    from orchestrator.fsutil import read_regular
+
+    return read_regular(path)
 
 
 def _merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:

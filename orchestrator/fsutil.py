@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -73,3 +74,18 @@ def sync_filesystem(path: Path) -> None:
             os.sync()
     finally:
         os.close(fd)
+
+
+def read_regular(path: Path) -> str:
+    """A settings file's text: a regular file only, opened without blocking, so a FIFO or a
+    device under a settings file's name cannot hang every command (`OSError` instead)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8")

@@ -220,3 +220,47 @@ def test_the_leads_housekeeping_steps_fail_alone(repo: Path,
         assert set(lead.faults) == {"intake", "reading the lead's mailbox"}
         assert "RecursionError" in lead.faults["intake"]
         lead.hooks.close()
+
+
+def test_a_fifo_under_a_settings_files_name_is_refused_without_blocking(repo: Path) -> None:
+    """Every settings file is opened without blocking: a FIFO named like one is one clear
+    error (or one problem line), never a hang."""
+    import threading
+
+    from orchestrator.agent import permissions, profiles
+    from orchestrator.config import Config
+    from orchestrator.errors import ConfigError
+    from orchestrator.mcp import config as mcp_config
+
+    (repo / ".claude" / "agents").mkdir(parents=True)
+    paths = [repo / n for n in ("orchestrator.toml", ".claude/settings.json", ".mcp.json",
+                                ".claude/agents/helper.md")]
+    for p in paths:
+        os.mkfifo(p)
+
+    def settings() -> str:
+        with pytest.raises(ConfigError, match="not a regular file"):
+            permissions._read_settings(paths[1])
+        return "ok"
+
+    def mcp() -> str:
+        setup = mcp_config.McpSetup()
+        assert mcp_config._read_object(paths[2], setup) is None
+        return setup.problems[0]
+
+    def toml() -> str:
+        with pytest.raises(ConfigError, match=r"orchestrator\.toml"):
+            Config.load(repo)
+        (paths[0]).unlink()
+        return "ok"
+
+    def agents() -> str:
+        return str(profiles.load_profiles(repo, Config.load(repo)).broken)
+
+    for check in (settings, mcp, toml, agents):
+        out: list[str] = []
+        t = threading.Thread(target=lambda c=check, o=out: o.append(c()), daemon=True)
+        t.start()
+        t.join(10)
+        assert not t.is_alive(), f"{check.__name__} blocked on a FIFO"
+        assert (out and "not a regular file" in out[0]) or out == ["ok"], (check.__name__, out)

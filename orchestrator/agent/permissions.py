@@ -62,6 +62,7 @@ from orchestrator.agent.paths import glob_regex
 from orchestrator.agent.shell_parse import RISKY_ASSIGNMENTS, Command, analyze
 from orchestrator.config import AgentConfig
 from orchestrator.errors import ConfigError
+from orchestrator.fsutil import read_regular
 
 UNCONFINED = ("no sandbox confines bash (it could read every file and process of this "
               "user), so it asks; agent.allow_unsandboxed_bash = true lets the mode allow it")
@@ -327,7 +328,7 @@ def _parse_lists(lists: dict[str, Iterable[str]], source: str) -> list[Rule]:
 
 def _read_settings(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path))
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:

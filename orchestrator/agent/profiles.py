@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from orchestrator.agent.prompt import Prompt
 from orchestrator.config import Config, ProfileConfig
 from orchestrator.errors import ConfigError
+from orchestrator.fsutil import read_regular
 
 AGENTS_DIR = ".claude/agents"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -118,7 +119,7 @@ def load_profiles(root: Path, config: Config) -> Profiles:
     for path in sorted(folder.glob("*.md")) if folder.is_dir() else []:
         shown = f"{AGENTS_DIR}/{path.name}"
         try:
-            data = parse_agent_file(path.read_text(), shown)
+            data = parse_agent_file(read_regular(path), shown)
             name = str(data.get("name") or path.stem)
             _check_name(name, shown)
         except (ConfigError, OSError, UnicodeDecodeError) as exc:

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestrator.fsutil import read_regular
+
 MCP_JSON = ".mcp.json"
 PLUGIN_MANIFEST = Path(".claude-plugin") / "plugin.json"
 NAME_RE = re.compile(r"[^A-Za-z0-9_-]")
@@ -104,7 +106,7 @@ def load_setup(root: Path, user_plugin_dir: Path | None = None,
 def _read_object(path: Path, setup: McpSetup) -> dict[str, Any] | None:
     """The JSON object in ``path``, or None with the reason added to ``setup.problems``."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path))
     except (OSError, UnicodeDecodeError) as exc:
         setup.problems.append(f"{path}: cannot read: {exc}")
         return None
