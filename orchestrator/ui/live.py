@@ -4,7 +4,7 @@
 control plane, so any board implementation works). `Hub` follows it in one asyncio
 task and hands each new event to every subscriber (one queue per open page), so the
 board never re-reads the whole board to learn what moved: each event names its task,
-and only that task is re-read. It looks every `POLL_SECONDS`.
+and only that task is re-read. It looks every `EVENT_POLL_SECONDS`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,11 @@ if TYPE_CHECKING:
     from orchestrator.controlplane import Events
 
 POLL_SECONDS = 0.1
+"""How often an open task page looks for new transcript records."""
+EVENT_POLL_SECONDS = 0.25
+"""How often the hub asks the board for events after the last seq it saw: a card moves
+within this (plus rendering) of its event; an idle UI costs a read of the log's index
+each time (about 0.2 CPU-s per 30 s on the file board)."""
 RECHECK = "_recheck"
 RECHECK_SECONDS = 0.6
 """A task named by an event is looked at once more this long after: some writers record
@@ -88,7 +93,7 @@ class Hub:
                     again[e["task"]] = now + RECHECK_SECONDS
             if (batch or due) and self.subscribers:
                 await self._broadcast(batch + [{"event": RECHECK, "task": t} for t in due])
-            await asyncio.sleep(POLL_SECONDS)
+            await asyncio.sleep(EVENT_POLL_SECONDS)
 
     async def _broadcast(self, batch: list[dict[str, Any]]) -> None:
         try:
