@@ -255,10 +255,11 @@ class Lead:
 
         for t in self.board.intake():
             self.log.info("task added", task=t.id, subject=t.subject)
-        line = rejected_line(self.board.rejected_drops())
+        rejected = self.board.rejected_drops()
+        line = rejected_line(rejected)
         if line:
             self.log.warning(line)
-            self.rejected += len(self.board.rejected_drops())
+            self.rejected += len(rejected)
 
     def reap_expired(self) -> None:
         for t in self.board.requeue_expired(actor=LEAD):

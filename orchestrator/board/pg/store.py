@@ -116,11 +116,7 @@ class PgBoard:
         n = parse_task_id(str(task_id))
 
         def select(cur: Cursor) -> Task:
-            cur.execute(f"{SELECT} WHERE id = %s", (n,))
-            row = cur.fetchone()
-            if row is None:
-                raise NotFound(f"no task {format_task_id(n)}")
-            return _task(row)
+            return _fetch(cur, n)
 
         return self.db.run(select)
 
@@ -435,11 +431,7 @@ class PgBoard:
         n = parse_task_id(str(task_id))
 
         def mutate(cur: Cursor) -> Task:
-            cur.execute(f"{SELECT} WHERE id = %s FOR UPDATE", (n,))
-            row = cur.fetchone()
-            if row is None:
-                raise NotFound(f"no task {format_task_id(n)}")
-            old = _task(row)
+            old = _fetch(cur, n, lock=True)
             if token is not None and (old.status is not Status.IN_PROGRESS or old.lease is None
                                       or old.lease.token != token):
                 raise self._lost(cur, n, token)
@@ -502,3 +494,11 @@ def _task(row: tuple[object, ...]) -> Task:
         "lease": lease, "fence": fence, "attempts": attempts, "created_at": iso(created),
         "updated_at": iso(updated)})
 
+
+def _fetch(cur: Cursor, n: int, *, lock: bool = False) -> Task:
+    """Task ``n`` (its row locked for the transaction with ``lock``); `NotFound` if none."""
+    cur.execute(f"{SELECT} WHERE id = %s{' FOR UPDATE' if lock else ''}", (n,))
+    row = cur.fetchone()
+    if row is None:
+        raise NotFound(f"no task {format_task_id(n)}")
+    return _task(row)
