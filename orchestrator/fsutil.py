@@ -79,13 +79,26 @@ def sync_filesystem(path: Path) -> None:
 def read_regular(path: Path) -> str:
     """A settings file's text: a regular file only, opened without blocking, so a FIFO or a
     device under a settings file's name cannot hang every command (`OSError` instead)."""
+    return read_regular_bytes(path).decode("utf-8")
+
+
+def read_regular_bytes(path: Path, limit: int | None = None) -> bytes:
+    """The bytes of ``path`` (at most ``limit``), which must be a regular file: it is opened
+    without blocking and checked before a read, so a FIFO or a device someone put under
+    its name raises `OSError` instead of hanging the reader."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{path} is not a regular file")
         chunks = []
-        while chunk := os.read(fd, 1 << 16):
+        left = limit
+        while left is None or left > 0:
+            chunk = os.read(fd, 1 << 16 if left is None else min(1 << 16, left))
+            if not chunk:
+                break
             chunks.append(chunk)
+            if left is not None:
+                left -= len(chunk)
     finally:
         os.close(fd)
-    return b"".join(chunks).decode("utf-8")
+    return b"".join(chunks)

@@ -175,6 +175,21 @@ def test_a_hostile_usage_file_is_refused(tmp_path: Path, content: bytes) -> None
         read_usage_file(f)
 
 
+def test_a_usage_file_that_is_no_regular_file_is_refused_without_blocking(
+        tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)  # an agent may put anything under the name it was given
+    with pytest.raises(InvalidInput, match="not a regular file"):
+        read_usage_file(fifo)
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(InvalidInput, match="not a regular file"):
+        read_usage_file(tmp_path / "dir.json")
+    link = tmp_path / "zero.json"
+    link.symlink_to("/dev/zero")
+    with pytest.raises(InvalidInput, match="not a regular file"):
+        read_usage_file(link)
+
+
 def test_usage_file_shapes(tmp_path: Path) -> None:
     f = tmp_path / "usage.json"
     assert read_usage_file(f) == Usage()
