@@ -30,9 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from orchestrator.board.model import Budget, Task, Usage
+from orchestrator.board.model import Budget, InvalidRecord, Task, Usage
 from orchestrator.clock import utcnow
 from orchestrator.errors import InvalidInput
 
@@ -84,11 +82,13 @@ def make_budget(usd: Any = None, tokens: Any = None, timeout: Any = None,
         data["seconds"] = parse_duration(timeout)
     try:
         return Budget.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
+    except InvalidRecord as exc:
+        from orchestrator.board.index import describe_error
+
+        where, _, msg = describe_error(exc).partition(": ")
         field = {"usd": "budget_usd", "tokens": "budget_tokens", "seconds": "timeout"}.get(
-            str(err["loc"][0]), str(err["loc"][0]))
-        raise InvalidInput(f"{field}: {err['msg']}") from exc
+            where, where)
+        raise InvalidInput(f"{field}: {msg}") from exc
 
 
 def _number(value: Any, what: str) -> float:
@@ -176,7 +176,7 @@ def spent_today(events: Events) -> tuple[Usage, dict[str, Usage]]:
             continue
         try:
             u = Usage.model_validate(e["usage"])
-        except ValidationError:
+        except InvalidRecord:
             continue
         total = total.add(u)
         mate = str(e.get("actor"))

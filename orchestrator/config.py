@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from orchestrator.config_files import user_config_file as user_config_file
 from orchestrator.errors import ConfigError
 
 DEFAULT_LEASE_SECONDS = 30.0
@@ -421,14 +421,6 @@ def _env_value(raw: str) -> Any:
         return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         return raw
-
-
-def user_config_file(environ: Mapping[str, str] | None = None) -> Path:
-    """The user's settings (scope ``user``), read before the project's:
-    ``$XDG_CONFIG_HOME/orchestrator/config.toml``, default ``~/.config/...``."""
-    env = os.environ if environ is None else environ
-    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
-    return Path(base) / "orchestrator" / "config.toml"
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -3,22 +3,43 @@ a folder (default: the current one). Shared by the CLI and the MCP server."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import ConfigError, UserError
-from orchestrator.layout import Layout, find_root
+from orchestrator.layout import TASKS_DIR, Layout, find_root
 
 if TYPE_CHECKING:  # imported when a repository is opened, not on every command's start
+    from orchestrator.board.settings import BoardSettings
     from orchestrator.config import Config
 
 
-@dataclass
 class Repo:
-    layout: Layout
-    config: Config
+    """A repository's `Layout`, its board settings and (loaded when first asked for) its
+    whole configuration."""
+
+    def __init__(self, layout: Layout, config: Config | None = None, *,
+                 board: BoardSettings | None = None, lenient: bool = False) -> None:
+        self.layout = layout
+        self._config = config
+        self._board = board
+        self._lenient = lenient
+
+    @property
+    def config(self) -> Config:
+        if self._config is None:
+            self._config = _load(self.layout.root, self._lenient)[0]
+        return self._config
+
+    @property
+    def board(self) -> BoardSettings:
+        """``[board]``: from the settings cache when the configuration is unchanged since
+        it was last checked, so commands that only use the board never load the rest."""
+        return self._board if self._board is not None else self.config.board
 
 
 def open_repo(repo: Path | None = None, *, ensure: bool = True, lenient: bool = False) -> Repo:
@@ -26,21 +47,103 @@ def open_repo(repo: Path | None = None, *, ensure: bool = True, lenient: bool = 
 
     ``lenient`` (commands that look or stop: status, down, list, show, add, events, logs):
     a configuration that does not load gives one warning line naming the file and line,
-    and the default settings, instead of an error."""
+    and the default settings, instead of an error.
+
+    The configuration a command checked is remembered (`SETTINGS_CACHE`, keyed by the
+    files' bytes, the ``ORCH_*`` variables and the code's version); while that key holds,
+    the board settings and worktree root come from there and `Repo.config` is loaded only
+    when a command uses more."""
+    root = find_root(repo)
+    cached = _cached(root)
+    if cached is not None:
+        board, worktree_root = cached
+        layout = Layout.at(root, _worktree_path(root, worktree_root))
+        r = Repo(layout, board=board, lenient=lenient)
+        if ensure:
+            layout.ensure()
+        return r
+    key = _settings_key(root)
+    config, checked = _load(root, lenient)
+    layout = Layout.at(root, _worktree_path(root, config.worktree.root))
+    if ensure:
+        layout.ensure()
+    if key is not None and checked:
+        _remember(root, key, config)
+    return Repo(layout, config, lenient=lenient)
+
+
+def _load(root: Path, lenient: bool) -> tuple[Config, bool]:
+    """The configuration, and whether it is the checked one (False: the defaults a lenient
+    command fell back to, after a warning)."""
     from orchestrator.config import Config
 
-    root = find_root(repo)
     try:
-        config = Config.load(root)
+        return Config.load(root), True
     except ConfigError as exc:
         if not lenient:
             raise
         sys.stderr.write(f"warning: {exc}; using the default settings until it is fixed\n")
-        config = Config()
-    layout = Layout.at(root, _worktree_root(root, config))
-    if ensure:
-        layout.ensure()
-    return Repo(layout=layout, config=config)
+        return Config(), False
+
+
+SETTINGS_CACHE = ".settings-cache.json"
+"""In ``.tasks/``: the last checked configuration's key, board settings and worktree
+root. Only orchestrator processes write there (agents cannot); a stale or unreadable
+cache is ignored, so it costs speed only."""
+
+
+def _settings_key(root: Path) -> str | None:
+    """What the configuration depends on, hashed: the settings files' bytes, the
+    ``ORCH_*`` variables, and this code. None when a file cannot be read (no caching)."""
+    import hashlib
+
+    from orchestrator import __version__
+    from orchestrator.config_files import config_paths
+    from orchestrator.fsutil import read_regular_bytes
+
+    h = hashlib.sha256(__version__.encode())
+    code = Path(__file__).with_name("config.py")
+    with contextlib.suppress(OSError):
+        st = code.stat()
+        h.update(f"{st.st_mtime_ns}:{st.st_size}".encode())
+    for path in config_paths(root):
+        h.update(b"\0" + str(path).encode() + b"\0")
+        try:
+            h.update(read_regular_bytes(path, CONFIG_MAX_BYTES))
+        except FileNotFoundError:
+            h.update(b"missing")
+        except (OSError, ValueError):
+            return None
+    for name in sorted(k for k in os.environ if k.startswith("ORCH_")):
+        h.update(f"\0{name}={os.environ[name]}".encode())
+    return h.hexdigest()
+
+
+CONFIG_MAX_BYTES = 4 << 20
+
+
+def _cached(root: Path) -> tuple[BoardSettings, str | None] | None:
+    from orchestrator.board.settings import CheckedBoardSettings
+
+    try:
+        data = json.loads((root / TASKS_DIR / SETTINGS_CACHE).read_bytes())
+        if data["key"] != _settings_key(root):
+            return None
+        return CheckedBoardSettings(**data["board"]), data["worktree_root"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _remember(root: Path, key: str, config: Config) -> None:
+    folder = root / TASKS_DIR
+    if not folder.is_dir():
+        return
+    from orchestrator.fsutil import atomic_write
+
+    data = {"key": key, "board": config.board.model_dump(mode="json"),
+            "worktree_root": config.worktree.root}
+    with contextlib.suppress(OSError):
+        atomic_write(folder / SETTINGS_CACHE, json.dumps(data), durable=False)
 
 
 def require_commit(root: Path) -> None:
@@ -55,15 +158,20 @@ def require_commit(root: Path) -> None:
                         "commit something first (e.g. git commit --allow-empty -m 'start')")
 
 
-def _worktree_root(root: Path, config: Config) -> Path | None:
-    if not config.worktree.root:
+def _worktree_path(root: Path, setting: str | None) -> Path | None:
+    if not setting:
         return None
-    p = Path(config.worktree.root).expanduser()
+    p = Path(setting).expanduser()
     return p if p.is_absolute() else root / p
 
 
 def to_jsonable(obj: Any) -> Any:
     """``obj`` as plain JSON values (models dumped, paths as strings)."""
+    if "msgspec" in sys.modules:  # a record can only exist once msgspec is imported
+        import msgspec
+
+        if isinstance(obj, msgspec.Struct):
+            return msgspec.to_builtins(obj)
     if "pydantic" in sys.modules:  # a model can only exist once pydantic is imported
         from pydantic import BaseModel
 

@@ -75,3 +75,57 @@ def test_board_commands_import_only_what_they_use(repo: Path) -> None:
     assert p.returncode == 0, p.stderr
     assert not names & {"rich", "structlog", "anthropic", "mcp", "orchestrator.cli.team",
                         "orchestrator.team.daemon"}
+
+
+def test_one_task_commands_and_list_skip_pydantic_once_the_settings_are_checked(
+        repo: Path) -> None:
+    """The first command checks orchestrator.toml (pydantic); later ones read the checked
+    board settings from the cache and never import pydantic, filelock or watchdog."""
+    (repo / "orchestrator.toml").write_text("[board]\nmax_attempts = 5\n")
+    p, names = imported("add", "first", cwd=repo)
+    assert p.returncode == 0 and "pydantic" in names, p.stderr
+    for args in (["add", "second"], ["show", "2"], ["list"], ["list", "--json"],
+                 ["cancel", "1"], ["events"]):
+        p, names = imported(*args, cwd=repo)
+        assert p.returncode == 0, (args, p.stderr)
+        assert not names & {"pydantic", "filelock", "watchdog", "orchestrator.config"}, \
+            (args, sorted(names & {"pydantic", "filelock", "watchdog", "orchestrator.config"}))
+    assert '"max_attempts": 5' in subprocess.run(
+        [sys.executable, "-m", "orchestrator", "show", "2", "--json"], capture_output=True,
+        text=True, cwd=repo, timeout=60).stdout.replace('":5', '": 5')
+
+
+def test_the_settings_cache_follows_the_file_the_environment_and_a_broken_file(
+        repo: Path) -> None:
+    def max_attempts_of_a_new_task(env: dict[str, str] | None = None) -> int:
+        import json
+        import os
+
+        p = subprocess.run([sys.executable, "-m", "orchestrator", "add", "t", "--json"],
+                           capture_output=True, text=True, cwd=repo, timeout=60,
+                           env={**os.environ, **(env or {})})
+        assert p.returncode == 0, p.stderr
+        return int(json.loads(p.stdout)["max_attempts"])
+
+    toml = repo / "orchestrator.toml"
+    assert max_attempts_of_a_new_task() == 3
+    toml.write_text("[board]\nmax_attempts = 4\n")
+    assert max_attempts_of_a_new_task() == 4
+    assert max_attempts_of_a_new_task() == 4  # from the cache now
+    assert max_attempts_of_a_new_task({"ORCH_BOARD_MAX_ATTEMPTS": "6"}) == 6
+    assert max_attempts_of_a_new_task() == 4
+    toml.write_text("[board]\nmax_attempts = 0\n")  # broken: a warning every time, defaults
+    for _ in range(2):
+        p = subprocess.run([sys.executable, "-m", "orchestrator", "list"], capture_output=True,
+                           text=True, cwd=repo, timeout=60)
+        assert p.returncode == 0 and p.stderr.startswith("warning: ") and \
+            "max_attempts" in p.stderr, p.stderr
+
+
+def test_the_cached_board_settings_have_every_field_of_the_board_section() -> None:
+    from dataclasses import fields
+
+    from orchestrator.board.settings import CheckedBoardSettings
+    from orchestrator.config import BoardConfig
+
+    assert [f.name for f in fields(CheckedBoardSettings)] == list(BoardConfig.model_fields)

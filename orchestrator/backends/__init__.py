@@ -37,11 +37,14 @@ the registry; nothing else needs to know the new name.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-from orchestrator.config import Config
 from orchestrator.errors import ConfigError
-from orchestrator.layout import Layout
-from orchestrator.protocols import Backend
+
+if TYPE_CHECKING:  # the registry itself is read by `add --backend` with nothing heavy
+    from orchestrator.config import Config
+    from orchestrator.layout import Layout
+    from orchestrator.protocols import Backend
 
 BACKENDS: dict[str, str] = {
     "command": "orchestrator.backends.command:CommandBackend",

@@ -14,8 +14,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from orchestrator.board.settings import BoardSettings
 from orchestrator.board.store import FileBoard
-from orchestrator.config import BoardConfig
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import UserError
 from orchestrator.layout import TASKS_DIR, Layout
@@ -23,7 +23,7 @@ from orchestrator.layout import TASKS_DIR, Layout
 __all__ = ["FileBoard", "board_paths", "init_repo", "open_board"]
 
 
-def open_board(layout: Layout, config: BoardConfig | None = None,
+def open_board(layout: Layout, config: BoardSettings | None = None,
                actor: str = "cli", *, create: bool = True) -> ControlPlane:
     """The control plane of ``layout``'s repository, as ``config`` says where it lives:
     the file board (its folders are created when missing unless ``create`` is False), or

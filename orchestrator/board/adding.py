@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.board.model import Budget, Task
-from orchestrator.config import Config
 from orchestrator.errors import InvalidInput
 from orchestrator.layout import Layout
-from orchestrator.protocols import Board
+
+if TYPE_CHECKING:
+    from orchestrator.config import Config
+    from orchestrator.protocols import Board
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,39}$")
 MAX_LABELS = 20
@@ -44,12 +46,13 @@ def labels_of(task: Task) -> list[str]:
     return [x for x in raw if isinstance(x, str) and LABEL_RE.match(x)]
 
 
-def add_task(layout: Layout, config: Config, board: Board, subject: str, *,
+def add_task(layout: Layout, config: Config | None, board: Board, subject: str, *,
              description: str = "", blocked_by: Collection[str] = (), priority: int = 0,
              backend: str | None = None, agent: str | None = None, plan_first: bool = False,
              labels: Collection[str] = (), expect_changes: bool = True,
              budget: Budget | None = None, actor: str = "cli") -> Task:
-    """Add a pending task; errors are `UserError`s with one clear line."""
+    """Add a pending task; errors are `UserError`s with one clear line. ``config`` is
+    needed only with ``agent`` (profiles may be defined there); None loads it then."""
     from orchestrator.backends import check_backend
     from orchestrator.repo import require_commit
 
@@ -59,6 +62,10 @@ def add_task(layout: Layout, config: Config, board: Board, subject: str, *,
     if agent is not None:
         from orchestrator.agent.profiles import check_task_profile
 
+        if config is None:
+            from orchestrator.config import Config
+
+            config = Config.load(layout.root)
         check_task_profile(layout.root, config, agent)
     extra: dict[str, Any] = {k: v for k, v in (("backend", backend), ("agent", agent))
                              if v is not None}

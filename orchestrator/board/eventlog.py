@@ -384,7 +384,7 @@ class EventLog:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        from orchestrator.board.store import flocked
+        from orchestrator.board.flock import flocked
 
         with self._tlock, flocked(self.lock_path, LOCK_TIMEOUT):
             yield

@@ -43,8 +43,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from orchestrator.board.index import (
     DROP_SUFFIXES,
     MAX_TASK_BYTES,
@@ -52,7 +50,7 @@ from orchestrator.board.index import (
     describe_error,
     read_task_file,
 )
-from orchestrator.board.model import Status, Task, normalize_task_id
+from orchestrator.board.model import InvalidRecord, Status, Task, normalize_task_id
 from orchestrator.budget import make_budget
 from orchestrator.errors import Conflict, InvalidInput, NotFound
 from orchestrator.fsutil import atomic_write
@@ -421,7 +419,7 @@ def _machine_trouble(exc: BaseException) -> bool:
 def _reason(exc: BaseException) -> str:
     """One line for why a file was refused: our own errors as they are, others with their
     type."""
-    if isinstance(exc, ValidationError):
+    if isinstance(exc, InvalidRecord):
         return describe_error(exc)
     if isinstance(exc, InvalidInput | Conflict):
         text = str(exc)

@@ -22,8 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
+from orchestrator.board.flock import flocked
 from orchestrator.clock import utcnow
 from orchestrator.controlplane import Message
 from orchestrator.errors import InvalidInput
@@ -46,7 +45,7 @@ class Mailbox:
         self.name = check_name(name)
         self.dir = layout.mailboxes
         self.path = self.dir / f"{name}.jsonl"
-        self._lock = FileLock(str(self.dir / f".{name}.lock"), thread_local=False)
+        self._lock_file = self.dir / f".{name}.lock"
 
     def send(self, sender: str, body: str = "", *, kind: str = "message",
              **fields: Any) -> dict[str, Any]:
@@ -57,7 +56,7 @@ class Mailbox:
         }
         line = (redact(json.dumps(msg, default=str, ensure_ascii=False)) + "\n").encode()
         self.dir.mkdir(parents=True, exist_ok=True)
-        with self._lock:
+        with flocked(self._lock_file, timeout=None):
             append_line(self.path, _after_torn(self.path) + line)
         return msg
 

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+import msgspec
+from msgspec import Meta
 
 from orchestrator.clock import utcnow as utcnow  # re-exported: callers import it from here
 from orchestrator.errors import InvalidInput, InvalidTransition
+from orchestrator.record import InvalidRecord as InvalidRecord  # re-exported
+from orchestrator.record import Record
 
 TASK_ID_RE = re.compile(r"^task_\d{3,}$")
 DEFAULT_MAX_ATTEMPTS = 3
@@ -83,23 +86,19 @@ def check_transition(task_id: str, old: Status, new: Status) -> None:
         raise InvalidTransition(f"{task_id}: cannot go from {old} to {new} (allowed: {allowed})")
 
 
-class Lease(BaseModel):
+class Lease(Record):
     """Who holds a task, until when, and the fencing token every write must carry."""
-
-    model_config = ConfigDict(extra="forbid")
 
     owner: str
     token: int
     expires_at: float
     """Wall-clock epoch seconds; a lease past this is reaped by the lead."""
-    acquired_at: str = Field(default_factory=utcnow)
-    renewed_at: str = Field(default_factory=utcnow)
+    acquired_at: str = msgspec.field(default_factory=utcnow)
+    renewed_at: str = msgspec.field(default_factory=utcnow)
 
 
-class Usage(BaseModel):
+class Usage(Record):
     """Tokens, dollars and wall-clock seconds an agent spent on a task, summed over attempts."""
-
-    model_config = ConfigDict(extra="forbid")
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -131,15 +130,21 @@ MAX_BUDGET_TOKENS = 10**12
 MAX_BUDGET_SECONDS = 30 * 86400.0
 
 
-class Budget(BaseModel):
-    """What a task may spend over all its runs (`orchestrator.budget`); None: no limit."""
+class Budget(Record):
+    """What a task may spend over all its runs (`orchestrator.budget`); None: no limit.
+    Each limit is above 0 and at most its MAX_BUDGET_* (so never infinite or NaN)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    usd: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
-    tokens: int | None = Field(default=None, gt=0, le=MAX_BUDGET_TOKENS)
-    seconds: float | None = Field(default=None, gt=0, le=MAX_BUDGET_SECONDS)
+    usd: Annotated[float, Meta(gt=0, le=MAX_BUDGET_USD)] | None = None
+    tokens: Annotated[int, Meta(gt=0, le=MAX_BUDGET_TOKENS)] | None = None
+    seconds: Annotated[float, Meta(gt=0, le=MAX_BUDGET_SECONDS)] | None = None
     """Wall-clock seconds of the backend's runs (``--timeout``)."""
+
+    def __post_init__(self) -> None:
+        for name, top in (("usd", MAX_BUDGET_USD), ("tokens", MAX_BUDGET_TOKENS),
+                          ("seconds", MAX_BUDGET_SECONDS)):
+            v = getattr(self, name)
+            if v is not None and not 0 < v <= top:  # also NaN
+                raise ValueError(f"budget {name}: must be above 0 and at most {top:g}")
 
 
 class TodoStatus(StrEnum):
@@ -148,32 +153,28 @@ class TodoStatus(StrEnum):
     DONE = "done"
 
 
-class Todo(BaseModel):
+class Todo(Record):
     """One item of the agent's todo list (the ``todo_write`` tool)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    content: str = Field(min_length=1, max_length=500)
+    content: Annotated[str, Meta(min_length=1, max_length=500)]
     status: TodoStatus = TodoStatus.PENDING
 
 
-class Task(BaseModel):
+class Task(Record):
     """One unit of work on the board. The file on disk is the truth."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
     id: str
-    subject: str = Field(min_length=1, max_length=500)
+    subject: Annotated[str, Meta(min_length=1, max_length=500)]
     description: str = ""
     status: Status = Status.PENDING
     priority: int = 0
     """Higher runs first; ties go to the lower id."""
-    blocked_by: list[str] = Field(default_factory=list)
+    blocked_by: list[str] = msgspec.field(default_factory=list)
     backend: str | None = None
     """Overrides the team's backend for this task (e.g. ``command``, ``anthropic``)."""
     agent: str | None = None
     """Agent profile name (``.claude/agents/<name>.md``)."""
-    max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1)
+    max_attempts: Annotated[int, Meta(ge=1)] = DEFAULT_MAX_ATTEMPTS
     attempts: int = 0
     """Runs that ended badly (failed or lease expired); at ``max_attempts`` the task is failed.
     A warm release (the teammate was asked to stop) does not count."""
@@ -191,14 +192,14 @@ class Task(BaseModel):
     base_commit: str | None = None
 
     error: str | None = None
-    feedback: list[str] = Field(default_factory=list)
+    feedback: list[str] = msgspec.field(default_factory=list)
     checks: dict[str, Any] | None = None
-    usage: Usage = Field(default_factory=Usage)
-    budget: Budget = Field(default_factory=Budget)
+    usage: Usage = msgspec.field(default_factory=Usage)
+    budget: Budget = msgspec.field(default_factory=Budget)
     """Limits on ``usage`` (``add --budget-usd/--budget-tokens/--timeout``)."""
     session_id: str | None = None
     """A backend's conversation id, so a retried task can resume it."""
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     """Anything else the user put in the dropped file, kept verbatim."""
     source: str | None = None
     """The dropped file this task came from (``inbox/fix-login.md``), when intake made it."""
@@ -209,30 +210,28 @@ class Task(BaseModel):
     """Run in ``plan`` mode (read-only tools) until the lead approves the agent's plan."""
     plan: str | None = None
     """The plan the lead approved (plan-first tasks); later runs keep normal permissions."""
-    todos: list[Todo] = Field(default_factory=list)
+    todos: list[Todo] = msgspec.field(default_factory=list)
     """The agent's todo list (``todo_write``), shown by ``show`` and ``board``."""
 
-    created_at: str = Field(default_factory=utcnow)
-    updated_at: str = Field(default_factory=utcnow)
+    created_at: str = msgspec.field(default_factory=utcnow)
+    updated_at: str = msgspec.field(default_factory=utcnow)
 
-    @field_validator("id")
-    @classmethod
-    def _id(cls, v: str) -> str:
-        if not TASK_ID_RE.match(v):
-            raise ValueError(f"not a task id: {v!r} (expected task_NNN)")
-        return v
-
-    @field_validator("subject")
-    @classmethod
-    def _subject(cls, v: str) -> str:
-        if any(c in v for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"):
-            raise ValueError("the subject is one line (put details in the description)")
-        return v
-
-    @field_validator("blocked_by")
-    @classmethod
-    def _blockers(cls, v: list[str]) -> list[str]:
-        return [normalize_task_id(x) for x in v]
+    def __post_init__(self) -> None:
+        """What the types cannot say; runs on decoding, construction and copies."""
+        if not isinstance(self.id, str) or not TASK_ID_RE.match(self.id):
+            raise ValueError(f"id: not a task id: {self.id!r} (expected task_NNN)")
+        s = self.subject
+        if not isinstance(s, str) or not 1 <= len(s) <= 500:
+            raise ValueError("subject: 1 to 500 characters")
+        if any(c in s for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"):
+            raise ValueError("subject: the subject is one line (put details in the description)")
+        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise ValueError("max_attempts: at least 1")
+        if self.blocked_by:
+            try:
+                self.blocked_by = [normalize_task_id(x) for x in self.blocked_by]
+            except InvalidInput as exc:
+                raise ValueError(f"blocked_by: {exc}") from None
 
     @property
     def slug(self) -> str:

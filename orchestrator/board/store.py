@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import fcntl
 import os
 import random
 import threading
@@ -24,11 +23,12 @@ from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+import msgspec
 
 from orchestrator.board import graph
 from orchestrator.board.eventlog import EventLog
 from orchestrator.board.feed import ChangeFeed
+from orchestrator.board.flock import LOCK_TIMEOUT, FileLocked, flocked
 from orchestrator.board.index import (
     JOURNAL,
     JOURNAL_MAX_BYTES,
@@ -41,6 +41,7 @@ from orchestrator.board.index import (
 )
 from orchestrator.board.mailboxes import FileMailboxes
 from orchestrator.board.model import (
+    InvalidRecord,
     Lease,
     Status,
     Task,
@@ -50,15 +51,14 @@ from orchestrator.board.model import (
     utcnow,
 )
 from orchestrator.board.requests import FileRequests
+from orchestrator.board.settings import BoardSettings, default_settings
 from orchestrator.board.tasklogs import FileTaskLogs
 from orchestrator.board.teamstatus import FileTeamStatus
-from orchestrator.config import BoardConfig
 from orchestrator.errors import Conflict, InvalidInput, LeaseLost, NotFound
 from orchestrator.events import secret_values
 from orchestrator.fsutil import sync_filesystem
 from orchestrator.layout import Layout
 
-LOCK_TIMEOUT = 10.0
 REAP_LOCK_TIMEOUT = 1.0
 """How long the lead's reaping waits for one task's lock before moving on to the next."""
 SPREAD = 8
@@ -71,47 +71,13 @@ class BoardClosed(RuntimeError):
     """``wait_for_*`` on a board that was closed (by another thread, at shutdown)."""
 
 
-class FileLocked(Exception):
-    """A non-blocking lock attempt found the lock held (internal: claimers move on)."""
-
-
-@contextlib.contextmanager
-def flocked(path: os.PathLike[str] | str, timeout: float | None = LOCK_TIMEOUT) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path``; ``timeout=0`` raises FileLocked at once.
-
-    Each call opens its own descriptor, so the lock also excludes other threads
-    of this process. The lock file is never deleted (deleting races with lockers).
-    """
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except FileNotFoundError:  # O_CREAT only the first time: it takes the folder's lock
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        deadline = time.monotonic() + (timeout or 0)
-        delay = 0.0005
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if timeout is not None and time.monotonic() >= deadline:
-                    if not timeout:
-                        raise FileLocked(str(path)) from None
-                    raise Conflict(f"{os.fspath(path)} stayed locked for {timeout:.0f}s") from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.01)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the flock
-
-
 class FileBoard:
     """Implements `orchestrator.protocols.Board` on the file system."""
 
-    def __init__(self, layout: Layout, config: BoardConfig | None = None,
+    def __init__(self, layout: Layout, config: BoardSettings | None = None,
                  actor: str = "cli") -> None:
         self.layout = layout
-        self.config = config or BoardConfig()
+        self.config = config or default_settings()
         self.actor = actor
         self.events = EventLog(layout.events, actor, secret_values())
         self.mailboxes = FileMailboxes(layout)
@@ -210,8 +176,8 @@ class FileBoard:
         if bad:
             raise InvalidInput(f"cannot set {', '.join(sorted(bad))} on a new task")
         try:
-            Task(id="task_000", **fields)  # validate before an id is spent
-        except ValidationError as exc:
+            Task.model_validate({**fields, "id": "task_000"})  # before an id is spent
+        except InvalidRecord as exc:
             raise InvalidInput(f"invalid task: {describe_error(exc)}") from None
         with flocked(self.layout.locks / "seq.lock"):
             new_id = self._allocate(task_id)
@@ -551,7 +517,7 @@ class FileBoard:
             task = self._read_locked(task_id)
             try:
                 change(task)
-            except ValidationError as exc:
+            except InvalidRecord as exc:
                 raise InvalidInput(f"{task_id}: {describe_error(exc)}") from None
             self._write(task, forgettable=forgettable)
         return task
@@ -633,7 +599,14 @@ def _count_attempt(task: Task, error: str, retry: bool) -> None:
 
 
 def _assign(task: Task, fields: dict[str, Any]) -> None:
-    for name, value in fields.items():
-        if name not in Task.model_fields:
+    """Set ``fields`` on ``task``, each checked (and converted: a dict becomes its record)
+    as decoding checks it."""
+    for name in fields:
+        if name not in Task.__struct_fields__:
             raise InvalidInput(f"{task.id}: unknown field {name!r}")
-        setattr(task, name, value)
+    try:
+        checked = Task.model_validate(task.model_dump() | msgspec.to_builtins(fields))
+    except InvalidRecord as exc:
+        raise InvalidInput(f"{task.id}: {describe_error(exc)}") from None
+    for name in fields:
+        setattr(task, name, getattr(checked, name))

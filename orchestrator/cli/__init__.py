@@ -121,9 +121,10 @@ def _unwrap_help(group: typer.Typer) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
-    from orchestrator.mcp.handshake import early
+    if args[:1] == ["mcp"]:
+        from orchestrator.mcp.handshake import early
 
-    early(args)  # `mcp`: answer initialize before anything heavy is imported
+        early(args)  # answer initialize before anything heavy is imported
     _answer_without_typer(args)
     from orchestrator.errors import OrchestratorError
 

@@ -15,7 +15,7 @@ from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
 
 def _answer(ident: str, approved: bool, message: str, repo: RepoOpt, as_json: bool) -> None:
     r = open_repo(repo)
-    with open_board(r.layout, r.config.board, actor="cli") as board:
+    with open_board(r.layout, r.board, actor="cli") as board:
         req = permission_flow.answer(board, ident, approved=approved, message=message)
     if as_json:
         print_json({"request_id": req["request_id"], "task": req.get("task"),

@@ -42,7 +42,7 @@ def _board(repo: Path | None, *, one_task: bool = False) -> ControlPlane:
     """The board, with dropped files taken in. ``one_task`` commands (add, show, cancel)
     leave the repair of hand-broken task files to the next list: it scans every file."""
     r = open_repo(repo, lenient=True)
-    board = open_board(r.layout, r.config.board, actor="cli")
+    board = open_board(r.layout, r.board, actor="cli")
     board.intake(repair=not one_task)
     say_rejected(board)
     return board
@@ -108,7 +108,7 @@ def migrate(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
     from orchestrator.errors import ConfigError
 
     r = open_repo(repo, ensure=False)
-    url = r.config.board.url
+    url = r.board.url
     if not url:
         raise ConfigError("this repository uses the file board: nothing to migrate "
                           "(orchestrator init --board URL sets up a PostgreSQL board)")
@@ -159,10 +159,10 @@ def add(
 
     budget = make_budget(budget_usd, budget_tokens, timeout)
     r = open_repo(repo, lenient=True)
-    with open_board(r.layout, r.config.board, actor="cli") as board:
+    with open_board(r.layout, r.board, actor="cli") as board:
         board.intake(repair=False)
         say_rejected(board)
-        task = add_task(r.layout, r.config, board, subject, description=description,
+        task = add_task(r.layout, r.config if agent else None, board, subject, description=description,
                         blocked_by=blocked_by or [], priority=priority, backend=backend,
                         agent=agent, plan_first=plan_first, expect_changes=not no_changes,
                         budget=budget, actor="cli")
@@ -194,9 +194,9 @@ def list_tasks(
         tasks = board.list(status or None)
         problems = board.problems()
     if json_:
-        from orchestrator.board.index import TASK_LIST
+        import msgspec
 
-        rows = TASK_LIST.dump_python(tasks, mode="json")  # one call, not one per task
+        rows = msgspec.to_builtins(tasks)  # one call, not one per task
         for row in rows:
             row["problem"] = problems.get(row["id"])
         sys.stdout.write(json.dumps(rows, default=str) + "\n")
@@ -360,7 +360,7 @@ def events(
     task_id = normalize_task_id(task) if task else None
     if lines is None and not follow and not since and sys.stdout.isatty():
         lines = TAIL_ON_TERMINAL
-    board = open_board(r.layout, r.config.board, actor="cli")
+    board = open_board(r.layout, r.board, actor="cli")
     try:
         log = board.events
         found: Iterable[Event]

@@ -27,7 +27,7 @@ def enter(
     exits with its status. The task itself is not touched."""
     r = open_repo(repo)
     task_id = normalize_task_id(task_id)
-    with open_board(r.layout, r.config.board, actor="cli") as board:
+    with open_board(r.layout, r.board, actor="cli") as board:
         path, env = workspace_of(open_isolation(r.layout, r.config.worktree, board), board,
                                  task_id)
         board.events.emit("worktree_entered", task_id, actor="cli", path=str(path),

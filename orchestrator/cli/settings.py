@@ -137,7 +137,7 @@ def plan_cmd(
     lead = _lead_model(script, model or (profile.model if profile else None)
                        or r.config.agent.model)
     try:
-        with open_board(r.layout, r.config.board, actor="lead") as board:
+        with open_board(r.layout, r.board, actor="lead") as board:
             if not dry_run:  # intake moves dropped files: a dry run leaves them be
                 board.intake()
             plan = make_plan(goal, r.layout, r.config, board, lead, dry_run=dry_run,

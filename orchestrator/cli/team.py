@@ -78,7 +78,7 @@ def up(
     if json_out:  # the log went to stderr; the outcome, for scripts
         from orchestrator.board import open_board
 
-        with open_board(r.layout, r.config.board, actor="cli") as board:
+        with open_board(r.layout, r.board, actor="cli") as board:
             print_json({"exit_code": code, "board": status.board_counts(board.list()),
                         "failed": [{"id": t.id, "error": t.error}
                                    for t in board.list() if t.status == "failed"]})
@@ -106,7 +106,7 @@ def down(
 def status_cmd(json_out: JsonOpt = False, repo: RepoOpt = None) -> None:
     """The daemon, what each teammate is doing, and the board counts."""
     r = open_repo(repo, lenient=True)
-    board = open_board(r.layout, r.config.board, actor="cli")
+    board = open_board(r.layout, r.board, actor="cli")
     try:
         tasks = board.list()
         st = status.team_status(r.layout, board, status.board_counts(tasks),
@@ -138,7 +138,7 @@ def send(
 ) -> None:
     """Put a message in a teammate's mailbox (`shutdown_request` asks it to stop)."""
     r = open_repo(repo, lenient=True)
-    with open_board(r.layout, r.config.board, actor="cli") as board:
+    with open_board(r.layout, r.board, actor="cli") as board:
         known = [m["name"] for m in status.team_status(r.layout, board)["teammates"]]
         if name == "all":
             names = known
@@ -181,7 +181,7 @@ def logs(
     commits and costs."""
     r = open_repo(repo, lenient=True)
     tid = normalize_task_id(task_id)
-    with open_board(r.layout, r.config.board, actor="cli") as board:
+    with open_board(r.layout, r.board, actor="cli") as board:
         if not follow and not board.logs.exists(tid):
             try:
                 board.get(tid)
@@ -207,7 +207,7 @@ def _run_ended(r: Any, task_id: str, grace: float = 0.6) -> threading.Event:
     ended = threading.Event()
 
     def watch() -> None:
-        board = open_board(r.layout, r.config.board, actor="cli")
+        board = open_board(r.layout, r.board, actor="cli")
         try:
             while True:
                 try:

@@ -18,7 +18,7 @@ from orchestrator.worktree import Workspaces, open_isolation
 @contextmanager
 def _manager(repo: Path | None) -> Iterator[tuple[Workspaces, list[Task]]]:
     r = open_repo(repo)
-    with open_board(r.layout, r.config.board) as board:
+    with open_board(r.layout, r.board) as board:
         yield open_isolation(r.layout, r.config.worktree, board, actor="cli"), board.list()
 
 

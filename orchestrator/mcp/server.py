@@ -77,7 +77,7 @@ def _summary(task: Task, problems: dict[str, str]) -> dict[str, Any]:
 
 def build_server(repo: Repo) -> tuple[MCPServer, ControlPlane]:
     """The MCP server over ``repo``'s board (close the board when done serving)."""
-    board = open_board(repo.layout, repo.config.board, actor=ACTOR)
+    board = open_board(repo.layout, repo.board, actor=ACTOR)
     layout = repo.layout
     server = BoardServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
 

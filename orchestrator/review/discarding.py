@@ -13,16 +13,15 @@ cleans them up the same way (fail-closed, ``force`` snapshots first), and it sta
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
 from orchestrator.board.model import Status, Task, check_transition
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.layout import Layout
+from orchestrator.record import Record
 from orchestrator.review.common import using_board
 
 
-class DiscardResult(BaseModel):
+class DiscardResult(Record):
     task: Task
     snapshot: str | None = None
     """The snapshot ref that keeps the discarded work (forced discards only)."""

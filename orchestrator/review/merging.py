@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Literal
 
 from filelock import FileLock
-from pydantic import BaseModel
 
 from orchestrator.board.model import Status, Task
 from orchestrator.config import Config
@@ -45,6 +44,7 @@ from orchestrator.errors import (
     UnsafeRemoval,
 )
 from orchestrator.layout import Layout
+from orchestrator.record import Record
 from orchestrator.review.common import using_board
 from orchestrator.review.diff import Changes, changes, current_branch, merge_conflicts
 from orchestrator.worktree.git import Git, list_worktrees
@@ -56,7 +56,7 @@ Strategy = Literal["merge", "squash", "rebase"]
 STRATEGIES: tuple[str, ...] = ("merge", "squash", "rebase")
 
 
-class MergeResult(BaseModel):
+class MergeResult(Record):
     task: Task
     strategy: str
     into: str

@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from psycopg.types.json import Jsonb
-from pydantic import ValidationError
 
 from orchestrator.board import graph
 from orchestrator.board.index import describe_error
 from orchestrator.board.model import (
+    InvalidRecord,
     Lease,
     Status,
     Task,
@@ -49,8 +49,8 @@ from orchestrator.board.pg.parts import (
     PgTeamStatus,
     iso,
 )
+from orchestrator.board.settings import BoardSettings
 from orchestrator.board.store import PROTECTED, BoardClosed, _assign, _count_attempt, _move
-from orchestrator.config import BoardConfig
 from orchestrator.errors import InvalidInput, LeaseLost, NotFound
 from orchestrator.layout import Layout
 
@@ -69,7 +69,7 @@ CHANGE_CHANNELS = ["orch_tasks", "orch_messages", "orch_requests"]
 """What `wait_for_change` wakes on: tasks, mail and permission/plan requests."""
 
 
-def machine_name(layout: Layout, config: BoardConfig) -> str:
+def machine_name(layout: Layout, config: BoardSettings) -> str:
     """This clone's name on the shared board: ``[board] machine``, else host:folder."""
     return config.machine or f"{socket.gethostname()}:{layout.root}"
 
@@ -77,7 +77,7 @@ def machine_name(layout: Layout, config: BoardConfig) -> str:
 class PgBoard:
     """Implements `orchestrator.controlplane.ControlPlane` on PostgreSQL."""
 
-    def __init__(self, layout: Layout, config: BoardConfig, actor: str = "cli") -> None:
+    def __init__(self, layout: Layout, config: BoardSettings, actor: str = "cli") -> None:
         if not config.url:
             raise InvalidInput("PgBoard needs [board] url")
         self.layout = layout
@@ -173,8 +173,8 @@ class PgBoard:
         if bad:
             raise InvalidInput(f"cannot set {', '.join(sorted(bad))} on a new task")
         try:
-            draft = Task(id="task_000", **fields)
-        except ValidationError as exc:
+            draft = Task.model_validate({**fields, "id": "task_000"})
+        except InvalidRecord as exc:
             raise InvalidInput(f"invalid task: {describe_error(exc)}") from None
 
         def insert(cur: Cursor) -> Task:
@@ -438,7 +438,7 @@ class PgBoard:
             task = old.model_copy(deep=True)
             try:
                 change(task)
-            except ValidationError as exc:
+            except InvalidRecord as exc:
                 raise InvalidInput(f"{task.id}: {describe_error(exc)}") from None
             task = self._write(cur, task)
             if event is not None:

@@ -1,0 +1,48 @@
+"""What a board reads of its settings (``[board]`` in orchestrator.toml).
+
+`BoardSettings` is the shape both boards take: `orchestrator.config.BoardConfig` (the
+pydantic model that checks and documents the settings) has it, and so has
+`CheckedBoardSettings`, the same values as a plain record that a command reads from the
+settings cache (`orchestrator.repo`) without importing pydantic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class BoardSettings(Protocol):
+    @property
+    def lease_seconds(self) -> float: ...
+    @property
+    def max_attempts(self) -> int: ...
+    @property
+    def rescan_seconds(self) -> float: ...
+    @property
+    def fsync(self) -> bool: ...
+    @property
+    def url(self) -> str | None: ...
+    @property
+    def remote(self) -> str: ...
+    @property
+    def machine(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class CheckedBoardSettings:
+    """`BoardSettings` that `BoardConfig` has already checked (see the module's text)."""
+
+    lease_seconds: float
+    max_attempts: int
+    rescan_seconds: float
+    fsync: bool
+    url: str | None
+    remote: str
+    machine: str | None
+
+
+def default_settings() -> BoardSettings:
+    from orchestrator.config import BoardConfig
+
+    return BoardConfig()
