@@ -34,6 +34,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
+
 from orchestrator.board.model import TASK_ID_RE, InvalidRecord, Status, Task
 from orchestrator.fsutil import atomic_write
 from orchestrator.record import decode_list, encode_list
@@ -330,11 +332,11 @@ class TaskIndex:
         re-reads every file whose stat differs, so the snapshot is never trusted blindly."""
         try:
             head, _, body = (self.dir / SNAPSHOT).read_bytes().partition(b"\n")
-            meta = json.loads(head)
-            if meta.get("version") != SNAPSHOT_VERSION:
+            meta = msgspec.json.decode(head, type=_SnapshotHead)
+            if meta.version != SNAPSHOT_VERSION:
                 return
             tasks = decode_list(body, Task)  # one call: 50,000 tasks in a tenth of a second
-            keys = [tuple(k) for k in meta["keys"]]
+            keys = meta.keys
             if len(keys) != len(tasks):
                 return
         except (OSError, ValueError, KeyError, TypeError):
@@ -344,6 +346,11 @@ class TaskIndex:
         self._queue = sorted(_order(t) for t in tasks if t.status is Status.PENDING)
         self.max_number = max((task_number(t) for t in self.tasks), default=0)
         self.generation += 1
+
+
+class _SnapshotHead(msgspec.Struct):
+    version: int
+    keys: list[Key]
 
 
 def count_statuses(tasks_dir: Path) -> dict[str, int]:

@@ -258,7 +258,7 @@ def run_intake(board: FileBoard, actor: str | None = None,
     ``rejected``."""
     actor = actor or board.actor
     moved: list[Path] = [] if rejected is None else rejected
-    created = take_dropped(board, actor, moved)
+    created = take_dropped(board, actor, moved, strays=repair)
     if not repair:
         return created
     board._index.refresh()
@@ -275,10 +275,13 @@ def run_intake(board: FileBoard, actor: str | None = None,
     return created
 
 
-def take_dropped(board: Any, actor: str, moved: list[Path]) -> list[Task]:
-    """The dropped files of ``board.layout``'s inbox (and stray files in ``.tasks/``) made
-    tasks with ``board.create`` — for any board implementation whose clone has an inbox;
-    each rejected file's new place is appended to ``moved``."""
+def take_dropped(board: Any, actor: str, moved: list[Path], *,
+                 strays: bool = True) -> list[Task]:
+    """The dropped files of ``board.layout``'s inbox (and, with ``strays``, files dropped
+    straight into ``.tasks/``: finding them reads the whole folder, so commands about one
+    task leave them to the next list) made tasks with ``board.create`` — for any board
+    implementation whose clone has an inbox; each rejected file's new place is appended
+    to ``moved``."""
     layout = board.layout
     with contextlib.suppress(OSError):
         _recover_stale(layout.inbox)
@@ -286,7 +289,7 @@ def take_dropped(board: Any, actor: str, moved: list[Path]) -> list[Task]:
     taken: list[Path] = []
     deferred = getattr(board, "deferred_sync", None)  # the file board: one flush, not 2 a file
     with deferred() if deferred is not None else contextlib.nullcontext():
-        for path, rel in _dropped(layout.tasks, layout.inbox):
+        for path, rel in _dropped(layout.tasks if strays else None, layout.inbox):
             try:
                 task = _take(board, path, rel, actor, moved, taken)
             except Exception as exc:  # one file never stops the others
@@ -320,20 +323,26 @@ def settling(layout: Layout) -> float | None:
     return min(left) if left else None
 
 
-def _dropped(tasks: Path, inbox: Path) -> list[tuple[Path, str]]:
-    """Files (and, in the inbox, anything else that is not hidden) to take in."""
+def _dropped(tasks: Path | None, inbox: Path) -> list[tuple[Path, str]]:
+    """Files (and, in the inbox, anything else that is not hidden) to take in; with
+    ``tasks``, also the files dropped straight into that folder."""
     found: list[tuple[Path, str]] = []
     for folder, prefix in ((inbox, "inbox/"), (tasks, "")):
+        if folder is None:
+            continue
+        in_inbox = folder is inbox
         try:
             with os.scandir(folder) as it:
-                names = [e.name for e in it if not e.name.startswith(".")
-                         and not e.name.endswith(".tmp")
-                         and (folder == inbox or not e.is_dir(follow_symlinks=False))]
+                if in_inbox:
+                    names = [e.name for e in it if not e.name.startswith(".")
+                             and not e.name.endswith(".tmp")]
+                else:  # task files stay; only files people dropped here are taken
+                    names = [n for e in it if (n := e.name).lower().endswith(DROP_SUFFIXES)
+                             and not n.startswith(".") and not n.endswith(".tmp")
+                             and not TASK_FILE_RE.match(n)
+                             and not e.is_dir(follow_symlinks=False)]
         except (FileNotFoundError, NotADirectoryError):
             continue
-        if folder == tasks:  # task files stay; only files people dropped here are taken
-            names = [n for n in names if n.lower().endswith(DROP_SUFFIXES)
-                     and not TASK_FILE_RE.match(n)]
         found.extend((folder / n, prefix + n) for n in sorted(names))
     return found
 

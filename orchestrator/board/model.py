@@ -20,6 +20,8 @@ from orchestrator.record import Record
 
 TASK_ID_RE = re.compile(r"^task_\d{3,}$")
 DEFAULT_MAX_ATTEMPTS = 3
+LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+"""What ends a line (`str.splitlines`); a subject has none."""
 
 
 def format_task_id(n: int) -> str:
@@ -140,6 +142,8 @@ class Budget(Record):
     """Wall-clock seconds of the backend's runs (``--timeout``)."""
 
     def __post_init__(self) -> None:
+        if self.usd is None and self.tokens is None and self.seconds is None:
+            return
         for name, top in (("usd", MAX_BUDGET_USD), ("tokens", MAX_BUDGET_TOKENS),
                           ("seconds", MAX_BUDGET_SECONDS)):
             v = getattr(self, name)
@@ -223,7 +227,7 @@ class Task(Record):
         s = self.subject
         if not isinstance(s, str) or not 1 <= len(s) <= 500:
             raise ValueError("subject: 1 to 500 characters")
-        if any(c in s for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"):
+        if LINE_BREAK.search(s):
             raise ValueError("subject: the subject is one line (put details in the description)")
         if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
             raise ValueError("max_attempts: at least 1")

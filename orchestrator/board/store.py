@@ -91,6 +91,7 @@ class FileBoard:
         self._holder: str | None = None  # the lease owner of the last fenced write, for events
         self._deferred: int | None = None  # the thread inside `deferred_sync`
         self._deferred_seq = 0  # the id mark it has yet to write
+        self._deferred_dirty = False  # it wrote something that skipped its fsync
         self._closed = False
         self.rejected_files: list[Path] = []
         """Where the last `intake` moved the files it rejected (for the command to say)."""
@@ -239,6 +240,7 @@ class FileBoard:
         makes them durable together (intake of a burst of drops: 2 fsyncs a file cost more
         than everything else). Whatever must follow durability waits until after it."""
         self._deferred, self._deferred_seq = threading.get_ident(), 0
+        self._deferred_dirty = False
         try:
             yield
         finally:
@@ -252,8 +254,9 @@ class FileBoard:
                     if self._deferred_seq > high:  # the flush below makes it durable
                         staged_write(self.layout.seq, f"{self._deferred_seq}\n", durable=False)
                 self._deferred_seq = 0
-            if self.config.fsync:
+            if self.config.fsync and self._deferred_dirty:  # nothing written: nothing to flush
                 sync_filesystem(self.layout.tasks)
+            self._deferred_dirty = False
 
     def rejected_drops(self) -> builtins.list[str]:
         from orchestrator.board.intake import rel_to
@@ -459,7 +462,10 @@ class FileBoard:
 
     @property
     def _durable(self) -> bool:
-        return self.config.fsync and self._deferred != threading.get_ident()
+        if self._deferred == threading.get_ident():
+            self._deferred_dirty = True
+            return False
+        return self.config.fsync
 
     def _lock(self, task_id: str, timeout: float | None = LOCK_TIMEOUT
               ) -> contextlib.AbstractContextManager[None]:

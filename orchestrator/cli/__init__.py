@@ -21,15 +21,18 @@ the modules' registrations agree.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import json
 import os
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     import typer
+    import typer.models
 
 #: command name -> (module under ``orchestrator.cli`` registering it, summary for --help).
 #: One line per command, in the order ``orchestrator --help`` lists them.
@@ -131,11 +134,12 @@ def main(argv: list[str] | None = None) -> None:
     _load_commands(args[:1])  # args[0] is a known command: _answer_without_typer checked
     as_json = "--json" in args
     try:
-        if as_json:
-            _run_for_json(args)
-        from orchestrator.cli.app import app
+        with _only(args[0]):
+            if as_json:
+                _run_for_json(args)
+            from orchestrator.cli.app import app
 
-        app(args=args, prog_name=PROG)  # click's standalone mode: usage errors exit 2
+            app(args=args, prog_name=PROG)  # click's standalone mode: usage errors exit 2
     except OrchestratorError as exc:
         _error(str(exc), type(exc).__name__, as_json)
     except KeyboardInterrupt:
@@ -146,6 +150,26 @@ def main(argv: list[str] | None = None) -> None:
             raise
         _error(f"{type(exc).__name__}: {exc} (ORCH_DEBUG=1 for the traceback)",
                type(exc).__name__, as_json)
+
+
+@contextlib.contextmanager
+def _only(name: str) -> Iterator[None]:
+    """While a command runs, typer sees only that command: it builds (and reads the type
+    hints of) the commands it is given, and a module registers several."""
+    from orchestrator.cli.app import app
+
+    commands, groups = app.registered_commands, app.registered_groups
+    app.registered_commands = [c for c in commands if _name_of(c) == name]
+    app.registered_groups = [g for g in groups if g.name == name]
+    try:
+        yield
+    finally:
+        app.registered_commands, app.registered_groups = commands, groups
+
+
+def _name_of(info: typer.models.CommandInfo) -> str:
+    callback = info.callback
+    return info.name or (callback.__name__.replace("_", "-") if callback else "")
 
 
 def _run_for_json(args: list[str]) -> NoReturn:

@@ -162,10 +162,11 @@ def add(
     with open_board(r.layout, r.board, actor="cli") as board:
         board.intake(repair=False)
         say_rejected(board)
-        task = add_task(r.layout, r.config if agent else None, board, subject, description=description,
-                        blocked_by=blocked_by or [], priority=priority, backend=backend,
-                        agent=agent, plan_first=plan_first, expect_changes=not no_changes,
-                        budget=budget, actor="cli")
+        task = add_task(r.layout, r.config if agent else None, board, subject,
+                        description=description, blocked_by=blocked_by or [],
+                        priority=priority, backend=backend, agent=agent,
+                        plan_first=plan_first, expect_changes=not no_changes, budget=budget,
+                        actor="cli")
     if json_:
         print_json(task)
     else:
@@ -196,41 +197,45 @@ def list_tasks(
     if json_:
         import msgspec
 
-        rows = msgspec.to_builtins(tasks)  # one call, not one per task
-        for row in rows:
-            row["problem"] = problems.get(row["id"])
-        sys.stdout.write(json.dumps(rows, default=str) + "\n")
+        enc = msgspec.json.Encoder()  # each task's JSON with its problem spliced in
+        out = sys.stdout.buffer
+        out.write(b"[" + b",".join(enc.encode(t)[:-1] + b',"problem":'
+                                   + enc.encode(problems.get(t.id)) + b"}" for t in tasks)
+                  + b"]\n")
+        out.flush()
         return
     if not tasks:
         typer.echo("no tasks" + (f" in {', '.join(status)}" if status else ""))
         return
     from rich.console import Console
 
-    from orchestrator.cli.table import draw
+    from orchestrator.cli.table import Cell, draw
 
     with_todos = any(t.todos for t in tasks)
-    if not tasks:
-        typer.echo("no tasks" + (f" in {', '.join(status)}" if status else ""))
-        return
-
-
-    with_spent = any(t.usage != Usage() or t.budget != Budget() for t in tasks)
+    nothing, no_limit = Usage(), Budget()
+    with_spent = any(t.usage != nothing or t.budget != no_limit for t in tasks)
     headers = ["id", "status", "pri", "subject", "owner", "blocked by",
                *(["spent"] if with_spent else []), *(["todo"] if with_todos else [])]
-    rows = []
+    piped = not sys.stdout.isatty()  # piped: one line per row, never wrapped, no styles
+    rows: list[list[Cell]] = []
     for t in tasks:
-        state: list[tuple[str, str | None]] = [(str(t.status), STATUS_STYLE[t.status])]
-        if t.id in problems:
-            state += [(" ", None), ("!", "red")]
-        if t.waiting_for:
-            state += [(" ", None), (f"(waiting: {_waiting(t)})", "yellow")]
-        rows.append([t.id, tuple(state), str(t.priority), t.subject, t.owner or "",
-                     ", ".join(t.blocked_by),
-                     *([describe(t.budget, t.usage)] if with_spent else []),
-                     *([progress(t.todos)] if with_todos else [])])
+        state: Cell = t.status.value
+        if not piped or t.id in problems or t.waiting_for:
+            segments: list[tuple[str, str | None]] = [(t.status.value, STATUS_STYLE[t.status])]
+            if t.id in problems:
+                segments += [(" ", None), ("!", "red")]
+            if t.waiting_for:
+                segments += [(" ", None), (f"(waiting: {_waiting(t)})", "yellow")]
+            state = tuple(segments)
+        row: list[Cell] = [t.id, state, str(t.priority), t.subject, t.owner or "",
+                           ", ".join(t.blocked_by)]
+        if with_spent:
+            row.append(describe(t.budget, t.usage))
+        if with_todos:
+            row.append(progress(t.todos))
+        rows.append(row)
     from orchestrator.cli.app import PIPED_WIDTH
 
-    piped = not sys.stdout.isatty()  # piped: one line per row, never wrapped
     console = Console(soft_wrap=False, width=PIPED_WIDTH if piped else None)
     lines = [line.rstrip() if piped else line
              for line in draw(console, headers, rows, [h == "status" for h in headers])]

@@ -35,24 +35,62 @@ def plain(cell: Cell) -> str:
 def draw(console: Console, headers: Sequence[str], rows: Sequence[Sequence[Cell]],
          no_wrap: Sequence[bool]) -> Iterator[str]:
     """The table's lines (without newlines), styled when ``console`` is a terminal."""
-    texts = [[plain(c) for c in row] for row in rows]
+    texts = [[c if c.__class__ is str else plain(c) for c in row] for row in rows]
     widths = _widths(console, headers, texts, no_wrap)
     styled = console.is_terminal and not console.no_color
     render = _Render(console) if styled else None
     header: list[Cell] = [((h, "bold"),) for h in headers]
     yield from _row(console, header, list(headers), widths, no_wrap, render, header=True)
+    if _all_fit(texts, widths):  # no cell needs wrapping: each row is one line
+        if render is None:
+            ljust = str.ljust
+            for text in texts:
+                yield _JOIN.join(map(ljust, text, widths))
+            return
+        yield from _styled_rows(rows, texts, widths, render)
+        return
     for row, text in zip(rows, texts, strict=True):
         yield from _row(console, row, text, widths, no_wrap, render)
+
+
+def _styled_rows(rows: Sequence[Sequence[Cell]], texts: list[list[str]], widths: list[int],
+                 render: _Render) -> Iterator[str]:
+    """`_row`'s lines for rows whose cells all fit, with each styled cell rendered once."""
+    pads = [_JOIN] * (len(widths) - 1) + [""]
+    rendered: dict[tuple[Segment, ...], str] = {}
+    for row, text in zip(rows, texts, strict=True):
+        parts = []
+        for cell, t, w, gap in zip(row, text, widths, pads, strict=True):
+            if cell.__class__ is str:
+                parts.append(t.ljust(w) + gap)
+                continue
+            assert isinstance(cell, tuple)
+            out = rendered.get(cell)
+            if out is None:
+                out = rendered[cell] = "".join(render(s, style) for s, style in cell)
+            parts.append(out + " " * (w - len(t)) + gap)
+        yield "".join(parts)
+
+
+def _all_fit(texts: list[list[str]], widths: list[int]) -> bool:
+    """Every cell is one line of ASCII within its column's width."""
+    for i, width in enumerate(widths):
+        column = [row[i] for row in texts]
+        if not all(map(str.isascii, column)) or any("\n" in t for t in column) or \
+                max(map(len, column), default=0) > width:
+            return False
+    return True
 
 
 def _widths(console: Console, headers: Sequence[str], texts: list[list[str]],
             no_wrap: Sequence[bool]) -> list[int]:
     longest = [cell_len(h) for h in headers]
-    for row in texts:
-        for i, text in enumerate(row):
-            length = len(text) if text.isascii() else cell_len(text)
-            if length > longest[i]:
-                longest[i] = length
+    for i in range(len(headers)):  # column by column: built-ins do the loops
+        column = [row[i] for row in texts]
+        if all(map(str.isascii, column)):
+            longest[i] = max(longest[i], *map(len, column)) if column else longest[i]
+        else:
+            longest[i] = max(longest[i], *map(cell_len, column)) if column else longest[i]
     if sum(longest) + GAP * (len(headers) - 1) <= console.width:
         return longest
     # Wider than the console: rich decides the widths. They depend only on each column's
