@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from orchestrator.errors import UserError
@@ -36,44 +37,44 @@ class Layout:
         wt = Path(worktree_root).resolve() if worktree_root else root / WORKTREES_DIR
         return cls(root=root, worktree_root=wt)
 
-    @property
+    @cached_property
     def tasks(self) -> Path:
         return self.root / TASKS_DIR
 
-    @property
+    @cached_property
     def inbox(self) -> Path:
         return self.tasks / "inbox"
 
-    @property
+    @cached_property
     def rejected(self) -> Path:
         return self.tasks / "rejected"
 
-    @property
+    @cached_property
     def mailboxes(self) -> Path:
         return self.tasks / "mailboxes"
 
-    @property
+    @cached_property
     def logs(self) -> Path:
         return self.tasks / "logs"
 
-    @property
+    @cached_property
     def locks(self) -> Path:
         return self.tasks / ".locks"
 
-    @property
+    @cached_property
     def seq(self) -> Path:
         return self.tasks / ".seq"
 
-    @property
+    @cached_property
     def run(self) -> Path:
         """Daemon state: pid file, daemon log, teammate status files."""
         return self.tasks / ".run"
 
-    @property
+    @cached_property
     def events(self) -> Path:
         return self.worktree_root / "events.jsonl"
 
-    @property
+    @cached_property
     def snapshots(self) -> Path:
         """Hook isolation's workspace snapshots (this machine's)."""
         return self.tasks / "snapshots"

@@ -443,7 +443,10 @@ class FileBoard:
         else:
             # The mark is past every id this board gave out or honoured; files written by
             # hand past it are stepped over. Only a board without a mark lists the files.
-            n = max(high if seen else self._highest_on_disk(), self._deferred_seq) + 1
+            # (Within one deferred batch the mark is kept in memory: the first id of the
+            # batch lists the files, the others start from it.)
+            on_disk = high if seen or self._deferred_seq else self._highest_on_disk()
+            n = max(on_disk, self._deferred_seq) + 1
             while self.layout.task_file(format_task_id(n)).exists():
                 n += 1
         if n > high and self._deferred == threading.get_ident():
