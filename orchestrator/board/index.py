@@ -84,7 +84,7 @@ RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 """Opening failed for want of file descriptors or memory: the file itself may be fine."""
 
 
-def read_task_file(path: Path) -> tuple[Task, Key]:
+def read_task_file(path: Path | str) -> tuple[Task, Key]:
     """Read and validate one task file without following symlinks.
 
     Raises FileNotFoundError, or ValueError with the reason the file is unreadable.
@@ -108,9 +108,10 @@ def read_task_file(path: Path) -> tuple[Task, Key]:
         task = Task.model_validate_json(data)
     except InvalidRecord as exc:
         raise ValueError(describe_error(exc)) from exc
-    name = TASK_FILE_RE.match(path.name)
+    base = os.path.basename(path)
+    name = TASK_FILE_RE.match(base)
     if name and task.id != name.group(1):
-        raise ValueError(f"id {task.id!r} in the file does not match its name {path.name!r}")
+        raise ValueError(f"id {task.id!r} in the file does not match its name {base!r}")
     return task, (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
@@ -135,6 +136,7 @@ class TaskIndex:
         self._journal_pos = 0
         self._journal_ino: int | None = None
         self._next_scan = 0.0
+        self._bulk = False
         self.lock = threading.RLock()
 
     # --- refreshing -------------------------------------------------------------
@@ -175,12 +177,13 @@ class TaskIndex:
             if self._journal_ino == ino and self._journal_pos == start:
                 self._journal_pos = end
 
-    def load(self, task_id: str) -> Task | None:
-        """Re-read one task file into the view; the task, or None when missing or broken."""
+    def load(self, task_id: str, path: str | None = None) -> Task | None:
+        """Re-read one task file (``path``: where it is, when the caller knows) into the
+        view; the task, or None when missing or broken."""
         with self.lock:
             self.stale.discard(task_id)
             try:
-                task, key = read_task_file(self.dir / f"{task_id}.json")
+                task, key = read_task_file(path or os.path.join(self.dir, f"{task_id}.json"))
             except FileNotFoundError:
                 self._drop(task_id)
                 return None
@@ -204,7 +207,10 @@ class TaskIndex:
             if key is not None:
                 self._keys[task.id] = key
             if task.status is Status.PENDING:
-                bisect.insort(self._queue, _order(task))
+                if self._bulk:  # a scan filling an empty view sorts the queue once, at its end
+                    self._queue.append(_order(task))
+                else:
+                    bisect.insort(self._queue, _order(task))
             self.max_number = max(self.max_number, task_number(task.id))
             self.generation += 1
 
@@ -284,6 +290,15 @@ class TaskIndex:
         self._journal_mark()
         if not self.tasks:
             self._load_snapshot()
+        self._bulk = not self.tasks
+        try:
+            self._scan_files()
+        finally:
+            if self._bulk:
+                self._queue.sort()
+                self._bulk = False
+
+    def _scan_files(self) -> None:
         seen: set[str] = set()
         strays = 0
         loaded = 0
@@ -302,7 +317,7 @@ class TaskIndex:
                 if (st.st_mtime_ns, st.st_size, st.st_ino) != self._keys.get(task_id) or (
                     task_id in self.broken or task_id in self.stale
                 ):
-                    self.load(task_id)
+                    self.load(task_id, entry.path)
                     loaded += 1
         for task_id in set(self.tasks) - seen | set(self.broken) - seen:
             self._drop(task_id)
