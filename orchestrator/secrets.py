@@ -23,7 +23,6 @@ shorter than 8 characters are not masked on their own (too many false hits).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -117,6 +116,8 @@ def commit_leaks(worktree: Path, paths: Iterable[str],
 def protect_process() -> list[str]:
     """Keep this process's secrets out of ``/proc/<pid>/environ`` (see the module
     docstring). Returns the names of the variables whose values were overwritten."""
+    import ctypes
+
     for value, name in secret_names().items():
         _remembered.setdefault(value, name)
     with contextlib.suppress(OSError, AttributeError):
@@ -125,6 +126,8 @@ def protect_process() -> list[str]:
 
 
 def _scrub_environ_block() -> list[str]:
+    import ctypes
+
     try:
         fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
         start, end = int(fields[47]), int(fields[48])  # env_start, env_end (proc(5): 50, 51)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import inspect
 import json
 import os
 import sys
@@ -115,6 +114,8 @@ def _unwrap_help(group: typer.Typer) -> None:
     """Docstrings wrap at 100 columns; help is wrapped again to the terminal. Join the
     lines of each paragraph so the help does not break in ragged places."""
     for info in group.registered_commands:
+        import inspect
+
         text = info.help or inspect.getdoc(info.callback) or ""
         info.help = "\n\n".join(" ".join(p.split()) for p in text.split("\n\n"))
     for sub in group.registered_groups:
