@@ -120,7 +120,8 @@ def info(what: str, text: str) -> None:
 
 # --- running the CLI --------------------------------------------------------------------
 def env_for(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ORCH_", "ANTHROPIC"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ORCH_", "ANTHROPIC"))
+           and k != "PYTHONDONTWRITEBYTECODE"}  # as a user runs it: bytecode is cached
     env.update(PAGER="cat", COLUMNS="120", LINES="40", **(extra or {}))
     return env
 
@@ -480,6 +481,9 @@ def main() -> None:
     args = ap.parse_args()
     q = args.quick
     sizes = (100, 1000) if q else (100, 1000, 10_000, 50_000)
+    # An installed package has its bytecode compiled; a checkout being edited may not.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "orchestrator")],
+                   check=True)
     with tempfile.TemporaryDirectory(prefix="orch-bench-") as d:
         tmp = Path(d)
         print(f"machine: {os.cpu_count()} cores, load average "
