@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from orchestrator.board.model import Status, Task
+from orchestrator.board.model import FINAL, Status, Task
 
 DEAD_ENDS = (Status.CANCELLED, Status.DISCARDED)
 
@@ -31,7 +31,7 @@ def find_problems(tasks: Mapping[str, Task]) -> dict[str, str]:
     for tid in _cycle_members(tasks):
         problems[tid] = f"dependency cycle: {' -> '.join(_cycle_path(tid, tasks))}"
     for tid, task in tasks.items():
-        if tid in problems or task.status.final:
+        if tid in problems or task.status in FINAL:
             continue
         for b in task.blocked_by:
             blocker = tasks.get(b)

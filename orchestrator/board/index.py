@@ -124,6 +124,11 @@ class TaskIndex:
         """Task files that exist but do not validate: id -> reason (intake repairs or rejects)."""
         self.strays = 0
         """Files waiting for intake (inbox, or dropped straight into .tasks/) at the last scan."""
+        self.dropped_here = 0
+        """Of those, the files dropped straight into .tasks/."""
+        self.full_scans = 0
+        """How many full scans this view has made (so a caller knows whether its refresh
+        read the whole folder)."""
         self.generation = 0
         """Bumped on every change seen, so derived views (problems) can be cached."""
         self.max_number = 0
@@ -321,6 +326,8 @@ class TaskIndex:
                     loaded += 1
         for task_id in set(self.tasks) - seen | set(self.broken) - seen:
             self._drop(task_id)
+        self.dropped_here = strays
+        self.full_scans += 1
         try:
             with os.scandir(self.dir / "inbox") as it:
                 strays += sum(not e.name.startswith(".") and not e.is_dir(follow_symlinks=False)

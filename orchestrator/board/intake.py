@@ -258,10 +258,14 @@ def run_intake(board: FileBoard, actor: str | None = None,
     ``rejected``."""
     actor = actor or board.actor
     moved: list[Path] = [] if rejected is None else rejected
-    created = take_dropped(board, actor, moved, strays=repair)
+    strays = repair
+    if repair:  # a full scan reads .tasks/ anyway: it counts the files dropped straight there
+        scans = board._index.full_scans
+        board._index.refresh()
+        strays = board._index.dropped_here > 0 or board._index.full_scans == scans
+    created = take_dropped(board, actor, moved, strays=strays)
     if not repair:
         return created
-    board._index.refresh()
     for task_id in list(board._index.broken):
         try:
             task = _repair(board, task_id, actor, moved)

@@ -177,12 +177,12 @@ class FileBoard:
         if bad:
             raise InvalidInput(f"cannot set {', '.join(sorted(bad))} on a new task")
         try:
-            Task.model_validate({**fields, "id": "task_000"})  # before an id is spent
+            draft = Task.model_validate({**fields, "id": "task_000"})  # before an id is spent
         except InvalidRecord as exc:
             raise InvalidInput(f"invalid task: {describe_error(exc)}") from None
         with flocked(self.layout.locks / "seq.lock"):
             new_id = self._allocate(task_id)
-            task = Task(id=new_id, **fields)
+            task = draft.model_copy(update={"id": new_id})
             # The event first: once the file is written a teammate may claim the task,
             # and its task_claimed must come after this in the log.
             self.events.emit(event, task.id, actor=actor, subject=task.subject,

@@ -219,9 +219,9 @@ def list_tasks(
     piped = not sys.stdout.isatty()  # piped: one line per row, never wrapped, no styles
     rows: list[list[Cell]] = []
     for t in tasks:
-        state: Cell = t.status.value
+        state: Cell = t.status  # a str already (`.value` costs an enum descriptor call)
         if not piped or t.id in problems or t.waiting_for:
-            segments: list[tuple[str, str | None]] = [(t.status.value, STATUS_STYLE[t.status])]
+            segments: list[tuple[str, str | None]] = [(t.status, STATUS_STYLE[t.status])]
             if t.id in problems:
                 segments += [(" ", None), ("!", "red")]
             if t.waiting_for:
