@@ -17,6 +17,7 @@ types cannot say, and runs on construction and on ``model_copy`` too. A failure 
 from __future__ import annotations
 
 import copy
+import gc
 from collections.abc import Iterable
 from typing import Any, Self, TypeVar
 
@@ -75,11 +76,20 @@ class Record(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 def decode_list(data: str | bytes, cls: type[R]) -> list[R]:
-    """A JSON array of ``cls`` records, checked like `Record.model_validate_json`."""
+    """A JSON array of ``cls`` records, checked like `Record.model_validate_json`.
+
+    The cycle collector is paused meanwhile: decoding makes millions of objects (none of
+    them in a cycle), and its passes over them took half the time of a 50,000-task
+    snapshot."""
+    paused = gc.isenabled()
+    gc.disable()
     try:
         return msgspec.json.decode(data, type=list[cls], strict=False)  # type: ignore[valid-type]
     except RecursionError:
         raise InvalidRecord(TOO_DEEP) from None
+    finally:
+        if paused:
+            gc.enable()
 
 
 def encode_list(records: list[R]) -> str:
