@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     _answer_without_typer(args)
     from orchestrator.errors import OrchestratorError
 
-    if args[0] in SHORT_LIVED:
+    if args[0] in SHORT_LIVED and "--watch" not in args:  # list --watch runs on
         import gc
 
         gc.disable()  # see SHORT_LIVED
