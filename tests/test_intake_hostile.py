@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board import FileBoard, init_repo, open_board
-from orchestrator.board.model import Status
+from orchestrator.board.model import Status, Task, Todo, Usage
 from orchestrator.layout import Layout
 from tests.test_team_support import cli, start, team_cleanup, team_env, wait_until, working_on
 
@@ -264,3 +264,31 @@ def test_a_fifo_under_a_settings_files_name_is_refused_without_blocking(repo: Pa
         t.join(10)
         assert not t.is_alive(), f"{check.__name__} blocked on a FIFO"
         assert (out and "not a regular file" in out[0]) or out == ["ok"], (check.__name__, out)
+
+
+@pytest.mark.parametrize("fields", [
+    {"priority": "high"}, {"priority": 2**80}, {"max_attempts": 0},
+    {"budget": {"usd": 1e308 * 10}}, {"budget": {"usd": -1}}, {"todos": [{"content": ""}]},
+    {"todos": "not a list"}, {"lease": {"owner": "x"}}, {"blocked_by": ["nope"]},
+    {"subject": "two\u2028lines"}, {"usage": {"cost_usd": "lots"}}, {"status": "done"},
+])
+def test_wrong_types_in_a_task_file_never_reach_the_board(
+        board: FileBoard, fields: dict[str, object]) -> None:
+    """A task file written by hand is checked field by field: it is rejected (naming what
+    is wrong), or repaired as a dropped file is (what a drop does not know goes to
+    metadata); either way every task on the board has fields of the right types."""
+    data = {"id": "task_003", "subject": "hand written", **fields}
+    drop(board.layout.tasks, "task_003.json",
+         json.dumps(data, allow_nan=True).replace("Infinity", "1e999").encode())
+    board.add("a real task")
+    board.intake()
+    tasks = board.list()
+    assert "a real task" in [t.subject for t in tasks]
+    for t in tasks:
+        assert Task.model_validate_json(t.model_dump_json()) == t
+        assert isinstance(t.priority, int) and abs(t.priority) <= 10**9
+        assert all(isinstance(x, Todo) for x in t.todos) and isinstance(t.usage, Usage)
+        assert t.lease is None and t.status is Status.PENDING
+    if len(tasks) == 1:  # rejected: the reason names the field
+        key = next(iter(fields))
+        assert key in reasons(board)["task_003.json"] or "line" in reasons(board)["task_003.json"]

@@ -210,8 +210,9 @@ def write_plan(plan: Plan, board: Board) -> None:
     assert order is not None
     for t in order:  # everything is validated before the first task is written
         try:
-            Task(id="task_000", subject=t.subject, description=t.description,
-                 priority=t.priority, agent=t.agent)
+            Task.model_validate({"id": "task_000", "subject": t.subject,
+                                 "description": t.description, "priority": t.priority,
+                                 "agent": t.agent})
         except ValueError as exc:
             raise InvalidInput(f"plan refused: task {t.ref}: {exc}") from None
     ids: dict[str, str] = {}

@@ -478,7 +478,7 @@ def _repair(board: FileBoard, task_id: str, actor: str, moved: list[Path]) -> Ta
             draft = parse_drop(path.name, _read(path))
             if draft.task_id not in (None, task_id):
                 raise InvalidInput(f"id {draft.task_id} in the file does not match its name")
-            task = Task(id=task_id, **dict(draft.fields, source=path.name))
+            task = Task.model_validate({**draft.fields, "source": path.name, "id": task_id})
         except Exception as exc:  # the file's or ours: rejected with the reason
             if problem is None and 0 <= time.time() - st.st_mtime < SETTLE_SECONDS:
                 return None

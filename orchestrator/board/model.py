@@ -20,6 +20,8 @@ from orchestrator.record import Record
 
 TASK_ID_RE = re.compile(r"^task_\d{3,}$")
 DEFAULT_MAX_ATTEMPTS = 3
+MAX_PRIORITY = 10**9
+"""Priorities are within ±this (they are a 64-bit integer on the PostgreSQL board)."""
 LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 """What ends a line (`str.splitlines`); a subject has none."""
 
@@ -171,7 +173,7 @@ class Task(Record):
     subject: Annotated[str, Meta(min_length=1, max_length=500)]
     description: str = ""
     status: Status = Status.PENDING
-    priority: int = 0
+    priority: Annotated[int, Meta(ge=-MAX_PRIORITY, le=MAX_PRIORITY)] = 0
     """Higher runs first; ties go to the lower id."""
     blocked_by: list[str] = msgspec.field(default_factory=list)
     backend: str | None = None
