@@ -1,0 +1,185 @@
+"""The file board's totals (`FileBoard.summary`) without reading every task file.
+
+``.tasks/.run/board-summary`` keeps, for every task, what it adds to the totals (its
+status, cost and tokens), the failed tasks that wait for a person, and the journal
+position (``.tasks/.journal``) all that includes. A reader applies only the journal
+lines written since, re-reading just the files they name, and adds the totals up over
+packed arrays (C loops): the cost of `summary` follows the writes since the last call,
+not the size of the board.
+
+The summary is a cache, never the truth. It is rebuilt from the board's full index
+(every task file, as `list` reads them) when it is missing or unreadable, when the
+journal was rotated, or when ``.tasks/`` changed with no journal line to say why (a
+task file deleted or replaced by hand, a snapshot or id mark saved); a file edited in
+place by hand, which changes neither, is seen at its next board write or rebuild.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import json
+import os
+from array import array
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.board.index import JOURNAL, read_task_file, task_number
+from orchestrator.board.model import TASK_ID_RE, Status, Task
+from orchestrator.controlplane import BoardSummary
+from orchestrator.fsutil import atomic_write
+
+FILE = "board-summary"
+VERSION = 1
+STATUSES = list(Status)
+NANO = 1_000_000_000
+"""Costs are kept as whole nano-dollars, so adding and taking away stays exact."""
+ROW = 3
+"""Ints per task in ``rows``: status index, cost in nano-dollars, tokens."""
+
+
+@dataclass
+class _Cache:
+    journal: tuple[int, int]
+    """(inode, byte position) of the journal that the rows include."""
+    folder: int
+    """``.tasks/``'s mtime (ns) when they were last brought up to date."""
+    ids: array[int] = field(default_factory=lambda: array("q"))
+    """Task numbers, sorted."""
+    rows: array[int] = field(default_factory=lambda: array("q"))
+    waiting: dict[str, str] = field(default_factory=dict)
+
+    def put(self, task_id: str, task: Task | None) -> None:
+        """Make ``task_id``'s row what ``task`` adds (None: it is gone or unreadable)."""
+        n = task_number(task_id)
+        i = bisect.bisect_left(self.ids, n)
+        here = i < len(self.ids) and self.ids[i] == n
+        self.waiting.pop(task_id, None)
+        if task is None:
+            if here:
+                del self.ids[i]
+                del self.rows[ROW * i:ROW * i + ROW]
+            return
+        row = array("q", (STATUSES.index(task.status), round(task.usage.cost_usd * NANO),
+                          task.usage.tokens))
+        if here:
+            self.rows[ROW * i:ROW * i + ROW] = row
+        else:
+            self.ids.insert(i, n)
+            self.rows[ROW * i:ROW * i] = row
+        if task.status is Status.FAILED and task.waiting_for:
+            self.waiting[task_id] = task.waiting_for
+
+    def summary(self) -> BoardSummary:
+        statuses = self.rows[0::ROW]
+        return BoardSummary(
+            counts={s.value: statuses.count(i) for i, s in enumerate(STATUSES)},
+            cost_usd=round(sum(self.rows[1::ROW]) / NANO, 6),
+            tokens=sum(self.rows[2::ROW]),
+            waiting=sorted(self.waiting.items(), key=lambda kv: task_number(kv[0])))
+
+
+def summarize(tasks_dir: Path, run_dir: Path, all_tasks: Callable[[], Iterable[Task]]
+              ) -> BoardSummary:
+    """The board's totals: from the summary file and the journal lines written since it,
+    or (see the module docstring) rebuilt from ``all_tasks()``. The caller holds the
+    summary's lock, so two readers never apply the same lines twice."""
+    path = run_dir / FILE
+    journal = _journal_stat(tasks_dir)
+    cache = _load(path)
+    if cache is not None and cache.journal[0] == journal[0] and cache.journal[1] <= journal[1]:
+        lines, end = _read_lines(tasks_dir / JOURNAL, cache.journal[1])
+        if cache.folder == _mtime(tasks_dir) and not lines:
+            return cache.summary()
+        if lines:
+            for task_id in dict.fromkeys(lines):
+                cache.put(task_id, _read(tasks_dir / f"{task_id}.json"))
+            cache.journal = (journal[0], end)
+            cache.folder = _mtime(tasks_dir)
+            _save(path, cache)
+            return cache.summary()
+    # no cache, a new journal, or a change that no journal line explains: every task
+    cache = _Cache(journal=journal, folder=_mtime(tasks_dir))
+    _fill(cache, all_tasks())
+    _save(path, cache)
+    return cache.summary()
+
+
+def totals(tasks: Iterable[Task]) -> BoardSummary:
+    """The totals of ``tasks``, counted afresh (no summary file)."""
+    cache = _Cache(journal=(-1, 0), folder=0)
+    _fill(cache, tasks)
+    return cache.summary()
+
+
+def _fill(cache: _Cache, tasks: Iterable[Task]) -> None:
+    for task in sorted(tasks, key=lambda t: task_number(t.id)):
+        cache.put(task.id, task)
+
+
+def _journal_stat(tasks_dir: Path) -> tuple[int, int]:
+    """The journal's (inode, size), made first when missing (as the index does), so that
+    its first appearance is not taken for a rotation."""
+    path = tasks_dir / JOURNAL
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return (-1, 0)
+    return (st.st_ino, st.st_size)
+
+
+def _mtime(folder: Path) -> int:
+    return folder.stat().st_mtime_ns
+
+
+def _read_lines(path: Path, start: int) -> tuple[list[str], int]:
+    """The task ids of the whole journal lines from ``start`` on, and where they end."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(start)
+            data = fh.read()
+    except FileNotFoundError:
+        return [], start
+    end = data.rfind(b"\n") + 1  # a torn last line is read next time
+    ids = [line.split(maxsplit=1)[0] for line in data[:end].decode(errors="replace").split("\n")
+           if line.strip()]
+    return [i for i in ids if TASK_ID_RE.match(i)], start + end
+
+
+def _read(path: Path) -> Task | None:
+    try:
+        return read_task_file(path)[0]
+    except (FileNotFoundError, ValueError):
+        return None  # gone, or broken: not a task (as `list` has it)
+
+
+def _load(path: Path) -> _Cache | None:
+    try:
+        with path.open("rb") as fh:
+            head = json.loads(fh.readline())
+            if head.get("version") != VERSION:
+                return None
+            n = int(head["n"])
+            ids, rows = array("q"), array("q")
+            ids.frombytes(fh.read(n * ids.itemsize))
+            rows.frombytes(fh.read(ROW * n * rows.itemsize))
+            journal = (int(head["journal"][0]), int(head["journal"][1]))
+            waiting = {str(k): str(v) for k, v in dict(head["waiting"]).items()}
+            folder = int(head["folder"])
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+    if len(ids) != n or len(rows) != ROW * n:
+        return None  # torn: rebuilt
+    return _Cache(journal, folder, ids, rows, waiting)
+
+
+def _save(path: Path, cache: _Cache) -> None:
+    head = json.dumps({"version": VERSION, "n": len(cache.ids), "journal": cache.journal,
+                       "folder": cache.folder, "waiting": cache.waiting})
+    with contextlib.suppress(OSError):  # a cache: failing to write it costs speed only
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, head.encode() + b"\n" + cache.ids.tobytes() + cache.rows.tobytes(),
+                     durable=False)
