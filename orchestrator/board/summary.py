@@ -1,11 +1,12 @@
 """The file board's totals (`FileBoard.summary`) without reading every task file.
 
-``.tasks/.run/board-summary`` keeps, for every task, what it adds to the totals (its
-status, cost and tokens), the failed tasks that wait for a person, and the journal
-position (``.tasks/.journal``) all that includes. A reader applies only the journal
-lines written since, re-reading just the files they name, and adds the totals up over
-packed arrays (C loops): the cost of `summary` follows the writes since the last call,
-not the size of the board.
+``.tasks/.run/board-summary`` keeps the totals on its first line, with the journal
+position (``.tasks/.journal``) they include and the failed tasks that wait for a person;
+then, for every task, what it adds to them (its status, cost and tokens) as packed
+arrays. A reader with no journal line since reads the first line only; otherwise it
+applies the lines written since, re-reading just the files they name, and adds the rows
+up again in C loops: the cost of `summary` follows the writes since the last call, not
+the size of the board.
 
 The summary is a cache, never the truth. It is rebuilt from the board's full index
 (every task file, as `list` reads them) when it is missing or unreadable, when the
@@ -87,23 +88,22 @@ def summarize(tasks_dir: Path, run_dir: Path, all_tasks: Callable[[], Iterable[T
     summary's lock, so two readers never apply the same lines twice."""
     path = run_dir / FILE
     journal = _journal_stat(tasks_dir)
-    cache = _load(path)
-    if cache is not None and cache.journal[0] == journal[0] and cache.journal[1] <= journal[1]:
-        lines, end = _read_lines(tasks_dir / JOURNAL, cache.journal[1])
-        if cache.folder == _mtime(tasks_dir) and not lines:
-            return cache.summary()
-        if lines:
+    head = _head(path)
+    if head is not None and head.journal[0] == journal[0] and head.journal[1] <= journal[1]:
+        lines, end = _read_lines(tasks_dir / JOURNAL, head.journal[1])
+        if head.folder == _mtime(tasks_dir) and not lines:
+            return head.totals  # nothing changed: the rows are not even read
+        cache = _load(path) if lines else None
+        if cache is not None:
             for task_id in dict.fromkeys(lines):
                 cache.put(task_id, _read(tasks_dir / f"{task_id}.json"))
             cache.journal = (journal[0], end)
             cache.folder = _mtime(tasks_dir)
-            _save(path, cache)
-            return cache.summary()
+            return _save(path, cache)
     # no cache, a new journal, or a change that no journal line explains: every task
     cache = _Cache(journal=journal, folder=_mtime(tasks_dir))
     _fill(cache, all_tasks())
-    _save(path, cache)
-    return cache.summary()
+    return _save(path, cache)
 
 
 def totals(tasks: Iterable[Task]) -> BoardSummary:
@@ -156,30 +156,67 @@ def _read(path: Path) -> Task | None:
         return None  # gone, or broken: not a task (as `list` has it)
 
 
+@dataclass(frozen=True)
+class _Head:
+    """The summary file's first line: where its rows are up to, and their totals."""
+
+    journal: tuple[int, int]
+    folder: int
+    n: int
+    waiting: dict[str, str]
+    totals: BoardSummary
+
+
+def _head(path: Path) -> _Head | None:
+    try:
+        with path.open("rb") as fh:
+            return _parse_head(fh.readline())
+    except OSError:
+        return None
+
+
+def _parse_head(line: bytes) -> _Head | None:
+    try:
+        head = json.loads(line)
+        if head.get("version") != VERSION:
+            return None
+        waiting = {str(k): str(v) for k, v in dict(head["waiting"]).items()}
+        counts = {s.value: int(head["counts"][s.value]) for s in STATUSES}
+        totals = BoardSummary(counts=counts, cost_usd=float(head["cost_usd"]),
+                              tokens=int(head["tokens"]),
+                              waiting=sorted(waiting.items(),
+                                             key=lambda kv: task_number(kv[0])))
+        return _Head((int(head["journal"][0]), int(head["journal"][1])), int(head["folder"]),
+                     int(head["n"]), waiting, totals)
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return None
+
+
 def _load(path: Path) -> _Cache | None:
     try:
         with path.open("rb") as fh:
-            head = json.loads(fh.readline())
-            if head.get("version") != VERSION:
+            head = _parse_head(fh.readline())
+            if head is None:
                 return None
-            n = int(head["n"])
             ids, rows = array("q"), array("q")
-            ids.frombytes(fh.read(n * ids.itemsize))
-            rows.frombytes(fh.read(ROW * n * rows.itemsize))
-            journal = (int(head["journal"][0]), int(head["journal"][1]))
-            waiting = {str(k): str(v) for k, v in dict(head["waiting"]).items()}
-            folder = int(head["folder"])
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
+            ids.frombytes(fh.read(head.n * ids.itemsize))
+            rows.frombytes(fh.read(ROW * head.n * rows.itemsize))
+    except (OSError, ValueError):
         return None
-    if len(ids) != n or len(rows) != ROW * n:
+    if len(ids) != head.n or len(rows) != ROW * head.n:
         return None  # torn: rebuilt
-    return _Cache(journal, folder, ids, rows, waiting)
+    return _Cache(head.journal, head.folder, ids, rows, dict(head.waiting))
 
 
-def _save(path: Path, cache: _Cache) -> None:
+def _save(path: Path, cache: _Cache) -> BoardSummary:
+    """Write the cache (a failure costs speed only) and return its totals."""
+    totals = cache.summary()
     head = json.dumps({"version": VERSION, "n": len(cache.ids), "journal": cache.journal,
-                       "folder": cache.folder, "waiting": cache.waiting})
-    with contextlib.suppress(OSError):  # a cache: failing to write it costs speed only
+                       "folder": cache.folder, "waiting": cache.waiting,
+                       "counts": totals.counts, "cost_usd": totals.cost_usd,
+                       "tokens": totals.tokens})
+    with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, head.encode() + b"\n" + cache.ids.tobytes() + cache.rows.tobytes(),
                      durable=False)
+    return totals
