@@ -345,3 +345,16 @@ def test_summary_reads_only_what_changed_and_rebuilds_when_it_cannot_tell(
     (layout.run / summary.FILE).write_bytes(b'{"version": 1, "n": 99999, "journal"')
     got, want, _ = fresh()
     assert got == want
+    # a journal begun anew on the same inode (as a reused one would be), longer than the
+    # old one: its lines are not the ones the summary was up to, so it counts afresh
+    merged = Task(id="task_010", subject="t10", status=Status.MERGED)
+    journal = layout.tasks / index.JOURNAL
+    size = journal.stat().st_size
+    with layout.task_file("task_010").open("r+") as fh:  # in place: no folder change
+        fh.truncate(0)
+        fh.write(merged.model_dump_json())
+    with journal.open("r+b") as fh:
+        fh.truncate(0)
+        fh.write(b"task_900 pending 0\n" * (size // 10 + 1))
+    got, want, _ = fresh()
+    assert got == want and got["merged"] == 1

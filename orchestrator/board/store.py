@@ -202,8 +202,7 @@ class FileBoard:
                 return list(self._index.tasks.values())
 
         try:
-            lock = flocked(self.layout.locks / "summary.lock")
-            with lock:
+            with flocked(self.layout.locks / "summary.lock"):
                 return summary.summarize(self.layout.tasks, self.layout.run, every)
         except (PermissionError, FileNotFoundError):  # a board this process cannot write to
             return summary.totals(every())

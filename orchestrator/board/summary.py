@@ -37,6 +37,8 @@ STATUSES = list(Status)
 NANO = 1_000_000_000
 """Costs are kept as whole nano-dollars, so adding and taking away stays exact."""
 ROW = 3
+LEAD = 64
+"""How many of the journal's first bytes identify it."""
 """Ints per task in ``rows``: status index, cost in nano-dollars, tokens."""
 
 
@@ -44,6 +46,8 @@ ROW = 3
 class _Cache:
     journal: tuple[int, int]
     """(inode, byte position) of the journal that the rows include."""
+    lead: bytes
+    """The journal's first bytes then: a journal made anew on a reused inode differs."""
     folder: int
     """``.tasks/``'s mtime (ns) when they were last brought up to date."""
     ids: array[int] = field(default_factory=lambda: array("q"))
@@ -87,9 +91,10 @@ def summarize(tasks_dir: Path, run_dir: Path, all_tasks: Callable[[], Iterable[T
     or (see the module docstring) rebuilt from ``all_tasks()``. The caller holds the
     summary's lock, so two readers never apply the same lines twice."""
     path = run_dir / FILE
-    journal = _journal_stat(tasks_dir)
+    journal, lead = _journal_stat(tasks_dir)
     head = _head(path)
-    if head is not None and head.journal[0] == journal[0] and head.journal[1] <= journal[1]:
+    if head is not None and head.journal[0] == journal[0] and head.journal[1] <= journal[1] \
+            and lead.startswith(head.lead):
         lines, end = _read_lines(tasks_dir / JOURNAL, head.journal[1])
         if head.folder == _mtime(tasks_dir) and not lines:
             return head.totals  # nothing changed: the rows are not even read
@@ -97,18 +102,18 @@ def summarize(tasks_dir: Path, run_dir: Path, all_tasks: Callable[[], Iterable[T
         if cache is not None:
             for task_id in dict.fromkeys(lines):
                 cache.put(task_id, _read(tasks_dir / f"{task_id}.json"))
-            cache.journal = (journal[0], end)
+            cache.journal, cache.lead = (journal[0], end), lead
             cache.folder = _mtime(tasks_dir)
             return _save(path, cache)
     # no cache, a new journal, or a change that no journal line explains: every task
-    cache = _Cache(journal=journal, folder=_mtime(tasks_dir))
+    cache = _Cache(journal=journal, lead=lead, folder=_mtime(tasks_dir))
     _fill(cache, all_tasks())
     return _save(path, cache)
 
 
 def totals(tasks: Iterable[Task]) -> BoardSummary:
     """The totals of ``tasks``, counted afresh (no summary file)."""
-    cache = _Cache(journal=(-1, 0), folder=0)
+    cache = _Cache(journal=(-1, 0), lead=b"", folder=0)
     _fill(cache, tasks)
     return cache.summary()
 
@@ -118,17 +123,18 @@ def _fill(cache: _Cache, tasks: Iterable[Task]) -> None:
         cache.put(task.id, task)
 
 
-def _journal_stat(tasks_dir: Path) -> tuple[int, int]:
-    """The journal's (inode, size), made first when missing (as the index does), so that
-    its first appearance is not taken for a rotation."""
+def _journal_stat(tasks_dir: Path) -> tuple[tuple[int, int], bytes]:
+    """The journal's (inode, size) and first bytes; it is made first when missing (as the
+    index does), so that its first appearance is not taken for a rotation."""
     path = tasks_dir / JOURNAL
     with contextlib.suppress(OSError):
         os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
     try:
-        st = path.stat()
+        with path.open("rb") as fh:
+            st = os.fstat(fh.fileno())
+            return (st.st_ino, st.st_size), fh.read(LEAD)
     except FileNotFoundError:
-        return (-1, 0)
-    return (st.st_ino, st.st_size)
+        return (-1, 0), b""
 
 
 def _mtime(folder: Path) -> int:
@@ -161,6 +167,7 @@ class _Head:
     """The summary file's first line: where its rows are up to, and their totals."""
 
     journal: tuple[int, int]
+    lead: bytes
     folder: int
     n: int
     waiting: dict[str, str]
@@ -186,8 +193,9 @@ def _parse_head(line: bytes) -> _Head | None:
                               tokens=int(head["tokens"]),
                               waiting=sorted(waiting.items(),
                                              key=lambda kv: task_number(kv[0])))
-        return _Head((int(head["journal"][0]), int(head["journal"][1])), int(head["folder"]),
-                     int(head["n"]), waiting, totals)
+        return _Head((int(head["journal"][0]), int(head["journal"][1])),
+                     bytes.fromhex(head["lead"]), int(head["folder"]), int(head["n"]), waiting,
+                     totals)
     except (ValueError, KeyError, TypeError, IndexError, AttributeError):
         return None
 
@@ -205,14 +213,15 @@ def _load(path: Path) -> _Cache | None:
         return None
     if len(ids) != head.n or len(rows) != ROW * head.n:
         return None  # torn: rebuilt
-    return _Cache(head.journal, head.folder, ids, rows, dict(head.waiting))
+    return _Cache(head.journal, head.lead, head.folder, ids, rows, dict(head.waiting))
 
 
 def _save(path: Path, cache: _Cache) -> BoardSummary:
     """Write the cache (a failure costs speed only) and return its totals."""
     totals = cache.summary()
     head = json.dumps({"version": VERSION, "n": len(cache.ids), "journal": cache.journal,
-                       "folder": cache.folder, "waiting": cache.waiting,
+                       "lead": cache.lead[:cache.journal[1]].hex(), "folder": cache.folder,
+                       "waiting": cache.waiting,
                        "counts": totals.counts, "cost_usd": totals.cost_usd,
                        "tokens": totals.tokens})
     with contextlib.suppress(OSError):

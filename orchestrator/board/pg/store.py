@@ -30,7 +30,7 @@ from psycopg.types.json import Jsonb
 from pydantic import ValidationError
 
 from orchestrator.board import graph
-from orchestrator.board.index import describe_error
+from orchestrator.board.index import describe_error, task_number
 from orchestrator.board.model import (
     Lease,
     Status,
@@ -178,7 +178,7 @@ class PgBoard:
                 waiting += [(format_task_id(int(k)), str(v))
                             for k, v in (asks if isinstance(asks, dict) else {}).items()]
             return BoardSummary(counts=counts, cost_usd=round(cost, 6), tokens=tokens,
-                                waiting=sorted(waiting, key=lambda w: int(w[0][5:])))
+                                waiting=sorted(waiting, key=lambda w: task_number(w[0])))
 
         return self.db.run(select)
 
