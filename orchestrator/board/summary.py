@@ -34,10 +34,13 @@ from orchestrator.fsutil import atomic_write
 FILE = "board-summary"
 VERSION = 1
 STATUSES = list(Status)
+STATUS_NAMES = [s.value for s in STATUSES]
 NANO = 1_000_000_000
 """Costs are kept as whole nano-dollars, so adding and taking away stays exact."""
 ROW = 3
 LEAD = 64
+MAX_HEAD = 8 << 20
+"""A longer first line is not read (the file is rebuilt)."""
 """How many of the journal's first bytes identify it."""
 """Ints per task in ``rows``: status index, cost in nano-dollars, tokens."""
 
@@ -177,7 +180,7 @@ class _Head:
 def _head(path: Path) -> _Head | None:
     try:
         with path.open("rb") as fh:
-            return _parse_head(fh.readline())
+            return _parse_head(fh.readline(MAX_HEAD))
     except OSError:
         return None
 
@@ -185,8 +188,8 @@ def _head(path: Path) -> _Head | None:
 def _parse_head(line: bytes) -> _Head | None:
     try:
         head = json.loads(line)
-        if head.get("version") != VERSION:
-            return None
+        if head.get("version") != VERSION or head.get("statuses") != STATUS_NAMES:
+            return None  # rows count statuses by their place in this list
         waiting = {str(k): str(v) for k, v in dict(head["waiting"]).items()}
         counts = {s.value: int(head["counts"][s.value]) for s in STATUSES}
         totals = BoardSummary(counts=counts, cost_usd=float(head["cost_usd"]),
@@ -203,7 +206,7 @@ def _parse_head(line: bytes) -> _Head | None:
 def _load(path: Path) -> _Cache | None:
     try:
         with path.open("rb") as fh:
-            head = _parse_head(fh.readline())
+            head = _parse_head(fh.readline(MAX_HEAD))
             if head is None:
                 return None
             ids, rows = array("q"), array("q")
@@ -219,9 +222,9 @@ def _load(path: Path) -> _Cache | None:
 def _save(path: Path, cache: _Cache) -> BoardSummary:
     """Write the cache (a failure costs speed only) and return its totals."""
     totals = cache.summary()
-    head = json.dumps({"version": VERSION, "n": len(cache.ids), "journal": cache.journal,
-                       "lead": cache.lead[:cache.journal[1]].hex(), "folder": cache.folder,
-                       "waiting": cache.waiting,
+    head = json.dumps({"version": VERSION, "statuses": STATUS_NAMES, "n": len(cache.ids),
+                       "journal": cache.journal, "lead": cache.lead[:cache.journal[1]].hex(),
+                       "folder": cache.folder, "waiting": cache.waiting,
                        "counts": totals.counts, "cost_usd": totals.cost_usd,
                        "tokens": totals.tokens})
     with contextlib.suppress(OSError):
