@@ -10,9 +10,10 @@ the size of the board.
 
 The summary is a cache, never the truth. It is rebuilt from the board's full index
 (every task file, as `list` reads them) when it is missing or unreadable, when the
-journal was rotated, or when ``.tasks/`` changed with no journal line to say why (a
-task file deleted or replaced by hand, a snapshot or id mark saved); a file edited in
-place by hand, which changes neither, is seen at its next board write or rebuild.
+journal was rotated, or when ``.tasks/`` changed while the journal did not (a task
+file deleted or replaced by hand, a snapshot or id mark saved). A hand change made
+while the board was also written, or a file edited in place (which changes neither),
+is seen at that task's next board write or the next rebuild.
 """
 
 from __future__ import annotations
@@ -38,11 +39,11 @@ STATUS_NAMES = [s.value for s in STATUSES]
 NANO = 1_000_000_000
 """Costs are kept as whole nano-dollars, so adding and taking away stays exact."""
 ROW = 3
+"""Ints per task in ``rows``: status index, cost in nano-dollars, tokens."""
 LEAD = 64
+"""How many of the journal's first bytes identify it."""
 MAX_HEAD = 8 << 20
 """A longer first line is not read (the file is rebuilt)."""
-"""How many of the journal's first bytes identify it."""
-"""Ints per task in ``rows``: status index, cost in nano-dollars, tokens."""
 
 
 @dataclass
