@@ -25,9 +25,10 @@ parameter there):
   (``Task.fence``); fenced writes with an older token raise `LeaseLost` and change
   nothing; `requeue_expired` / `requeue_owner` count an attempt; `ready` in claim
   order (priority, then id), blockers in review/merged; `problems` names cycles and
-  unknown blockers. ``task_created`` is in the event log before the task can be
-  claimed. `wait_for_change` / `wait_for_ready` block without busy polling and wake
-  on another process's write.
+  unknown blockers; `summary` counts what `list` holds without listing it.
+  ``task_created`` is in the event log before the task can be claimed.
+  `wait_for_change` / `wait_for_ready` block without busy polling and wake on another
+  process's write.
 - **Events**: `Events.emit` assigns ``seq`` strictly increasing per board across all
   writers and returns the stored event; a reader never sees seq N+1 before seq N is
   readable (append order = seq order). `read(since=, task=)` must not scan the whole
@@ -177,6 +178,20 @@ class LogRecord:
         return cls(ts=str(d.get("ts") or ""), kind=str(d.get("kind") or ""),
                    actor=None if actor is None else str(actor),
                    fields={k: v for k, v in d.items() if k not in ("ts", "kind", "actor")})
+
+
+@dataclass(frozen=True)
+class BoardSummary:
+    """What `Board.summary` answers: the board's totals, as ``orchestrator status`` shows
+    them."""
+
+    counts: dict[str, int]
+    """Tasks per status, every status named (0 when none)."""
+    cost_usd: float
+    """What every task's agent spent, summed (rounded to 6 places)."""
+    tokens: int
+    waiting: list[tuple[str, str]] = field(default_factory=list)
+    """(task id, what it asks) of each failed task that waits for a person, by id."""
 
 
 TeammateStateName = Literal["starting", "idle", "working", "blocked", "stopped"]
@@ -420,6 +435,10 @@ class Board(Protocol):
         ...
     def problems(self) -> dict[str, str]:
         """Task id -> why it can never become ready (dependency cycle, unknown blocker)."""
+        ...
+    def summary(self) -> BoardSummary:
+        """Tasks per status, the spending summed over every task, and the failed tasks
+        waiting for a person, at a cost that does not grow with the board's size."""
         ...
 
     # --- writing (people and the lead) --------------------------------------

@@ -296,3 +296,65 @@ def test_status_counts_without_building_every_task_agree_with_a_full_list(repo: 
     assert counts["cancelled"] == 1 and counts["merged"] == 1 and sum(counts.values()) == 229
     (layout.tasks / SNAPSHOT).write_text("not json")
     assert count_statuses(layout.tasks) == expected  # a bad snapshot: every file is read
+
+
+def test_summary_reads_only_what_changed_and_rebuilds_when_it_cannot_tell(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`FileBoard.summary` in a fresh process reads the task files the journal names since
+    its last answer, not the board; a change with no journal line (a file deleted or
+    replaced by hand) or a damaged summary file makes it count every task again."""
+    from orchestrator.board import index, summary
+    from orchestrator.board.model import Task
+    from orchestrator.team.status import board_counts
+
+    layout = init_repo(repo)
+    for i in range(1, 61):
+        t = Task(id=f"task_{i:03d}", subject=f"t{i}")
+        layout.task_file(t.id).write_text(t.model_dump_json())
+    reads: list[str] = []
+    real = index.read_task_file
+
+    def counted(path: Path | str) -> tuple[Task, index.Key]:
+        reads.append(os.path.basename(path))
+        return real(path)
+
+    monkeypatch.setattr(summary, "read_task_file", counted)
+    monkeypatch.setattr(index, "read_task_file", counted)
+
+    def fresh() -> tuple[dict[str, int], dict[str, int], list[str]]:
+        reads.clear()
+        with open_board(layout, BoardConfig(fsync=False)) as b:
+            got = b.summary().counts
+            seen = list(reads)
+            return got, board_counts(b.list()), seen
+
+    got, want, seen = fresh()
+    assert got == want and want["pending"] == 60 and len(seen) >= 60  # first: every file
+    got, want, seen = fresh()
+    assert got == want and seen == []  # nothing changed: no task file read
+    with open_board(layout, BoardConfig(fsync=False)) as b:
+        b.cancel("task_007")
+        b.add("one more")
+    got, want, seen = fresh()
+    assert got == want and got["cancelled"] == 1 and got["pending"] == 60
+    assert sorted(seen) == ["task_007.json", "task_061.json"]
+    time.sleep(0.01)
+    layout.task_file("task_003").unlink()  # by hand: no journal line
+    got, want, seen = fresh()
+    assert got == want and sum(got.values()) == 60 and len(seen) >= 59
+    (layout.run / summary.FILE).write_bytes(b'{"version": 1, "n": 99999, "journal"')
+    got, want, _ = fresh()
+    assert got == want
+    # a journal begun anew on the same inode (as a reused one would be), longer than the
+    # old one: its lines are not the ones the summary was up to, so it counts afresh
+    merged = Task(id="task_010", subject="t10", status=Status.MERGED)
+    journal = layout.tasks / index.JOURNAL
+    size = journal.stat().st_size
+    with layout.task_file("task_010").open("r+") as fh:  # in place: no folder change
+        fh.truncate(0)
+        fh.write(merged.model_dump_json())
+    with journal.open("r+b") as fh:
+        fh.truncate(0)
+        fh.write(b"task_900 pending 0\n" * (size // 10 + 1))
+    got, want, _ = fresh()
+    assert got == want and got["merged"] == 1

@@ -290,3 +290,52 @@ def test_a_slow_mcp_server_s_tools_are_there_on_the_first_turn(repo: Path) -> No
         assert res.returncode == 0, res.stdout + res.stderr
         first = cc.conversations()[0]
         assert "mcp__slow__ping" in {t["name"] for t in first["tools"]}
+
+
+def test_a_message_sent_while_claude_code_works_resumes_its_session_with_it(
+        repo: Path) -> None:
+    """`orchestrator send alice …` while alice's Claude Code turn runs: when the turn ends
+    the teammate resumes the same session with the message, and the agent acts on it
+    (a real team, the real CLI; the first turn waits until the message was delivered)."""
+    from tests.test_team_support import finish, start, team_cleanup, working_on
+
+    claude_binary()
+    messages = repo / ".tasks" / ".run" / "messages" / "task_001.md"
+
+    def script(wt: Path) -> list[Any]:
+        return ["First pass done.",  # the turn the message arrives in
+                write(wt / "v2.txt", "v2\n"), "Switched to v2."]
+
+    with LoopbackAPI() as api:
+        cc = ClaudeScript(api, script)
+        scripted = cc.respond
+
+        def respond(body: dict[str, Any]) -> Any:
+            if body.get("tools") and not any(m.get("role") == "assistant"
+                                             for m in body.get("messages", [])):
+                wait_until(lambda: messages.exists() and "use the v2 API" in
+                           messages.read_text(), 60, "the message to be delivered")
+            return scripted(body)
+
+        api.responder = respond
+        with open_board(Layout.at(repo)) as board:
+            task = board.add("Build the client")
+        with team_cleanup(repo):
+            proc = start(repo, "--burst", "-n", "1", "--backend", "claude-code",
+                         env={**team_env(), **claude_env(api)})
+            wait_until(lambda: working_on(repo, task.id), 90, "Claude Code to start")
+            out = cli(repo, "send", "alice", "use the v2 API")
+            assert out.returncode == 0, out.stderr
+            code, said_out = finish(proc, 120)
+        assert code == 0, said_out
+        assert cc.problems == [] and api.errors == []
+        talks = cc.conversations()
+        assert not said(talks[:1], "use the v2 API")  # it came after the turn started
+        assert said(talks[1:2], "use the v2 API") and said(talks[1:2], "from cli")
+    [done] = tasks(repo)
+    assert done.status is Status.REVIEW, done.error
+    assert git_show(repo, f"{done.branch}:v2.txt") == "v2\n"
+    started = log(repo, task.id, "backend_started")
+    assert len(started) == 2 and started[1]["resume"] == done.session_id
+    assert [r["text"] for r in log(repo, task.id, "messages_delivered")] == [
+        messages.read_text().strip()]

@@ -86,3 +86,25 @@ def test_bad_input_is_one_line(repo: Path) -> None:
     res = enter(repo, task.id, "--", "no-such-command-here")
     assert res.returncode == 127 and res.stderr.startswith("error: cannot run no-such-command")
     assert "Traceback" not in res.stderr
+
+
+def test_json_prints_the_command_s_output_first_then_the_json_as_the_last_line(
+        repo: Path) -> None:
+    """`enter ID --json -- CMD`: what the command prints comes first, as it printed it; the
+    JSON is the last line, on its own even when the command's output ends mid-line."""
+    import json
+
+    task = claimed_task(repo)
+    body = "".join(f"line {i}\n" for i in range(5000))  # more than one pipe buffer
+    script = f"printf '%s' '{body}'; echo to-stderr >&2; printf 'no newline at the end'; exit 3"
+    res = enter(repo, "1", "--json", "--", "sh", "-c", script)
+    assert res.returncode == 3, res.stderr
+    *printed, last = res.stdout.split("\n")[:-1]
+    assert "\n".join(printed) + "\n" == body + "no newline at the end\n"
+    assert json.loads(last) == {"task": task.id, "worktree": task.worktree,
+                                "command": ["sh", "-c", script], "exit_code": 3}
+    assert res.stderr == "to-stderr\n"
+    res = enter(repo, "1", "--json", "--", "sh", "-c", "echo done")
+    assert res.returncode == 0 and res.stdout.split("\n")[0] == "done"
+    assert json.loads(res.stdout.split("\n")[1])["exit_code"] == 0
+    assert res.stdout.count("\n") == 2  # no blank line added after a whole line

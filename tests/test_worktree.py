@@ -404,7 +404,7 @@ def test_refs_read_from_files_agree_with_git_or_defer_to_it(repo: Path) -> None:
     assert read_commits(common, common, ["refs/tags/light"]) is None  # tags: git peels them
 
 
-def test_removal_without_changes_runs_seven_git_processes_and_a_dirty_one_still_refuses(
+def test_removal_without_changes_runs_four_git_processes_and_a_dirty_one_still_refuses(
         repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from orchestrator.worktree import git as gitmod
 
@@ -415,22 +415,48 @@ def test_removal_without_changes_runs_seven_git_processes_and_a_dirty_one_still_
         calls.append(args)
         return real(self, *args, **kw)  # type: ignore[arg-type]
 
+    (repo / ".gitignore").write_text("*.log\nnode_modules/\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "ignore")
     monkeypatch.setattr(gitmod.Git, "run", counted)
     m = WorktreeManager(Layout.at(repo, tmp_path / "wt").ensure(), WorktreeConfig(), None)
     m.prepare()
     calls.clear()
     task = Task(id="task_001", subject="clean")
     ws = m.create(task)
+    (ws.path / "node_modules" / "pkg").mkdir(parents=True)
+    (ws.path / "node_modules" / "pkg" / "index.js").write_text("x\n")
+    (ws.path / "logs").mkdir()
+    (ws.path / "logs" / "run.log").write_text("ran\n")  # ignored, in a folder git has not
     m.remove(task)
-    # create: add, checkout; remove: status (is it clean), rev-list (are its commits held
-    # by another ref, or is a snapshot needed), ls-files (its gitignored files are kept, not
-    # deleted), worktree remove, update-ref
-    assert [c[0] for c in calls] == ["worktree", "checkout", "status", "rev-list", "ls-files",
-                                     "worktree", "update-ref"]
+    # create: worktree add -b; remove: status (changes, and the ignored files to keep),
+    # worktree remove, update-ref (its tip is the base's: no rev-list, no snapshot)
+    assert [c[0] for c in calls] == ["worktree", "status", "worktree", "update-ref"]
     assert not ws.path.exists() and not git(repo, "branch", "--list", ws.branch).strip()
+    assert m.kept_ignored is not None
+    assert (m.kept_ignored / "node_modules" / "pkg" / "index.js").read_text() == "x\n"
+    assert (m.kept_ignored / "logs" / "run.log").read_text() == "ran\n"
+    assert not (m.kept_ignored / ".task_ref").exists()
     dirty = Task(id="task_002", subject="dirty")
     ws = m.create(dirty)
     (ws.path / "new.txt").write_text("work\n")
     with pytest.raises(UnsafeRemoval, match=r"new\.txt"):
         m.remove(dirty)
     assert (ws.path / "new.txt").read_text() == "work\n"
+
+
+def test_a_branch_whose_commits_no_other_ref_holds_leaves_a_snapshot(repo: Path) -> None:
+    """A commit on the task's branch that is then made reachable from the base (a merge)
+    needs no snapshot; one that only the branch holds does, although nothing is at risk
+    for `risks` once the base's name moved onto it and back."""
+    m = manager(repo)
+    t = task(1)
+    ws = m.create(t)
+    (ws.path / "a.txt").write_text("a\n")
+    git(ws.path, "add", "a.txt")
+    git(ws.path, "commit", "-qm", "a")
+    tip = git(ws.path, "rev-parse", "HEAD").strip()
+    # the recorded base commit is the tip (a hand-edited task file): nothing looks ahead
+    hidden = t.model_copy(update={"base": tip, "base_commit": tip})
+    assert m.remove(hidden) == "refs/orchestrator/snapshots/task_001"
+    assert git(repo, "rev-parse", "refs/orchestrator/snapshots/task_001^1").strip() == tip

@@ -95,12 +95,12 @@ def test_threads_of_one_process_share_a_manager_safely(repo: Path) -> None:
 
 
 @pytest.mark.parametrize("branch_exists", [False, True],
-                         ids=["new-branch-checkout", "existing-branch-worktree-add"])
+                         ids=["new-branch-worktree-add-b", "existing-branch-worktree-add"])
 def test_kill_9_during_the_checkout_of_a_new_worktree_then_reconcile(
         repo: Path, tmp_path: Path, branch_exists: bool) -> None:
-    """Killed while the files are checked out: inside ``checkout -b`` for a new branch
-    (the worktree is detached, with no index yet), or inside ``git worktree add`` for a
-    branch that exists (the worktree is locked "initializing"). Reconcile clears both."""
+    """Killed while the files are checked out, inside ``git worktree add -b`` for a new
+    branch or ``git worktree add`` for one that exists: the worktree is locked
+    "initializing" (with no index yet). Reconcile clears both."""
     layout = init_repo(repo)
     started = tmp_path / "checkout-started"
     # a smudge filter that blocks makes the kill land inside the checkout
@@ -121,11 +121,8 @@ def test_kill_9_during_the_checkout_of_a_new_worktree_then_reconcile(
         proc = spawn(repo, [1], go)
         wait_for(started, proc)
         admin = repo / Path(git(repo, "rev-parse", "--git-common-dir")) / "worktrees" / "task_001"
-        if branch_exists:
-            assert "initializing" in (admin / "locked").read_text()
-        else:
-            assert not (admin / "HEAD").read_text().startswith("ref:")  # detached
-            assert not (admin / "index").exists()
+        assert "initializing" in (admin / "locked").read_text()
+        assert not (admin / "index").exists()
         kill_group(proc)
         git(repo, "config", "--unset", "filter.slow.smudge")
 
@@ -151,8 +148,9 @@ def test_kill_9_during_the_checkout_of_a_new_worktree_then_reconcile(
 
 
 def test_a_creation_killed_after_its_detached_add_is_made_again(repo: Path) -> None:
-    """Killed between ``worktree add --detach --no-checkout`` and ``checkout -b``: the next
-    create (no reconcile in between) clears it and makes the worktree."""
+    """Killed between ``worktree add --detach --no-checkout`` and ``checkout -b`` (how an
+    earlier version made a worktree): the next create (no reconcile in between) clears it
+    and makes the worktree."""
     layout = init_repo(repo)
     (repo / "a.txt").write_text("a\n")
     git(repo, "add", "a.txt")

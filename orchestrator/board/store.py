@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from orchestrator.board import graph
+from orchestrator.board import graph, summary
 from orchestrator.board.eventlog import EventLog
 from orchestrator.board.feed import ChangeFeed
 from orchestrator.board.flock import LOCK_TIMEOUT, FileLocked, flocked
@@ -54,6 +54,7 @@ from orchestrator.board.requests import FileRequests
 from orchestrator.board.settings import BoardSettings, default_settings
 from orchestrator.board.tasklogs import FileTaskLogs
 from orchestrator.board.teamstatus import FileTeamStatus
+from orchestrator.controlplane import BoardSummary
 from orchestrator.errors import Conflict, InvalidInput, LeaseLost, NotFound
 from orchestrator.events import secret_values
 from orchestrator.fsutil import sync_filesystem
@@ -158,6 +159,20 @@ class FileBoard:
                               for tid, why in self._index.broken.items()})
                 self._problems = (self._index.generation, found)
             return dict(self._problems[1])
+
+    def summary(self) -> BoardSummary:
+        """From ``.tasks/.run/board-summary`` and the journal lines since (see
+        `orchestrator.board.summary`); every task file only when that cannot tell."""
+        def every() -> builtins.list[Task]:
+            self._index.refresh(full=True)
+            with self._index.lock:
+                return list(self._index.tasks.values())
+
+        try:
+            with flocked(self.layout.locks / "summary.lock"):
+                return summary.summarize(self.layout.tasks, self.layout.run, every)
+        except (PermissionError, FileNotFoundError):  # a board this process cannot write to
+            return summary.totals(every())
 
     # --- writing (people and the lead) -----------------------------------------
     def add(self, subject: str, *, description: str = "", blocked_by: Collection[str] = (),

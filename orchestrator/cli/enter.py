@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -37,11 +38,21 @@ def enter(
         raise InvalidInput("--json needs a command: orchestrator enter ID --json -- CMD")
     if not command:
         typer.echo(f"entering {task_id} in {path} (exit the shell to come back)", err=True)
+    last = b"\n"
+
+    def relay(chunk: bytes) -> None:  # the command's output first, as it comes
+        nonlocal last
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.flush()
+        last = chunk[-1:]
+
     try:
-        code = run_in(path, env, argv)
+        code = run_in(path, env, argv, relay if json_ else None)
     except (FileNotFoundError, PermissionError) as exc:
         typer.echo(f"error: cannot run {argv[0]}: {exc.strerror}", err=True)
         raise typer.Exit(127 if isinstance(exc, FileNotFoundError) else 126) from exc
-    if json_:
+    if json_:  # then the JSON, on a line of its own (the last line) even after `printf x`
+        if last != b"\n":
+            sys.stdout.buffer.write(b"\n")
         print_json({"task": task_id, "worktree": path, "command": argv, "exit_code": code})
     raise typer.Exit(code)

@@ -108,9 +108,8 @@ def status_cmd(json_out: JsonOpt = False, repo: RepoOpt = None) -> None:
     r = open_repo(repo, lenient=True)
     board = open_board(r.layout, r.board, actor="cli")
     try:
-        tasks = board.list()
-        st = status.team_status(r.layout, board, status.board_counts(tasks),
-                                status.board_spending(tasks))
+        totals = board.summary()
+        st = status.team_status(r.layout, board, totals.counts, status.spending(totals))
     finally:
         board.close()
     if json_out:

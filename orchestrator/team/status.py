@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.board.model import Status
-from orchestrator.controlplane import ControlPlane
+from orchestrator.controlplane import BoardSummary, ControlPlane
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.procutil import pid_alive as pid_alive  # re-exported
@@ -125,14 +125,10 @@ def board_counts(tasks: list[Any]) -> dict[str, int]:
     return counts
 
 
-def board_spending(tasks: list[Any]) -> dict[str, Any]:
+def spending(totals: BoardSummary) -> dict[str, Any]:
     """What the board's tasks spent, and the tasks stopped to wait for a person."""
-    return {
-        "cost_usd": round(sum(t.usage.cost_usd for t in tasks), 6),
-        "tokens": sum(t.usage.tokens for t in tasks),
-        "waiting": [{"task": t.id, "reason": t.waiting_for} for t in tasks
-                    if t.status is Status.FAILED and t.waiting_for],
-    }
+    return {"cost_usd": totals.cost_usd, "tokens": totals.tokens,
+            "waiting": [{"task": tid, "reason": why} for tid, why in totals.waiting]}
 
 
 def format_status(st: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from orchestrator.controlplane import ControlPlane
@@ -39,13 +39,21 @@ def user_shell() -> str:
     return shell if shell and shutil.which(shell) else "/bin/sh"
 
 
-def run_in(path: Path, env: dict[str, str], argv: Sequence[str]) -> int:
+def run_in(path: Path, env: dict[str, str], argv: Sequence[str],
+           relay: Callable[[bytes], None] | None = None) -> int:
     """Run ``argv`` in ``path`` in the foreground; its exit status (128 + N for a signal).
-    Ctrl-C and Ctrl-\\ reach the child only: the caller waits for it to end."""
+    Ctrl-C and Ctrl-\\ reach the child only: the caller waits for it to end. ``relay``:
+    the child's standard output goes through a pipe to it, chunk by chunk, instead of
+    straight to ours (so the caller knows how it ended)."""
     handlers = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT,
                                                                      signal.SIGQUIT)}
     try:
-        proc = subprocess.Popen(list(argv), cwd=path, env=env)
+        proc = subprocess.Popen(list(argv), cwd=path, env=env,
+                                stdout=subprocess.PIPE if relay else None)
+        if relay is not None and proc.stdout is not None:
+            with proc.stdout:
+                while chunk := os.read(proc.stdout.fileno(), 65536):
+                    relay(chunk)
         code = proc.wait()
     finally:
         for sig, handler in handlers.items():

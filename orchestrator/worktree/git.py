@@ -113,6 +113,11 @@ def list_worktrees(git: Git) -> list[WorktreeEntry]:
 _HEX = frozenset("0123456789abcdef")
 
 
+def is_oid(text: str) -> bool:
+    """Whether ``text`` is a full (SHA-1) object id."""
+    return len(text) == 40 and set(text) <= _HEX
+
+
 def read_commits(git_dir: Path, common_dir: Path, revs: Sequence[str]
                  ) -> list[str | None] | None:
     """What `Git.commits` answers for ``revs``, read from the ref files (loose refs and
@@ -136,7 +141,7 @@ def read_commits(git_dir: Path, common_dir: Path, revs: Sequence[str]
             if packed is None:
                 packed = _packed_refs(common_dir)
             return packed.get(name)
-        return text if len(text) == 40 and set(text) <= _HEX else "?"
+        return text if is_oid(text) else "?"
 
     found: list[str | None] = []
     literals: list[int] = []
@@ -144,7 +149,7 @@ def read_commits(git_dir: Path, common_dir: Path, revs: Sequence[str]
         if not rev or "\n" in rev:
             found.append(None)
             continue
-        if len(rev) == 40 and set(rev) <= _HEX:
+        if is_oid(rev):
             literals.append(len(found))
             found.append(rev)
             continue

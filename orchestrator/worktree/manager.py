@@ -31,7 +31,7 @@ from typing import Any
 from orchestrator.board.model import Task
 from orchestrator.config import WorktreeConfig
 from orchestrator.controlplane import ActorEvents, ControlPlane
-from orchestrator.errors import InvalidInput, NotFound, RunError, UnsafeRemoval
+from orchestrator.errors import GitError, InvalidInput, NotFound, RunError, UnsafeRemoval
 from orchestrator.layout import Layout
 from orchestrator.procutil import busy_reason
 from orchestrator.protocols import Workspace
@@ -174,16 +174,27 @@ class WorktreeManager:
                 return None
             if co.branch_tip is not None and branch is not None:
                 self._check_deletable(task, branch, bases)
-            reasons = safety.risks(self.repo, co, branch, bases)
+            # one `git status` answers both "any changes?" and "which ignored files to keep?"
+            dirty: list[str] | None = []
+            ignored: list[str] | None = []
+            if co.path is not None:
+                try:
+                    dirty, ignored = safety.scan(path)
+                except GitError:
+                    dirty = ignored = None  # risks() asks again and says it cannot tell
+            reasons = safety.risks(self.repo, co, branch, bases, dirty=dirty)
             if reasons and not force:
                 raise UnsafeRemoval(f"{task.id}: not removing {path}: {'; '.join(reasons)} "
                                     "(--force saves a snapshot first)")
             snap = None
-            if reasons or safety.held_elsewhere(self.repo, co.tips, branch) is False:
+            if reasons or not safety.held_elsewhere(self.repo, co.tips, branch, co.held):
                 snap = safety.snapshot(self.repo, task.id, co, branch)
             self.kept_ignored = None
             if co.path is not None:
-                self.kept_ignored = keep_ignored(self.layout.root, path, self._ignored_skip(),
+                if ignored is None:  # forced past "cannot tell": git must list them now
+                    ignored = safety.scan(path)[1]
+                self.kept_ignored = keep_ignored(self.layout.root, path, ignored,
+                                                 self._ignored_skip(),
                                                  self.common_dir() / "orchestrator" / "kept"
                                                  / task.id)
                 self.repo.run("worktree", "remove", "--force", "--force", str(path))
@@ -344,8 +355,8 @@ class WorktreeManager:
         tip, base_commit = read_commits(own, common, revs) or self.repo.commits(*revs)
         entry = self._entry(path) if path.exists() or self._registered(path) else None
         if entry is not None and (entry.locked == "initializing" or entry.branch is None):
-            # a creation killed inside `git worktree add`, or after a detached add (see
-            # `_new`): cleared when it is one (nothing in it), then made again
+            # a creation killed inside `git worktree add`, or after the detached add of an
+            # earlier version: cleared when it is one (nothing in it), then made again
             if housekeeping.clear_half_made(self, path):
                 entry = None
         if entry is not None and entry.prunable:
@@ -387,18 +398,10 @@ class WorktreeManager:
             self._populate(path)
 
     def _new(self, path: Path, branch: str, start: str) -> None:
-        """A worktree on a new ``branch`` from ``start``.
-
-        ``worktree add -b`` runs three more git processes (branch, symbolic-ref, reset);
-        a detached add without checkout runs one (update-ref), and ``checkout -b`` then
-        makes the branch and the files in one: about a quarter less git per task. A kill
-        in between leaves a detached worktree with no index, which `_checkout` makes again.
-        """
-        if self.config.sparse_paths:
-            self._add(path, ["--no-track", "-b", branch], [start])
-            return
-        self.repo.run("worktree", "add", "--quiet", "--no-checkout", "--detach", str(path), start)
-        Git(path).run("checkout", "--quiet", "--no-track", "-b", branch)
+        """A worktree on a new ``branch`` from ``start``, in one ``git worktree add -b``
+        (git itself then runs branch, symbolic-ref and reset). A kill inside it leaves the
+        worktree locked "initializing", which `_checkout` clears and makes again."""
+        self._add(path, ["--no-track", "-b", branch], [start])
 
     def _populate(self, path: Path) -> None:
         """Set the sparse patterns (when configured) and check the files out."""

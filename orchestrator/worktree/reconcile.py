@@ -155,9 +155,9 @@ def overview(m: WorktreeManager, tasks: list[Task]) -> list[dict[str, Any]]:
 
 def clear_half_made(m: WorktreeManager, only: Path | None = None) -> list[str]:
     """Worktrees a killed creation left behind, all of ours or just the one at ``only``:
-    one killed inside ``git worktree add`` (still locked "initializing"), or between a
-    detached add and its checkout, or inside that checkout (detached, no index yet; see
-    `WorktreeManager._new`). Called under the lock, so no creation of ours is running;
+    one killed inside ``git worktree add`` (still locked "initializing"), or, as an earlier
+    version made worktrees, between a detached add and its checkout or inside that
+    checkout (detached, no index yet). Called under the lock, so no creation of ours is running;
     their folders hold nothing but a partial checkout, and the branch (with any work)
     stays."""
     cleared = []

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import GitError
-from orchestrator.worktree.git import Git, read_commits
+from orchestrator.worktree.git import Git, is_oid, read_commits
 
 TASK_REF = ".task_ref"
 SNAPSHOT_PREFIX = "refs/orchestrator/snapshots/"
@@ -33,6 +33,9 @@ class Checkout:
     head: str | None
     branch_tip: str | None
     base_commits: list[str]
+    held: frozenset[str] = frozenset()
+    """Commits a ref other than the task's branch names (a base branch, the main checkout's
+    HEAD), read from the ref files: a tip among them needs no git to tell it is held."""
 
     @property
     def tips(self) -> list[str]:
@@ -49,9 +52,12 @@ def inspect(repo: Git, path: Path, branch: str | None, bases: Sequence[str] = ()
     read = read_commits(git_dir, common_dir, revs) if git_dir and common_dir else None
     tip, *base_commits = read if read is not None else repo.commits(*revs)
     known = [c for c in base_commits if c]
+    held = frozenset() if read is None else frozenset(
+        c for b, c in zip(bases, base_commits, strict=True)
+        if c and not is_oid(b) and b not in (branch, f"refs/heads/{branch}"))
     own = worktree_git_dir(path, common_dir)
     if own is None:
-        return Checkout(None, None, None, tip, known)
+        return Checkout(None, None, None, tip, known, held)
     try:
         head_ref = (own / "HEAD").read_text().strip()
     except OSError:
@@ -60,7 +66,7 @@ def inspect(repo: Git, path: Path, branch: str | None, bases: Sequence[str] = ()
         head = tip  # None when the branch was deleted by hand: "cannot tell"
     else:
         head = repo.commit_of(head_ref.removeprefix("ref: ")) if head_ref else None
-    return Checkout(path, own, head, tip, known)
+    return Checkout(path, own, head, tip, known, held)
 
 
 def worktree_git_dir(path: Path, common_dir: Path | None = None) -> Path | None:
@@ -87,16 +93,27 @@ def worktree_git_dir(path: Path, common_dir: Path | None = None) -> Path | None:
 
 def dirty_paths(path: Path) -> list[str]:
     """Uncommitted and untracked (not ignored) paths of a worktree; `.task_ref` never counts."""
-    out = Git(path).run("status", "--porcelain=v1", "-z", "--untracked-files=all")
-    paths, records = [], iter(out.stdout.split("\0"))
+    return scan(path, ignored=False)[0]
+
+
+def scan(path: Path, *, ignored: bool = True) -> tuple[list[str], list[str]]:
+    """(uncommitted and untracked paths, gitignored paths) of a worktree, from one
+    ``git status``. An ignored folder is one entry (``node_modules/``): git does not
+    look inside a folder an ignore pattern names. `.task_ref` is in neither list."""
+    args = ["--ignored=matching"] if ignored else []
+    out = Git(path).run("status", "--porcelain=v1", "-z", "--untracked-files=all", *args)
+    dirty: list[str] = []
+    kept: list[str] = []
+    records = iter(out.stdout.split("\0"))
     for rec in records:
         if len(rec) < 4:
             continue
         if rec[0] in "RC":
             next(records, None)  # the rename's source path follows
-        if rec[3:] != TASK_REF:
-            paths.append(rec[3:])
-    return paths
+        rel = rec[3:]
+        if rel.rstrip("/") != TASK_REF:
+            (kept if rec[:2] == "!!" else dirty).append(rel)
+    return dirty, kept
 
 
 def ahead(repo: Git, tips: Sequence[str], bases: Sequence[str]) -> int:
@@ -107,16 +124,17 @@ def ahead(repo: Git, tips: Sequence[str], bases: Sequence[str]) -> int:
 
 
 def risks(repo: Git, co: Checkout, branch: str | None, bases: Sequence[str], *,
-          changes: bool = True) -> list[str]:
+          dirty: Sequence[str] | None = None) -> list[str]:
     """Why removing this checkout and its branch could lose work (empty: nothing to lose);
-    ``changes=False`` leaves out the worktree's changes (the caller has git check those)."""
+    ``dirty``: the worktree's changes when the caller has already listed them (`scan`)."""
     reasons: list[str] = []
-    if co.path is not None and changes:
+    if co.path is not None:
         if co.head is None:
             reasons.append(f"cannot tell: the worktree's HEAD does not resolve "
                            f"(branch {branch} deleted by hand?)")
         try:
-            dirty = dirty_paths(co.path)
+            if dirty is None:
+                dirty = dirty_paths(co.path)
         except GitError as exc:
             reasons.append(f"cannot tell: {exc}")
         else:
@@ -138,11 +156,13 @@ def risks(repo: Git, co: Checkout, branch: str | None, bases: Sequence[str], *,
     return reasons
 
 
-def held_elsewhere(repo: Git, tips: Sequence[str], branch: str | None) -> bool:
+def held_elsewhere(repo: Git, tips: Sequence[str], branch: str | None,
+                   held: Collection[str] = ()) -> bool:
     """Whether every commit of ``tips`` is reachable from a ref other than ``branch`` (or
     from the main checkout's HEAD): deleting the branch then loses nothing. Worktree HEADs
-    do not count (``--single-worktree``): the task's own worktree is going too."""
-    if not tips:
+    do not count (``--single-worktree``): the task's own worktree is going too. ``held``:
+    commits known to be named by such a ref (`Checkout.held`); tips among them need no git."""
+    if not tips or set(tips) <= set(held):
         return True
     exclude = [f"--exclude=refs/heads/{branch}"] if branch else []
     out = repo.run("rev-list", "-n1", *tips, "--not", "--single-worktree", *exclude, "--all")

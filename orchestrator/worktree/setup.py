@@ -72,16 +72,15 @@ def copy_included(git: Git, root: Path, worktree: Path, skip: Sequence[str] = ()
     return copied
 
 
-def keep_ignored(main: Path, worktree: Path, skip: set[str], into: Path) -> Path | None:
-    """Move the worktree's gitignored files (git collapses an ignored folder to one entry)
-    into a new folder under ``into``, so removing the worktree deletes none of them; a
-    file identical to the main checkout's (what ``.worktreeinclude`` copied in) and the
-    ``skip`` paths are left to go. The folder they went to, or None when there were none.
-    A rename each (one git process to list them); across file systems, a copy."""
-    listed = Git(worktree).run("ls-files", "-z", "--others", "--ignored", "--exclude-standard",
-                               "--directory")
+def keep_ignored(main: Path, worktree: Path, ignored: Sequence[str], skip: set[str],
+                 into: Path) -> Path | None:
+    """Move the worktree's gitignored files, ``ignored`` (as `safety.scan` lists them: an
+    ignored folder is one entry) into a new folder under ``into``, so removing the worktree
+    deletes none of them; a file identical to the main checkout's (what ``.worktreeinclude``
+    copied in) and the ``skip`` paths are left to go. The folder they went to, or None
+    when there were none. A rename each; across file systems, a copy."""
     keep = []
-    for rel in (p.rstrip("/") for p in listed.stdout.split("\0") if p):
+    for rel in (p.rstrip("/") for p in ignored if p):
         src, twin = worktree / rel, main / rel
         if rel in skip or (src.is_file() and not src.is_symlink() and twin.is_file()
                            and filecmp.cmp(src, twin, shallow=False)):

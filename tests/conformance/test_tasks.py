@@ -229,3 +229,37 @@ def test_wait_for_ready_wakes_on_a_new_task(plane: ControlPlane, opener: Opener)
     assert plane.wait_for_ready(5) is True
 
 
+
+
+def test_summary_counts_what_list_holds(plane: ControlPlane, opener: Opener) -> None:
+    """`summary` answers what summing `list` would, on this handle and on one opened
+    before the changes (which must pick up another handle's writes)."""
+    from orchestrator.board.model import Usage
+    from orchestrator.team.status import board_counts
+
+    other = opener("other")
+    empty = other.summary()
+    assert empty.counts == board_counts([]) and (empty.cost_usd, empty.tokens) == (0.0, 0)
+    for subject in ("a", "b", "c", "d"):
+        plane.add(subject)
+    a = plane.claim("alice")
+    assert a is not None and a.lease is not None
+    plane.update(a.id, a.lease.token, usage=Usage(input_tokens=1000, output_tokens=200,
+                                                  cache_read_tokens=30, cost_usd=0.125))
+    plane.complete(a.id, a.lease.token)
+    b = plane.claim("bob")
+    assert b is not None and b.lease is not None
+    plane.update(b.id, b.lease.token, usage=Usage(output_tokens=5, cost_usd=0.000001))
+    plane.fail(b.id, b.lease.token, "needs a person", retry=False)
+    plane.edit(b.id, actor="lead", waiting_for="which database to use?")
+    plane.cancel("task_004")
+    for handle in (plane, other):
+        s = handle.summary()
+        tasks = handle.list()
+        assert s.counts == board_counts(tasks) and sum(s.counts.values()) == 4
+        assert s.counts["review"] == s.counts["failed"] == s.counts["cancelled"] == 1
+        assert s.cost_usd == round(sum(t.usage.cost_usd for t in tasks), 6) == 0.125001
+        assert s.tokens == sum(t.usage.tokens for t in tasks) == 1235
+        assert s.waiting == [(b.id, "which database to use?")]
+    plane.set_status(b.id, Status.PENDING, actor="cli")  # a retry: no longer waiting
+    assert other.summary().waiting == [] and other.summary().counts["pending"] == 2

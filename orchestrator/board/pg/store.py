@@ -29,7 +29,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from orchestrator.board import graph
-from orchestrator.board.index import describe_error
+from orchestrator.board.index import describe_error, task_number
 from orchestrator.board.model import (
     InvalidRecord,
     Lease,
@@ -51,6 +51,7 @@ from orchestrator.board.pg.parts import (
 )
 from orchestrator.board.settings import BoardSettings
 from orchestrator.board.store import PROTECTED, BoardClosed, _assign, _count_attempt, _move
+from orchestrator.controlplane import BoardSummary
 from orchestrator.errors import InvalidInput, LeaseLost, NotFound
 from orchestrator.layout import Layout
 
@@ -61,6 +62,15 @@ COLS = ("id, status, priority, blocked_by, owner, fence, lease_token, "
         "extract(epoch FROM lease_expires), lease_acquired, lease_renewed, attempts, data, "
         "created_at, updated_at")
 SELECT = f"SELECT {COLS} FROM tasks"
+_USAGE = "coalesce((data->'usage'->>'{}')::{}, 0)"
+SUMMARY = (
+    "SELECT status, count(*), sum(" + _USAGE.format("cost_usd", "float8") + "), sum("
+    + " + ".join(_USAGE.format(k, "bigint") for k in (
+        "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"))
+    + "), jsonb_object_agg(id, data->>'waiting_for') FILTER (WHERE status = 'failed' "
+    "AND coalesce(data->>'waiting_for', '') <> '') FROM tasks GROUP BY status")
+"""`Board.summary` in one statement: per status, its tasks, their spending, and (failed
+ones) what each waits for."""
 READY = ("status = 'pending' AND NOT EXISTS (SELECT 1 FROM unnest(t.blocked_by) b "
          "LEFT JOIN tasks bt ON bt.id = b WHERE bt.status IS NULL "
          "OR bt.status NOT IN ('review', 'merged'))")
@@ -154,6 +164,23 @@ class PgBoard:
             return {t.id: t for t in map(_task, cur.fetchall())}
 
         return graph.find_problems(self.db.run(select))
+
+    def summary(self) -> BoardSummary:
+        """One aggregate over the rows, grouped by status."""
+        def select(cur: Cursor) -> BoardSummary:
+            cur.execute(SUMMARY)
+            counts = dict.fromkeys((s.value for s in Status), 0)
+            cost, tokens, waiting = 0.0, 0, []
+            for status, n, spent, used, asks in cur.fetchall():
+                counts[str(status)] = int(str(n))
+                cost += float(str(spent))
+                tokens += int(str(used))
+                waiting += [(format_task_id(int(k)), str(v))
+                            for k, v in (asks if isinstance(asks, dict) else {}).items()]
+            return BoardSummary(counts=counts, cost_usd=round(cost, 6), tokens=tokens,
+                                waiting=sorted(waiting, key=lambda w: task_number(w[0])))
+
+        return self.db.run(select)
 
     # --- writing (people and the lead) ---------------------------------------------
     def add(self, subject: str, *, description: str = "", blocked_by: Collection[str] = (),
