@@ -85,7 +85,7 @@ def test_one_task_commands_and_list_skip_pydantic_once_the_settings_are_checked(
     p, names = imported("add", "first", cwd=repo)
     assert p.returncode == 0 and "pydantic" in names, p.stderr
     for args in (["add", "second"], ["show", "2"], ["list"], ["list", "--json"],
-                 ["cancel", "1"], ["events"]):
+                 ["cancel", "1"], ["events"], ["status"]):
         p, names = imported(*args, cwd=repo)
         assert p.returncode == 0, (args, p.stderr)
         assert not names & {"pydantic", "filelock", "watchdog", "orchestrator.config"}, \

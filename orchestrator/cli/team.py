@@ -15,7 +15,6 @@ from orchestrator.backends import BACKENDS
 from orchestrator.board import open_board
 from orchestrator.board.model import normalize_task_id
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json, require_commit
-from orchestrator.config import Config
 from orchestrator.errors import InvalidInput, NotFound
 from orchestrator.team import status
 from orchestrator.team.mailbox import check_name
@@ -51,6 +50,8 @@ def up(
     require_commit(r.layout.root)
     overrides = _overrides(backend=backend, command=command, verify=verify,
                            land=True if land else None)
+    from orchestrator.config import Config
+
     config = Config.load(r.layout.root, overrides=overrides)  # bad values fail here, not later
     if teammates is not None and not 1 <= teammates <= 64:
         raise InvalidInput(f"-n must be between 1 and 64, not {teammates}")
