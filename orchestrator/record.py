@@ -71,20 +71,29 @@ class Record(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         either mode; ``exclude`` drops top-level fields, ``exclude_none`` every None,
         ``exclude_defaults`` the top-level fields left at their defaults."""
         out: dict[str, Any] = msgspec.to_builtins(
-            _without_defaults(self) if exclude_defaults else self)
+            _without_defaults(self) if exclude_defaults else full(self))
         if exclude:
             for name in exclude:
                 out.pop(name, None)
         return _drop_none(out) if exclude_none else out
 
     def model_dump_json(self, *, indent: int | None = None) -> str:
-        raw = _ENCODER.encode(self)
+        raw = _ENCODER.encode(full(self))
         if indent:
             raw = msgspec.json.format(raw, indent=indent)
         return raw.decode()
 
     def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Self:
         return msgspec.structs.replace(copy.deepcopy(self) if deep else self, **(update or {}))
+
+
+def full(record: Record) -> Record | dict[str, Any]:
+    """What encodes as every field of ``record``: a class declared with ``omit_defaults``
+    (`orchestrator.board.model.Task`: its snapshot is a third of the size) leaves fields at
+    their defaults out of its own encoding, but every dump and output has them all."""
+    if record.__struct_config__.omit_defaults:
+        return msgspec.structs.asdict(record)
+    return record
 
 
 def decode_list(data: str | bytes, cls: type[R]) -> list[R]:
@@ -105,7 +114,8 @@ def decode_list(data: str | bytes, cls: type[R]) -> list[R]:
 
 
 def encode_list(records: list[R]) -> str:
-    """A JSON array of ``records`` in one call."""
+    """A JSON array of ``records`` in one call, each as its class encodes it (see `full`):
+    for caches the same code reads back, where decoding fills the defaults in."""
     return _ENCODER.encode(records).decode()
 
 

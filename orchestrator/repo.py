@@ -170,6 +170,10 @@ def to_jsonable(obj: Any) -> Any:
     if "msgspec" in sys.modules:  # a record can only exist once msgspec is imported
         import msgspec
 
+        from orchestrator.record import Record
+
+        if isinstance(obj, Record):
+            return obj.model_dump()
         if isinstance(obj, msgspec.Struct):
             return msgspec.to_builtins(obj)
     if "pydantic" in sys.modules:  # a model can only exist once pydantic is imported

@@ -166,8 +166,9 @@ class Todo(Record):
     status: TodoStatus = TodoStatus.PENDING
 
 
-class Task(Record):
-    """One unit of work on the board. The file on disk is the truth."""
+class Task(Record, omit_defaults=True):
+    """One unit of work on the board. The file on disk is the truth (every field written:
+    ``omit_defaults`` shortens only the board's snapshot, see `orchestrator.record.full`)."""
 
     id: str
     subject: Annotated[str, Meta(min_length=1, max_length=500)]

@@ -197,9 +197,11 @@ def list_tasks(
     if json_:
         import msgspec
 
+        from orchestrator.record import full
+
         enc = msgspec.json.Encoder()  # each task's JSON with its problem spliced in
         out = sys.stdout.buffer
-        out.write(b"[" + b",".join(enc.encode(t)[:-1] + b',"problem":'
+        out.write(b"[" + b",".join(enc.encode(full(t))[:-1] + b',"problem":'
                                    + enc.encode(problems.get(t.id)) + b"}" for t in tasks)
                   + b"]\n")
         out.flush()
@@ -219,7 +221,7 @@ def list_tasks(
     piped = not sys.stdout.isatty()  # piped: one line per row, never wrapped, no styles
     rows: list[list[Cell]] = []
     for t in tasks:
-        state: Cell = t.status  # a str already (`.value` costs an enum descriptor call)
+        state: Cell = t.status._value_  # a plain str (`.value` is a descriptor call per row)
         if not piped or t.id in problems or t.waiting_for:
             segments: list[tuple[str, str | None]] = [(t.status, STATUS_STYLE[t.status])]
             if t.id in problems:

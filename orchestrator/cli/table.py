@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from itertools import chain
 from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
@@ -35,7 +36,10 @@ def plain(cell: Cell) -> str:
 def draw(console: Console, headers: Sequence[str], rows: Sequence[Sequence[Cell]],
          no_wrap: Sequence[bool]) -> Iterator[str]:
     """The table's lines (without newlines), styled when ``console`` is a terminal."""
-    texts = [[c if c.__class__ is str else plain(c) for c in row] for row in rows]
+    if all(c.__class__ is str for c in chain.from_iterable(rows)):
+        texts: Sequence[Sequence[str]] = rows  # type: ignore[assignment]
+    else:
+        texts = [[c if c.__class__ is str else plain(c) for c in row] for row in rows]
     widths = _widths(console, headers, texts, no_wrap)
     styled = console.is_terminal and not console.no_color
     render = _Render(console) if styled else None
@@ -53,7 +57,8 @@ def draw(console: Console, headers: Sequence[str], rows: Sequence[Sequence[Cell]
         yield from _row(console, row, text, widths, no_wrap, render)
 
 
-def _styled_rows(rows: Sequence[Sequence[Cell]], texts: list[list[str]], widths: list[int],
+def _styled_rows(rows: Sequence[Sequence[Cell]], texts: Sequence[Sequence[str]],
+                 widths: list[int],
                  render: _Render) -> Iterator[str]:
     """`_row`'s lines for rows whose cells all fit, with each styled cell rendered once."""
     pads = [_JOIN] * (len(widths) - 1) + [""]
@@ -72,7 +77,7 @@ def _styled_rows(rows: Sequence[Sequence[Cell]], texts: list[list[str]], widths:
         yield "".join(parts)
 
 
-def _all_fit(texts: list[list[str]], widths: list[int]) -> bool:
+def _all_fit(texts: Sequence[Sequence[str]], widths: list[int]) -> bool:
     """Every cell is one line of ASCII within its column's width."""
     for i, width in enumerate(widths):
         column = [row[i] for row in texts]
@@ -82,7 +87,7 @@ def _all_fit(texts: list[list[str]], widths: list[int]) -> bool:
     return True
 
 
-def _widths(console: Console, headers: Sequence[str], texts: list[list[str]],
+def _widths(console: Console, headers: Sequence[str], texts: Sequence[Sequence[str]],
             no_wrap: Sequence[bool]) -> list[int]:
     longest = [cell_len(h) for h in headers]
     for i in range(len(headers)):  # column by column: built-ins do the loops
@@ -147,7 +152,7 @@ def _lines(console: Console, text: str, width: int, no_wrap: bool) -> list[str]:
 _WORD = re.compile(r"\s*\S+\s*")
 
 
-def _row(console: Console, cells: Sequence[Cell], texts: list[str], widths: list[int],
+def _row(console: Console, cells: Sequence[Cell], texts: Sequence[str], widths: list[int],
          no_wrap: Sequence[bool], render: _Render | None, header: bool = False
          ) -> Iterator[str]:
     if render is None and all(t.isascii() and "\n" not in t and len(t) <= w
