@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from orchestrator.board.flock import HeldLockFile
 from orchestrator.clock import utcnow
 from orchestrator.controlplane import Event
 from orchestrator.events import redact
@@ -82,6 +83,8 @@ class EventLog:
         self.index_path = path.with_name(path.name + ".idx")
         self.lock_path = path.with_name(path.name + ".lock")
         self._tlock = threading.Lock()
+        self._held: tuple[int, HeldLockFile, int, int] | None = None
+        """(thread, lock, log fd, index fd) kept open by `hold`."""
 
     # --- writing -----------------------------------------------------------------
     def emit(self, event: str, task: str | None = None, actor: str | None = None,
@@ -101,25 +104,67 @@ class EventLog:
 
     def _append(self, record: dict[str, Any], task: str | None) -> bytes:
         """Write ``record`` with the next seq, and its index record (under the lock)."""
+        held = self._held
+        if held is not None and held[0] == threading.get_ident():
+            return self._append_held(record, task)
         with self._locked():
             log_fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 idx_fd = self._open_index(log_fd)
                 try:
-                    last, end, size = self._catch_up(log_fd, idx_fd)
-                    record["seq"] = seq = last + 1
-                    body = redact(json.dumps(record, default=str, ensure_ascii=False),
-                                  self.secrets).encode() + b"\n"
-                    prefix = b"\n" if size > end else b""  # a torn fragment: start afresh
-                    os.write(log_fd, prefix + body)
-                    start = size + len(prefix)
-                    os.write(idx_fd, REC.format(seq, start, start + len(body),
-                                                task_key(task)).encode())
+                    return self._write_record(log_fd, idx_fd, record, task)
                 finally:
                     os.close(idx_fd)
             finally:
                 os.close(log_fd)
+
+    def _write_record(self, log_fd: int, idx_fd: int, record: dict[str, Any],
+                      task: str | None) -> bytes:
+        last, end, size = self._catch_up(log_fd, idx_fd)
+        record["seq"] = seq = last + 1
+        body = redact(json.dumps(record, default=str, ensure_ascii=False),
+                      self.secrets).encode() + b"\n"
+        prefix = b"\n" if size > end else b""  # a torn fragment: start afresh
+        os.write(log_fd, prefix + body)
+        start = size + len(prefix)
+        os.write(idx_fd, REC.format(seq, start, start + len(body), task_key(task)).encode())
         return body
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """This thread's appends inside reuse one set of open files (the lock is still
+        taken per append): a burst of events without three ``open`` calls each."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock = HeldLockFile(self.lock_path)
+        fds: list[int] = []
+        try:
+            with lock.locked(LOCK_TIMEOUT):
+                fds.append(os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644))
+                fds.append(self._open_index(fds[0]))
+            self._held = (threading.get_ident(), lock, fds[0], fds[1])
+            yield
+        finally:
+            self._held = None
+            for fd in fds:
+                os.close(fd)
+            lock.close()
+
+    def _append_held(self, record: dict[str, Any], task: str | None) -> bytes:
+        assert self._held is not None
+        _, lock, log_fd, idx_fd = self._held
+        with self._tlock, lock.locked(LOCK_TIMEOUT):
+            try:
+                ino = os.stat(self.path).st_ino
+            except FileNotFoundError:
+                ino = -1
+            if ino != os.fstat(log_fd).st_ino:  # removed or replaced meanwhile
+                fresh = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+                os.dup2(fresh, log_fd)
+                os.close(fresh)
+                fresh = self._open_index(log_fd)
+                os.dup2(fresh, idx_fd)
+                os.close(fresh)
+            return self._write_record(log_fd, idx_fd, record, task)
 
     # --- reading -----------------------------------------------------------------
     def read(self, *, since: int = 0, task: str | None = None) -> Iterator[Event]:

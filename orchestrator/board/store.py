@@ -28,7 +28,7 @@ import msgspec
 from orchestrator.board import graph, summary
 from orchestrator.board.eventlog import EventLog
 from orchestrator.board.feed import ChangeFeed
-from orchestrator.board.flock import LOCK_TIMEOUT, FileLocked, flocked
+from orchestrator.board.flock import LOCK_TIMEOUT, FileLocked, HeldLockFile, flocked
 from orchestrator.board.index import (
     JOURNAL,
     JOURNAL_MAX_BYTES,
@@ -93,6 +93,8 @@ class FileBoard:
         self._deferred: int | None = None  # the thread inside `deferred_sync`
         self._deferred_seq = 0  # the id mark it has yet to write
         self._deferred_dirty = False  # it wrote something that skipped its fsync
+        self._seq_lock: HeldLockFile | None = None  # open for the deferred batch
+        self._journal_fd: int | None = None  # open for the deferred batch
         self._closed = False
         self.rejected_files: list[Path] = []
         """Where the last `intake` moved the files it rejected (for the command to say)."""
@@ -195,7 +197,7 @@ class FileBoard:
             draft = Task.model_validate({**fields, "id": "task_000"})  # before an id is spent
         except InvalidRecord as exc:
             raise InvalidInput(f"invalid task: {describe_error(exc)}") from None
-        with flocked(self.layout.locks / "seq.lock"):
+        with self._seq_locked():
             new_id = self._allocate(task_id)
             task = draft.model_copy(update={"id": new_id})
             # The event first: once the file is written a teammate may claim the task,
@@ -256,9 +258,19 @@ class FileBoard:
         than everything else). Whatever must follow durability waits until after it."""
         self._deferred, self._deferred_seq = threading.get_ident(), 0
         self._deferred_dirty = False
-        try:
-            yield
+        try:  # the files every create opens stay open for the batch (its lock is per create)
+            with self.events.hold():
+                self._seq_lock = HeldLockFile(self.layout.locks / "seq.lock")
+                self._journal_fd = os.open(self.layout.tasks / JOURNAL,
+                                           os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                yield
         finally:
+            if self._seq_lock is not None:
+                self._seq_lock.close()
+                self._seq_lock = None
+            if self._journal_fd is not None:
+                os.close(self._journal_fd)
+                self._journal_fd = None
             self._deferred = None
             if self._deferred_seq:
                 with flocked(self.layout.locks / "seq.lock"):
@@ -517,16 +529,26 @@ class FileBoard:
         with contextlib.suppress(OSError):
             self._journal(task)
 
+    def _seq_locked(self) -> contextlib.AbstractContextManager[None]:
+        if self._seq_lock is not None and self._deferred == threading.get_ident():
+            return self._seq_lock.locked()
+        return flocked(self.layout.locks / "seq.lock")
+
     def _journal(self, task: Task) -> None:
         path = self.layout.tasks / JOURNAL
         line = f"{task.id} {task.status} {task.priority}\n".encode()
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        held = self._journal_fd if self._deferred == threading.get_ident() else None
+        if held is not None and os.fstat(held).st_ino != _inode(path):
+            held = None  # rotated meanwhile: append to the new one
+        fd = held if held is not None else os.open(
+            path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line)
             end = os.lseek(fd, 0, os.SEEK_CUR)
             st = os.fstat(fd)
         finally:
-            os.close(fd)
+            if fd != held:
+                os.close(fd)
         self._index.skip_own(st.st_ino, end - len(line), end)
         if st.st_size > JOURNAL_MAX_BYTES:
             # Readers see a new inode and rescan once; the old journal is just dropped.
@@ -620,6 +642,13 @@ def _count_attempt(task: Task, error: str, retry: bool) -> None:
     task.attempts += 1
     task.error = error
     _move(task, Status.PENDING if retry and task.attempts < task.max_attempts else Status.FAILED)
+
+
+def _inode(path: Path) -> int:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return -1
 
 
 def _assign(task: Task, fields: dict[str, Any]) -> None:
