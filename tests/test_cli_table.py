@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.board import open_board
-from orchestrator.cli.table import Cell, draw
+from orchestrator.cli.table import Cell, Piped, draw
 from orchestrator.layout import Layout
 from tests.helpers import run_on_terminal
 
@@ -65,6 +65,17 @@ def test_plain_output_is_rich_output(width: int) -> None:
     for n in (1, 3, 40):
         headers, rows, no_wrap = random_table(rng, n)
         assert ours(headers, rows, no_wrap, width, False) == \
+            rich_lines(headers, rows, no_wrap, width, False)
+
+
+@pytest.mark.parametrize("width", [50, 80, 120, 200])
+def test_piped_output_without_rich_console_is_rich_output(width: int) -> None:
+    """`Piped` (no rich.console import) draws what rich draws, wrapping included."""
+    rng = random.Random(width + 1)
+    for n in (1, 3, 40):
+        headers, rows, no_wrap = random_table(rng, n)
+        rows.append(["task_999", "plain", "1", "naïve café ünïcödé " * 3, "", "\tx"])
+        assert list(draw(Piped(width), headers, rows, no_wrap)) == \
             rich_lines(headers, rows, no_wrap, width, False)
 
 

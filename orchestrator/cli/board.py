@@ -209,9 +209,7 @@ def list_tasks(
     if not tasks:
         typer.echo("no tasks" + (f" in {', '.join(status)}" if status else ""))
         return
-    from rich.console import Console
-
-    from orchestrator.cli.table import Cell, draw
+    from orchestrator.cli.table import Cell, Piped, draw
 
     with_todos = any(t.todos for t in tasks)
     nothing, no_limit = Usage(), Budget()
@@ -238,7 +236,12 @@ def list_tasks(
         rows.append(row)
     from orchestrator.cli.app import PIPED_WIDTH
 
-    console = Console(soft_wrap=False, width=PIPED_WIDTH if piped else None)
+    if piped:
+        console: Any = Piped(PIPED_WIDTH)
+    else:
+        from rich.console import Console
+
+        console = Console(soft_wrap=False)
     lines = [line.rstrip() if piped else line
              for line in draw(console, headers, rows, [h == "status" for h in headers])]
     # problems of the tasks shown, and (unfiltered) of task files too broken to list at all

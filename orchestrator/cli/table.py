@@ -33,7 +33,32 @@ def plain(cell: Cell) -> str:
     return cell if isinstance(cell, str) else "".join(t for t, _ in cell)
 
 
-def draw(console: Console, headers: Sequence[str], rows: Sequence[Sequence[Cell]],
+class Piped:
+    """What `draw` needs of a console when the output is piped: a width, no terminal, no
+    colour. Using it instead of rich's Console spares importing rich.console (a tenth of a
+    second) for plain text; rich is brought in only for a cell that must be wrapped."""
+
+    is_terminal = False
+    no_color = True
+    height = 0
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self._rich: Console | None = None
+
+    def rich(self) -> Console:
+        if self._rich is None:
+            from rich.console import Console
+
+            self._rich = Console(soft_wrap=False, width=self.width, no_color=True)
+        return self._rich
+
+
+def _real(console: Console | Piped) -> Console:
+    return console.rich() if isinstance(console, Piped) else console
+
+
+def draw(console: Console | Piped, headers: Sequence[str], rows: Sequence[Sequence[Cell]],
          no_wrap: Sequence[bool]) -> Iterator[str]:
     """The table's lines (without newlines), styled when ``console`` is a terminal."""
     if all(c.__class__ is str for c in chain.from_iterable(rows)):
@@ -42,7 +67,7 @@ def draw(console: Console, headers: Sequence[str], rows: Sequence[Sequence[Cell]
         texts = [[c if c.__class__ is str else plain(c) for c in row] for row in rows]
     widths = _widths(console, headers, texts, no_wrap)
     styled = console.is_terminal and not console.no_color
-    render = _Render(console) if styled else None
+    render = _Render(_real(console)) if styled else None
     header: list[Cell] = [((h, "bold"),) for h in headers]
     yield from _row(console, header, list(headers), widths, no_wrap, render, header=True)
     if _all_fit(texts, widths):  # no cell needs wrapping: each row is one line
@@ -78,16 +103,16 @@ def _styled_rows(rows: Sequence[Sequence[Cell]], texts: Sequence[Sequence[str]],
 
 
 def _all_fit(texts: Sequence[Sequence[str]], widths: list[int]) -> bool:
-    """Every cell is one line of ASCII within its column's width."""
+    """Every cell is one line of ASCII (no tab: rich expands those) within its width."""
     for i, width in enumerate(widths):
         column = [row[i] for row in texts]
-        if not all(map(str.isascii, column)) or any("\n" in t for t in column) or \
+        if not all(map(str.isascii, column)) or any("\n" in t or "\t" in t for t in column) or \
                 max(map(len, column), default=0) > width:
             return False
     return True
 
 
-def _widths(console: Console, headers: Sequence[str], texts: Sequence[Sequence[str]],
+def _widths(console: Console | Piped, headers: Sequence[str], texts: Sequence[Sequence[str]],
             no_wrap: Sequence[bool]) -> list[int]:
     longest = [cell_len(h) for h in headers]
     for i in range(len(headers)):  # column by column: built-ins do the loops
@@ -121,15 +146,17 @@ def _widths(console: Console, headers: Sequence[str], texts: Sequence[Sequence[s
         table.add_column(h, no_wrap=no_wrap[i])
     for r in sorted(extremes):
         table.add_row(*(Text(t) for t in texts[r]))
-    padded = table._calculate_column_widths(console, console.options)
+    real = _real(console)
+    padded = table._calculate_column_widths(real, real.options)
     return [w - table._get_padding_width(i) for i, w in enumerate(padded)]
 
 
-def _lines(console: Console, text: str, width: int, no_wrap: bool) -> list[str]:
+def _lines(console: Console | Piped, text: str, width: int, no_wrap: bool) -> list[str]:
     """A cell's text in lines of at most ``width`` cells, wrapped and cropped as rich's
     Table does it (left, ellipsis, tab size 8): rich itself does it, but for plain ASCII
     words that all fit, where its greedy fill is done here at a fraction of the cost."""
-    if "\n" not in text and (len(text) if text.isascii() else cell_len(text)) <= width:
+    if "\n" not in text and "\t" not in text and \
+            (len(text) if text.isascii() else cell_len(text)) <= width:
         return [text]
     if not no_wrap and text.isascii() and "\t" not in text and "\n" not in text:
         words = _WORD.findall(text)
@@ -144,7 +171,7 @@ def _lines(console: Console, text: str, width: int, no_wrap: bool) -> list[str]:
             return [ln.rstrip() if len(ln) > width else ln for ln in lines]
     from rich.text import Text
 
-    return [line.plain for line in Text(text).wrap(console, width, justify="left",
+    return [line.plain for line in Text(text).wrap(_real(console), width, justify="left",
                                                    overflow="ellipsis", tab_size=8,
                                                    no_wrap=no_wrap)]
 
@@ -152,10 +179,10 @@ def _lines(console: Console, text: str, width: int, no_wrap: bool) -> list[str]:
 _WORD = re.compile(r"\s*\S+\s*")
 
 
-def _row(console: Console, cells: Sequence[Cell], texts: Sequence[str], widths: list[int],
+def _row(console: Console | Piped, cells: Sequence[Cell], texts: Sequence[str], widths: list[int],
          no_wrap: Sequence[bool], render: _Render | None, header: bool = False
          ) -> Iterator[str]:
-    if render is None and all(t.isascii() and "\n" not in t and len(t) <= w
+    if render is None and all(t.isascii() and "\n" not in t and "\t" not in t and len(t) <= w
                               for t, w in zip(texts, widths, strict=True)):
         yield _JOIN.join(t.ljust(w) for t, w in zip(texts, widths, strict=True))
         return  # the common case: one plain line, every cell fits
