@@ -89,6 +89,12 @@ def read_task_file(path: Path | str) -> tuple[Task, Key]:
 
     Raises FileNotFoundError, or ValueError with the reason the file is unreadable.
     """
+    return decode_task_file(path, *read_task_bytes(path))
+
+
+def read_task_bytes(path: Path | str) -> tuple[bytes, os.stat_result]:
+    """The bytes of a task file and its stat (the reading half of `read_task_file`: no
+    Python objects made, so threads can do it side by side)."""
     try:  # O_NONBLOCK: a FIFO named like a task file never blocks the board
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
@@ -104,6 +110,10 @@ def read_task_file(path: Path | str) -> tuple[Task, Key]:
         data = os.read(fd, MAX_TASK_BYTES + 1)
     finally:
         os.close(fd)
+    return data, st
+
+
+def decode_task_file(path: Path | str, data: bytes, st: os.stat_result) -> tuple[Task, Key]:
     try:
         task = Task.model_validate_json(data)
     except InvalidRecord as exc:
@@ -182,13 +192,21 @@ class TaskIndex:
             if self._journal_ino == ino and self._journal_pos == start:
                 self._journal_pos = end
 
-    def load(self, task_id: str, path: str | None = None) -> Task | None:
-        """Re-read one task file (``path``: where it is, when the caller knows) into the
-        view; the task, or None when missing or broken."""
+    def load(self, task_id: str, path: str | None = None,
+             read: tuple[bytes, os.stat_result] | BaseException | None = None) -> Task | None:
+        """Re-read one task file (``path``: where it is, when the caller knows; ``read``:
+        its bytes and stat, or the error reading them, when already read) into the view;
+        the task, or None when missing or broken."""
         with self.lock:
             self.stale.discard(task_id)
+            path = path or os.path.join(self.dir, f"{task_id}.json")
             try:
-                task, key = read_task_file(path or os.path.join(self.dir, f"{task_id}.json"))
+                if read is None:
+                    task, key = read_task_file(path)
+                elif isinstance(read, BaseException):
+                    raise read
+                else:
+                    task, key = decode_task_file(path, *read)
             except FileNotFoundError:
                 self._drop(task_id)
                 return None
@@ -306,7 +324,7 @@ class TaskIndex:
     def _scan_files(self) -> None:
         seen: set[str] = set()
         strays = 0
-        loaded = 0
+        todo: list[tuple[str, str]] = []
         with os.scandir(self.dir) as it:
             for entry in it:
                 m = TASK_FILE_RE.match(entry.name)
@@ -322,8 +340,10 @@ class TaskIndex:
                 if (st.st_mtime_ns, st.st_size, st.st_ino) != self._keys.get(task_id) or (
                     task_id in self.broken or task_id in self.stale
                 ):
-                    self.load(task_id, entry.path)
-                    loaded += 1
+                    todo.append((task_id, entry.path))
+        loaded = len(todo)
+        for (task_id, path), read in zip(todo, _read_many([p for _, p in todo]), strict=True):
+            self.load(task_id, path, read)
         for task_id in set(self.tasks) - seen | set(self.broken) - seen:
             self._drop(task_id)
         self.dropped_here = strays
@@ -368,6 +388,28 @@ class TaskIndex:
         self._queue = sorted(_order(t) for t in tasks if t.status is Status.PENDING)
         self.max_number = max((task_number(t) for t in self.tasks), default=0)
         self.generation += 1
+
+
+READ_THREADS = 4
+"""Threads reading task files side by side on a cold scan (their opens and reads wait on
+the disk, not on Python); decoding stays on the scanning thread."""
+
+
+def _read_many(paths: list[str]) -> list[tuple[bytes, os.stat_result] | BaseException | None]:
+    """Each file's bytes and stat, or the error reading it; None (read it later, in turn)
+    for every file when there are too few to be worth threads."""
+    if len(paths) < 64:
+        return [None] * len(paths)
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(path: str) -> tuple[bytes, os.stat_result] | BaseException:
+        try:
+            return read_task_bytes(path)
+        except (OSError, ValueError) as exc:
+            return exc
+
+    with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="orchestrator-read") as pool:
+        return list(pool.map(one, paths, chunksize=64))
 
 
 class _SnapshotHead(msgspec.Struct):
