@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from orchestrator.board import graph, summary
+from orchestrator.board import graph
 from orchestrator.board.eventlog import EventLog
 from orchestrator.board.feed import ChangeFeed
 from orchestrator.board.flock import LOCK_TIMEOUT, FileLocked, HeldLockFile, flocked
@@ -165,6 +165,7 @@ class FileBoard:
     def summary(self) -> BoardSummary:
         """From ``.tasks/.run/board-summary`` and the journal lines since (see
         `orchestrator.board.summary`); every task file only when that cannot tell."""
+        from orchestrator.board import summary  # only status asks
         def every() -> builtins.list[Task]:
             self._index.refresh(full=True)
             with self._index.lock:
