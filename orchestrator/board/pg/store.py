@@ -48,6 +48,7 @@ from orchestrator.board.pg.parts import (
     PgTaskLogs,
     PgTeamStatus,
     iso,
+    masked,
 )
 from orchestrator.board.store import PROTECTED, BoardClosed, _assign, _count_attempt, _move
 from orchestrator.config import BoardConfig
@@ -61,6 +62,8 @@ COLS = ("id, status, priority, blocked_by, owner, fence, lease_token, "
         "extract(epoch FROM lease_expires), lease_acquired, lease_renewed, attempts, data, "
         "created_at, updated_at")
 SELECT = f"SELECT {COLS} FROM tasks"
+TASK_ID_SQL = "'task_' || CASE WHEN c.id < 100 THEN lpad(c.id::text, 3, '0') ELSE c.id::text END"
+"""`format_task_id` in SQL, of the claimed row ``c``."""
 READY = ("status = 'pending' AND NOT EXISTS (SELECT 1 FROM unnest(t.blocked_by) b "
          "LEFT JOIN tasks bt ON bt.id = b WHERE bt.status IS NULL "
          "OR bt.status NOT IN ('review', 'merged'))")
@@ -118,7 +121,7 @@ class PgBoard:
         def select(cur: Cursor) -> Task:
             return _fetch(cur, n)
 
-        return self.db.run(select)
+        return self.db.statement(select, write=False)
 
     def list(self, status: Status | Collection[Status] | None = None) -> builtins.list[Task]:
         wanted = None if status is None else (
@@ -258,34 +261,42 @@ class PgBoard:
         seconds = lease_seconds or self.config.lease_seconds
         n = None if task_id is None else parse_task_id(str(task_id))
 
-        def take(cur: Cursor) -> Task | None:
-            # Like the file board's claims, a claim need not wait for the disk: lost in a
-            # server crash, it is the same as its lease expiring (the task comes back).
-            cur.execute("SET LOCAL synchronous_commit = off")
-            if n is not None:
-                cur.execute("SELECT 1 FROM tasks WHERE id = %s", (n,))
-                if cur.fetchone() is None:
-                    raise NotFound(f"no task {format_task_id(n)}")
+        actor_data = masked({"owner": owner}, self.events.secrets)
+
+        def take(cur: Cursor) -> tuple[object, ...] | None:
+            # One statement, so one round trip and its own transaction: the row is taken
+            # (SKIP LOCKED: claimers never wait on each other), then the events lock, and
+            # the event appended (see `orchestrator.board.pg.db` for the commit).
             cur.execute(
-                "UPDATE tasks SET status = 'in_progress', owner = %(o)s, machine = %(m)s, "
-                "fence = fence + 1, lease_token = fence + 1, "
+                "WITH c AS (UPDATE tasks SET status = 'in_progress', owner = %(o)s, "
+                "machine = %(m)s, fence = fence + 1, lease_token = fence + 1, "
                 "lease_expires = now() + make_interval(secs => %(s)s), lease_acquired = now(), "
                 "lease_renewed = now(), data = data - 'error', updated_at = now() "
                 f"WHERE id = (SELECT id FROM tasks t WHERE {READY} "
                 "AND (%(n)s::bigint IS NULL OR id = %(n)s) "
                 "ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
-                f"RETURNING {COLS}",
-                {"o": owner, "m": self.machine, "s": seconds, "n": n})
+                f"RETURNING {COLS}), "
+                "e AS (INSERT INTO events (event, task, actor, machine, data) "
+                f"SELECT 'task_claimed', {TASK_ID_SQL}, %(o)s, %(m)s, %(d)s::jsonb || "
+                "jsonb_build_object('token', c.fence, 'attempt', c.attempts + 1) FROM c "
+                f"CROSS JOIN LATERAL (SELECT {self.db.ordered()} WHERE c.id IS NOT NULL) l "
+                "RETURNING seq, ts, data) "
+                "SELECT c.*, e.seq, e.ts, e.data FROM c, e",
+                {"o": owner, "m": self.machine, "s": seconds, "n": n,
+                 "d": Jsonb(actor_data)})
             row = cur.fetchone()
-            if row is None:
-                return None
-            task = _task(row)
-            self.events.insert(cur, "task_claimed", task.id, owner,
-                               {"owner": owner, "token": task.fence,
-                                "attempt": task.attempts + 1})
-            return task
+            if row is not None:
+                seq, ts, data = row[-3:]
+                self.events.stored(seq, ts, "task_claimed", format_task_id(int(str(row[0]))),
+                                   owner, dict(data) if isinstance(data, dict) else {})
+            return row
 
-        return self.db.run(take)
+        row = self.db.statement(take, write=True)
+        if row is None:
+            if n is not None and not self._exists(n):
+                raise NotFound(f"no task {format_task_id(n)}")
+            return None
+        return _task(row[:-3])
 
     def renew(self, task_id: str, token: int, *, lease_seconds: float | None = None) -> Task:
         seconds = lease_seconds or self.config.lease_seconds
@@ -404,7 +415,14 @@ class PgBoard:
             cur.execute(f"SELECT 1 FROM tasks t WHERE {READY} LIMIT 1")
             return cur.fetchone() is not None
 
-        return self.db.run(exists)
+        return self.db.statement(exists, write=False)
+
+    def _exists(self, n: int) -> bool:
+        def select(cur: Cursor) -> bool:
+            cur.execute("SELECT 1 FROM tasks WHERE id = %s", (n,))
+            return cur.fetchone() is not None
+
+        return self.db.statement(select, write=False)
 
     def _has_drops(self) -> bool:
         try:
