@@ -166,11 +166,14 @@ class Database:
 
 
 class Listener:
-    """Waits for NOTIFY on ``channels``; a (re)connect counts as a change."""
+    """Waits for NOTIFY on ``channels``; a (re)connect counts as a change. ``wanted``
+    picks the payloads worth waking for (default: every one)."""
 
-    def __init__(self, url: str, channels: Collection[str]) -> None:
+    def __init__(self, url: str, channels: Collection[str],
+                 wanted: Callable[[str], bool] | None = None) -> None:
         self.url = url
         self.channels = tuple(channels)
+        self.wanted = wanted
         self._conn: Conn | None = None
         self._failures = 0
 
@@ -191,13 +194,18 @@ class Listener:
                 self._conn = conn
                 self._failures = 0
                 return True
-            got = False
-            for _ in self._conn.notifies(timeout=max(timeout, 0.0), stop_after=1):
-                got = True
-            if got:  # take what else is queued, so the next wait does not return at once
-                for _ in self._conn.notifies(timeout=0.001):
-                    pass
-            return got
+            end = time.monotonic() + max(timeout, 0.0)
+            while True:
+                seen = [n.payload for n in self._conn.notifies(
+                    timeout=max(end - time.monotonic(), 0.0), stop_after=1)]
+                if not seen:
+                    return False
+                if self.wanted is None or any(map(self.wanted, seen)):
+                    # take what else is queued (without waiting), so the next wait does
+                    # not return at once for the same burst
+                    for _ in self._conn.notifies(timeout=0.0):
+                        pass
+                    return True
         except (psycopg.OperationalError, BoardUnavailable):
             self.close()
             self._failures += 1

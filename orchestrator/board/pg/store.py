@@ -180,23 +180,17 @@ class PgBoard:
         except ValidationError as exc:
             raise InvalidInput(f"invalid task: {describe_error(exc)}") from None
 
+        blockers = [parse_task_id(b) for b in draft.blocked_by]
+        if check_blockers and blockers:
+            self._check_blockers(blockers)  # tasks are never deleted: it stays true
+        data = masked({"subject": draft.subject, **event_fields}, self.events.secrets)
+        if task_id is None:
+            return self._insert_new(draft, blockers, event, actor, data)
+        n = parse_task_id(task_id)
+
         def insert(cur: Cursor) -> Task:
-            blockers = [parse_task_id(b) for b in draft.blocked_by]
-            if check_blockers and blockers:
-                cur.execute("SELECT id FROM tasks WHERE id = ANY(%s)", (blockers,))
-                have = {int(str(r[0])) for r in cur.fetchall()}
-                for b in blockers:
-                    if b not in have:
-                        raise NotFound(f"unknown blocker {format_task_id(b)}: no such task")
-            if task_id is not None:
-                n = parse_task_id(task_id)
-                cur.execute("SELECT setval('task_ids', greatest(%s, (SELECT CASE WHEN "
-                            "is_called THEN last_value ELSE 0 END FROM task_ids)))", (n,))
-            else:
-                cur.execute("SELECT nextval('task_ids')")
-                row = cur.fetchone()
-                assert row is not None
-                n = int(str(row[0]))
+            cur.execute("SELECT setval('task_ids', greatest(%s, (SELECT CASE WHEN "
+                        "is_called THEN last_value ELSE 0 END FROM task_ids)))", (n,))
             task = draft.model_copy(update={"id": format_task_id(n)})
             cur.execute("INSERT INTO tasks (id, status, priority, blocked_by, attempts, data) "
                         "VALUES (%s, 'pending', %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING "
@@ -209,11 +203,45 @@ class PgBoard:
                 raise Conflict(f"duplicate id {task.id}: that task already exists")
             task = task.model_copy(update={"created_at": iso(row[0]),
                                            "updated_at": iso(row[0])})
-            self.events.insert(cur, event, task.id, actor,
-                               {"subject": task.subject, **event_fields})
+            self.events.insert(cur, event, task.id, actor, data)
             return task
 
         return self.db.run(insert)
+
+    def _insert_new(self, draft: Task, blockers: builtins.list[int], event: str, actor: str,
+                    data: dict[str, Any]) -> Task:
+        """The row with the next id and its event in one statement (one round trip)."""
+        def insert(cur: Cursor) -> tuple[object, ...]:
+            cur.execute(
+                "WITH c AS (INSERT INTO tasks (id, status, priority, blocked_by, attempts, "
+                "data) VALUES (nextval('task_ids'), 'pending', %(p)s, %(b)s, %(a)s, %(t)s) "
+                "RETURNING id, created_at), "
+                "e AS (INSERT INTO events (event, task, actor, machine, data) "
+                f"SELECT %(e)s, {TASK_ID_SQL}, %(o)s, %(m)s, %(d)s FROM c "
+                f"CROSS JOIN LATERAL (SELECT {self.db.ordered()}) l RETURNING seq, ts) "
+                "SELECT c.id, c.created_at, e.seq, e.ts FROM c, e",
+                {"p": draft.priority, "b": blockers, "a": draft.attempts,
+                 "t": Jsonb(_data(draft)), "e": event, "o": actor, "m": self.machine,
+                 "d": Jsonb(data)})
+            row = cur.fetchone()
+            assert row is not None
+            self.events.stored(row[2], row[3], event, format_task_id(int(str(row[0]))), actor,
+                               data)
+            return row
+
+        row = self.db.statement(insert, write=True)
+        return draft.model_copy(update={"id": format_task_id(int(str(row[0]))),
+                                        "created_at": iso(row[1]), "updated_at": iso(row[1])})
+
+    def _check_blockers(self, blockers: builtins.list[int]) -> None:
+        def select(cur: Cursor) -> set[int]:
+            cur.execute("SELECT id FROM tasks WHERE id = ANY(%s)", (blockers,))
+            return {int(str(r[0])) for r in cur.fetchall()}
+
+        have = self.db.statement(select, write=False)
+        for b in blockers:
+            if b not in have:
+                raise NotFound(f"unknown blocker {format_task_id(b)}: no such task")
 
     def edit(self, task_id: str, *, actor: str, **fields: Any) -> Task:
         bad = PROTECTED & fields.keys()
@@ -390,7 +418,7 @@ class PgBoard:
                 return True
 
     def wait_for_ready(self, timeout: float) -> bool:
-        listener = self._listen("ready", ["orch_tasks"])
+        listener = self._listen("ready", ["orch_tasks"], _may_make_ready)
         deadline = time.monotonic() + timeout
         while True:
             if self._closed:
@@ -403,11 +431,12 @@ class PgBoard:
             listener.wait(min(remaining, self.config.rescan_seconds))
 
     # --- internals -----------------------------------------------------------------
-    def _listen(self, kind: str, channels: builtins.list[str]) -> Listener:
+    def _listen(self, kind: str, channels: builtins.list[str],
+                wanted: Callable[[str], bool] | None = None) -> Listener:
         if self._closed:
             raise BoardClosed("the board is closed")
         if kind not in self._listeners:
-            self._listeners[kind] = Listener(self.url, channels)
+            self._listeners[kind] = Listener(self.url, channels, wanted)
         return self._listeners[kind]
 
     def _any_ready(self) -> bool:
@@ -486,6 +515,13 @@ class PgBoard:
         row = cur.fetchone()
         assert row is not None
         return _task(row)
+
+
+def _may_make_ready(payload: str) -> bool:
+    """Whether a ``orch_tasks`` notification (``"<id> <status>"``) can make a task ready:
+    a task became pending, or a blocker reached review or merged. A claim (in_progress)
+    or a cancel cannot, so an idle teammate does not rescan for every other's claim."""
+    return payload.rsplit(" ", 1)[-1] in ("pending", "review", "merged")
 
 
 def _holder(old: Task) -> str | None:
