@@ -408,8 +408,11 @@ class Board(Protocol):
 
     # --- reading -----------------------------------------------------------
     def get(self, task_id: str) -> Task: ...
-    def list(self, status: Status | Collection[Status] | None = None) -> builtins.list[Task]:
-        """Every task (with ``status`` when given), by id."""
+    def list(self, status: Status | Collection[Status] | None = None, *,
+             after: str | None = None, limit: int | None = None) -> builtins.list[Task]:
+        """Every task (with ``status`` when given), by id; a page of them with ``after`` (only
+        ids above it: a keyset, so the next page starts at the last id of this one, and
+        the id need not exist) and ``limit`` (at most that many)."""
         ...
     def ready(self) -> builtins.list[Task]:
         """Claimable tasks (pending, blockers in review/merged), in claim order."""

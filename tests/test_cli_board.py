@@ -125,6 +125,38 @@ def test_list_shows_problems_and_runs_intake(capsys: pytest.CaptureFixture[str],
     assert "task_created" in out and "task_rejected" not in out
 
 
+def test_list_reads_and_draws_a_page_at_a_time(capsys: pytest.CaptureFixture[str], repo: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import orchestrator.cli.board as board_cli
+    from orchestrator.board import open_board
+    from orchestrator.board.store import FileBoard
+    from orchestrator.config import BoardConfig
+    from orchestrator.layout import Layout
+
+    run(capsys, repo, "init")
+    with open_board(Layout.at(repo), BoardConfig(), actor="t") as b:
+        for i in range(7):
+            b.add(f"task number {i}" + " long" * (i == 6), blocked_by=["task_001"] * (i == 2))
+        b.cancel("task_001")
+    monkeypatch.setattr(board_cli, "LIST_PAGE", 3)
+    asked: list[tuple[str | None, int | None]] = []
+    real = FileBoard.list
+
+    def spy(self: object, status: object = None, *, after: str | None = None,
+            limit: int | None = None) -> object:
+        asked.append((after, limit))
+        return real(self, status, after=after, limit=limit)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FileBoard, "list", spy)
+    lines = ok(capsys, repo, "list").splitlines()
+    assert asked == [(None, 3), ("task_003", 3), ("task_006", 3)]
+    assert [line.split()[0] for line in lines] == [
+        "id", *(f"task_00{i}" for i in range(1, 8)), "!"]  # one header: same columns
+    assert lines[-1].startswith("! task_003: ") and "task_001" in lines[-1]
+    assert [t["id"] for t in json.loads(ok(capsys, repo, "list", "--json"))] == [
+        f"task_00{i}" for i in range(1, 8)]
+
+
 def test_empty_board(capsys: pytest.CaptureFixture[str], repo: Path) -> None:
     assert run(capsys, repo, "list")[1] == "no tasks\n"
     assert run(capsys, repo, "list", "--json")[1] == "[]\n"

@@ -5,11 +5,12 @@ Each runs intake first, so files dropped into ``.tasks/inbox/`` show up at once.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import textwrap
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -190,66 +191,101 @@ def list_tasks(
         watch_board(r.layout, r.config, frames=frames)
         return
     with _board(repo) as board:
-        # the board filters: a shared board of a million tasks sends only those asked for
-        tasks = board.list(status or None)
         problems = board.problems()
-    if json_:
-        from orchestrator.board.index import TASK_LIST
+        # the board filters and pages: a shared board of a million tasks sends only those
+        # asked for, a page at a time, and the first page shows before the next is read
+        pages = _pages(board, status or None)
+        if json_:
+            from orchestrator.board.index import TASK_LIST
 
-        rows = TASK_LIST.dump_python(tasks, mode="json")  # one call, not one per task
-        for row in rows:
-            row["problem"] = problems.get(row["id"])
-        sys.stdout.write(json.dumps(rows, default=str) + "\n")
-        return
-    if not tasks:
-        typer.echo("no tasks" + (f" in {', '.join(status)}" if status else ""))
-        return
-    from rich.console import Console
+            tasks = [t for page in pages for t in page]
+            rows = TASK_LIST.dump_python(tasks, mode="json")  # one call, not one per task
+            for row in rows:
+                row["problem"] = problems.get(row["id"])
+            sys.stdout.write(json.dumps(rows, default=str) + "\n")
+            return
+        first = next(pages, [])
+        if not first:
+            typer.echo("no tasks" + (f" in {', '.join(status)}" if status else ""))
+            return
+        from rich.console import Console
 
-    from orchestrator.cli.table import draw
+        from orchestrator.cli.app import PIPED_WIDTH
 
-    with_todos = any(t.todos for t in tasks)
-    if not tasks:
-        typer.echo("no tasks" + (f" in {', '.join(status)}" if status else ""))
-        return
-
-
-    with_spent = any(t.usage != Usage() or t.budget != Budget() for t in tasks)
-    headers = ["id", "status", "pri", "subject", "owner", "blocked by",
-               *(["spent"] if with_spent else []), *(["todo"] if with_todos else [])]
-    rows = []
-    for t in tasks:
-        state: list[tuple[str, str | None]] = [(str(t.status), STATUS_STYLE[t.status])]
-        if t.id in problems:
-            state += [(" ", None), ("!", "red")]
-        if t.waiting_for:
-            state += [(" ", None), (f"(waiting: {_waiting(t)})", "yellow")]
-        rows.append([t.id, tuple(state), str(t.priority), t.subject, t.owner or "",
-                     ", ".join(t.blocked_by),
-                     *([describe(t.budget, t.usage)] if with_spent else []),
-                     *([progress(t.todos)] if with_todos else [])])
-    from orchestrator.cli.app import PIPED_WIDTH
-
-    piped = not sys.stdout.isatty()  # piped: one line per row, never wrapped
-    console = Console(soft_wrap=False, width=PIPED_WIDTH if piped else None)
-    lines = [line.rstrip() if piped else line
-             for line in draw(console, headers, rows, [h == "status" for h in headers])]
-    # problems of the tasks shown, and (unfiltered) of task files too broken to list at all
-    shown = {t.id for t in tasks} | (set() if status else set(problems) - {t.id for t in tasks})
-    lines += [f"! {tid}: {problems[tid]}" for tid in sorted(set(problems) & shown)]
-    _page(console, lines)
+        piped = not sys.stdout.isatty()  # piped: one line per row, never wrapped
+        console = Console(soft_wrap=False, width=PIPED_WIDTH if piped else None)
+        _page(console, _task_lines(console, itertools.chain([first], pages), problems,
+                                   bool(status), piped))
 
 
-def _page(console: Any, lines: list[str]) -> None:
-    """Print ``lines``; on a terminal, more than a screenful goes through the pager
-    (``$PAGER``, else ``less``), as ``git log`` does."""
-    text = "\n".join(lines) + "\n"
-    if console.is_terminal and len(lines) >= console.height:
-        import click
+LIST_PAGE = 1000
+"""Tasks `list` reads and draws at a time."""
 
-        click.echo_via_pager(text, color=True)
-        return
-    sys.stdout.write(text)
+
+def _pages(board: ControlPlane, status: list[Status] | None) -> Iterator[list[Task]]:
+    after = None
+    while True:
+        page = board.list(status, after=after, limit=LIST_PAGE)
+        if page:
+            yield page
+        if len(page) < LIST_PAGE:
+            return
+        after = page[-1].id
+
+
+def _task_lines(console: Any, pages: Iterable[list[Task]], problems: dict[str, str],
+                filtered: bool, piped: bool) -> Iterator[str]:
+    """The table's lines, a page at a time (a page's columns fit that page; the header is
+    drawn again only when a page needs other columns), then the problems of the tasks shown
+    (and, unfiltered, of task files too broken to list at all)."""
+    from orchestrator.cli.table import Cell, draw
+
+    shown: set[str] = set()
+    drawn: list[str] | None = None
+    for tasks in pages:
+        with_todos = any(t.todos for t in tasks)
+        with_spent = any(t.usage != Usage() or t.budget != Budget() for t in tasks)
+        headers = ["id", "status", "pri", "subject", "owner", "blocked by",
+                   *(["spent"] if with_spent else []), *(["todo"] if with_todos else [])]
+        rows: list[list[Cell]] = []
+        for t in tasks:
+            state: list[tuple[str, str | None]] = [(str(t.status), STATUS_STYLE[t.status])]
+            if t.id in problems:
+                state += [(" ", None), ("!", "red")]
+            if t.waiting_for:
+                state += [(" ", None), (f"(waiting: {_waiting(t)})", "yellow")]
+            rows.append([t.id, tuple(state), str(t.priority), t.subject, t.owner or "",
+                         ", ".join(t.blocked_by),
+                         *([describe(t.budget, t.usage)] if with_spent else []),
+                         *([progress(t.todos)] if with_todos else [])])
+            shown.add(t.id)
+        lines = draw(console, headers, rows, [h == "status" for h in headers])
+        header = next(lines)
+        if headers != drawn:
+            yield header.rstrip() if piped else header
+            drawn = headers
+        for line in lines:
+            yield line.rstrip() if piped else line
+    if not filtered:
+        shown |= set(problems)
+    yield from (f"! {tid}: {problems[tid]}" for tid in sorted(set(problems) & shown))
+
+
+def _page(console: Any, lines: Iterable[str]) -> None:
+    """Print ``lines`` as they come; on a terminal, more than a screenful goes through the
+    pager (``$PAGER``, else ``less``), as ``git log`` does."""
+    it = iter(lines)
+    if console.is_terminal:
+        head = list(itertools.islice(it, console.height))
+        if len(head) >= console.height:
+            import click
+
+            click.echo_via_pager(itertools.chain((f"{line}\n" for line in head),
+                                                 (f"{line}\n" for line in it)), color=True)
+            return
+        it = iter(head)
+    for line in it:
+        sys.stdout.write(line + "\n")
     sys.stdout.flush()
 
 

@@ -33,6 +33,33 @@ def test_add_get_list_and_sequential_ids(plane: ControlPlane) -> None:
     assert plane.add("third").id == "task_004"  # an id reserved is never handed out again
 
 
+def test_list_in_pages_by_id(plane: ControlPlane) -> None:
+    """``after``/``limit`` page through `list` (a keyset: the next page starts after the last
+    id shown, which need not exist); the pages together are the whole list."""
+    for i in range(12):
+        plane.add(f"t{i}")
+    for tid in ("task_003", "task_008", "task_011"):
+        plane.cancel(tid)
+    pending = [t.id for t in plane.list(Status.PENDING)]
+    assert len(pending) == 9
+    pages, after = [], None
+    while page := plane.list(Status.PENDING, after=after, limit=4):
+        assert len(page) <= 4
+        pages.append([t.id for t in page])
+        after = page[-1].id
+    assert [len(p) for p in pages] == [4, 4, 1] and [i for p in pages for i in p] == pending
+    assert [t.id for t in plane.list(after="task_010")] == ["task_011", "task_012"]
+    assert [t.id for t in plane.list([Status.CANCELLED, Status.PENDING], after="9",
+                                     limit=2)] == ["task_010", "task_011"]
+    assert plane.list(after="task_500") == [] and plane.list(limit=0) == []
+    assert [t.id for t in plane.list(limit=1)] == ["task_001"]
+    for bad in (-1, 1.5, True):
+        with pytest.raises(InvalidInput):
+            plane.list(limit=bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput):
+        plane.list(after="../task_001")
+
+
 def test_ids_are_unique_across_handles(plane: ControlPlane, opener: Opener) -> None:
     others = [opener(f"o{i}") for i in range(3)]
     got = [h.ids.next() for _ in range(5) for h in (plane, *others)]

@@ -50,7 +50,14 @@ from orchestrator.board.pg.parts import (
     iso,
     masked,
 )
-from orchestrator.board.store import PROTECTED, BoardClosed, _assign, _count_attempt, _move
+from orchestrator.board.store import (
+    PROTECTED,
+    BoardClosed,
+    _assign,
+    _count_attempt,
+    _move,
+    check_limit,
+)
 from orchestrator.config import BoardConfig
 from orchestrator.errors import InvalidInput, LeaseLost, NotFound
 from orchestrator.layout import Layout
@@ -123,17 +130,26 @@ class PgBoard:
 
         return self.db.statement(select, write=False)
 
-    def list(self, status: Status | Collection[Status] | None = None) -> builtins.list[Task]:
+    def list(self, status: Status | Collection[Status] | None = None, *,
+             after: str | None = None, limit: int | None = None) -> builtins.list[Task]:
+        check_limit(limit)
         wanted = None if status is None else (
             [str(Status(status))] if isinstance(status, str) else [str(Status(s))
                                                                    for s in status])
+        # only the conditions asked for, so each shape has its own plan (index on
+        # (status, id) for a status, the primary key otherwise) and a page reads a page
+        where = " AND ".join(w for w, on in (("status = ANY(%(w)s)", wanted is not None),
+                                             ("id > %(a)s", after is not None)) if on)
+        sql = (f"{SELECT}{' WHERE ' + where if where else ''} ORDER BY id"
+               f"{' LIMIT %(n)s' if limit is not None else ''}")
+        params = {"w": wanted, "a": None if after is None else parse_task_id(str(after)),
+                  "n": limit}
 
         def select(cur: Cursor) -> builtins.list[Task]:
-            cur.execute(f"{SELECT} WHERE %(w)s::text[] IS NULL OR status = ANY(%(w)s) "
-                        "ORDER BY id", {"w": wanted})
+            cur.execute(sql, {k: v for k, v in params.items() if f"%({k})s" in sql})
             return [_task(r) for r in cur.fetchall()]
 
-        return self.db.run(select)
+        return self.db.statement(select, write=False)
 
     def ready(self) -> builtins.list[Task]:
         def select(cur: Cursor) -> builtins.list[Task]:
