@@ -338,7 +338,7 @@ class TaskLogs(Protocol):
     def writer(self, name: str, actor: str | None = None) -> TaskLogger:
         """A logger appending to ``name`` (long strings cut, secrets masked)."""
         ...
-    def append(self, name: str, kind: str, *, actor: str | None = None,
+    def append(self, name: str, kind: str, /, *, actor: str | None = None,
                **fields: Any) -> None: ...
     def read(self, name: str) -> Iterator[LogRecord]:
         """Every complete record, oldest first (none when the log does not exist)."""

@@ -251,7 +251,7 @@ class PgLogWriter:
         self.actor = actor
 
     def write(self, kind: str, **fields: Any) -> None:
-        self.logs.append(self.name, kind, actor=self.actor, **fields)
+        self.logs.insert(self.name, kind, self.actor, fields)
 
 
 class PgTaskLogs:
@@ -264,8 +264,12 @@ class PgTaskLogs:
     def writer(self, name: str, actor: str | None = None) -> PgLogWriter:
         return PgLogWriter(self, check_log_name(name), actor)
 
-    def append(self, name: str, kind: str, *, actor: str | None = None,
+    def append(self, name: str, kind: str, /, *, actor: str | None = None,
                **fields: Any) -> None:
+        self.insert(name, kind, actor, fields)
+
+    def insert(self, name: str, kind: str, actor: str | None, fields: dict[str, Any]) -> None:
+        """One record; ``fields`` may hold any key (a tool call's ``name`` too)."""
         check_log_name(name)
         rec: dict[str, Any] = {"kind": kind}
         if actor:
