@@ -3,6 +3,7 @@ the promises every board makes (run against each implementation)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -11,6 +12,7 @@ import pytest
 from orchestrator.board.model import Status
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import InvalidInput, InvalidTransition, LeaseLost, NotFound
+from tests.conformance.boards import Spec, open_spec
 
 Opener = Callable[..., ControlPlane]
 
@@ -248,6 +250,29 @@ def test_another_handle_sees_changes(plane: ControlPlane, opener: Opener) -> Non
     assert other.list(Status.IN_PROGRESS)[0].owner == "a"
     plane.complete(c.id, c.lease.token)
     assert other.get(c.id).status is Status.REVIEW
+
+
+def test_a_waiting_teammate_wakes_when_its_blocker_reaches_review(spec: Spec,
+                                                                  plane: ControlPlane) -> None:
+    """Woken by the change itself (the rescan is 30 s away), not by another's claim."""
+    waiter = open_spec({**spec, "board": {**spec["board"], "rescan_seconds": 30}}, "waiter")
+    try:
+        a = plane.add("blocker")
+        plane.add("blocked", blocked_by=[a.id])
+        c = plane.claim("alice")
+        assert c is not None and c.id == a.id and c.lease is not None
+        woke: list[tuple[bool, float]] = []
+        t = threading.Thread(target=lambda: woke.append((waiter.wait_for_ready(20),
+                                                         time.monotonic())))
+        t.start()
+        time.sleep(0.5)
+        assert not woke  # nothing is ready: it waits
+        t0 = time.monotonic()
+        plane.complete(a.id, c.lease.token)
+        t.join(20)
+        assert woke and woke[0][0] is True and woke[0][1] - t0 < 3.0
+    finally:
+        waiter.close()
 
 
 def test_wait_for_ready_wakes_on_a_new_task(plane: ControlPlane, opener: Opener) -> None:
