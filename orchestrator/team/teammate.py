@@ -80,6 +80,8 @@ class Teammate:
         self.committed = False
         """A task was committed since the last `idle_maintenance`."""
         self.remote: Remote | None = None
+        self._wip_lock = threading.Lock()
+        """One WIP push at a time (the heartbeat's thread and the run's both push)."""
         """The shared git remote of a team across machines (a PostgreSQL board)."""
         self.undelivered: list[Message] = []
         """Messages for the agent that came while no task ran: they go to the next run."""
@@ -101,7 +103,6 @@ class Teammate:
         self.isolation = open_isolation(self.layout, self.config.worktree, self.board)
         self.isolation.prepare()
         self.remote = Remote.for_config(self.layout.root, self.config)
-        self._wip_lock = threading.Lock()
         self.waker.follow_board(self.board, self.config.board.rescan_seconds)
         self.log.info("teammate ready", pid=os.getpid())
         try:
