@@ -353,7 +353,7 @@ class TaskLogs(Protocol):
     def writer(self, name: str, actor: str | None = None) -> TaskLogger:
         """A logger appending to ``name`` (long strings cut, secrets masked)."""
         ...
-    def append(self, name: str, kind: str, *, actor: str | None = None,
+    def append(self, name: str, kind: str, /, *, actor: str | None = None,
                **fields: Any) -> None: ...
     def read(self, name: str) -> Iterator[LogRecord]:
         """Every complete record, oldest first (none when the log does not exist)."""
@@ -423,8 +423,11 @@ class Board(Protocol):
 
     # --- reading -----------------------------------------------------------
     def get(self, task_id: str) -> Task: ...
-    def list(self, status: Status | Collection[Status] | None = None) -> builtins.list[Task]:
-        """Every task (with ``status`` when given), by id."""
+    def list(self, status: Status | Collection[Status] | None = None, *,
+             after: str | None = None, limit: int | None = None) -> builtins.list[Task]:
+        """Every task (with ``status`` when given), by id; a page of them with ``after`` (only
+        ids above it: a keyset, so the next page starts at the last id of this one, and
+        the id need not exist) and ``limit`` (at most that many)."""
         ...
     def ready(self) -> builtins.list[Task]:
         """Claimable tasks (pending, blockers in review/merged), in claim order."""

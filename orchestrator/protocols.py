@@ -79,6 +79,9 @@ class RunContext:
     on_process_start: Callable[[int], None] | None = None
     """Called with the process group id of the backend's process once it runs (the
     teammate records it, so that a restarted lead can kill an orphaned backend)."""
+    on_files_changed: Callable[[], None] | None = None
+    """Called after an agent step whose tool calls may have changed files (a backend with
+    steps calls it; across machines the teammate pushes its work-in-progress snapshot)."""
     messages: Path | None = None
     """The run's messages file: what `orchestrator send` sent its agent
     (`orchestrator.team.delivery`)."""

@@ -2,11 +2,15 @@
 
     .venv/bin/python scripts/chaos.py --tasks 200 --teammates 4 [--mate-kills 10]
         [--lead-kills 2] [--stops 1] [--restarts 1] [--lease 3] [--seed N] [--json]
-        [--board postgresql://…|auto] [--db-restarts N]
+        [--board postgresql://…|auto] [--db-restarts N] [--machine-kills N]
 
 ``--board`` runs the team on a PostgreSQL board (``auto``: a throwaway cluster started
 from the Debian binaries, which also allows ``--db-restarts``: the database is stopped
-and started again under the running team, every connection cut).
+and started again under the running team, every connection cut), and
+``--machine-kills`` (default 1 with ``--board``): every process of the machine — the lead,
+its teammates and their backends — frozen and then ``kill -9``ed at once, as a power cut
+would; the machine then comes back (``up``), its tasks' leases run out on the database's
+clock and they are taken again, its worktrees reconciled.
 
 Every task runs the command backend, which writes ``work_<id>.txt`` holding the
 task id (then sleeps ``--task-seconds``, so kills land mid-task). While the team
@@ -107,7 +111,7 @@ class Driver:
         self._last = (-1, time.monotonic())
         self.figures: dict[str, Any] = {"mate_kills": 0, "lead_kills": 0, "stops": [],
                                         "restarts": 0, "mates_exit_after_lead_s": [],
-                                        "db_restarts": 0}
+                                        "db_restarts": 0, "machine_kills": 0}
 
     # --- the team -----------------------------------------------------------------
     def up(self) -> None:
@@ -179,6 +183,27 @@ class Driver:
         self.figures["lead_kills"] += 1
         self.figures["mates_exit_after_lead_s"].append(took)
         self.say(f"  kill -9 lead (pid {self.lead.pid}); its teammates stopped in {took}s; up")
+        self.up()
+
+    def kill_machine(self) -> None:
+        """Every process of this machine at once: frozen first (none of them sees another
+        die and reacts), then kill -9; then the machine comes back (``up``)."""
+        assert self.lead is not None
+        mates = self.live_mates()
+        doomed = {self.lead.pid, *(int(s["pid"]) for s in mates.values()),
+                  *(pid for pid, _ in processes_in(self.repo))}
+        groups = {int(s["backend_pgid"]) for s in mates.values() if s.get("backend_pgid")}
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for g in groups:
+                killpg_quietly(g, sig)
+            for pid in doomed:
+                kill_quietly(pid, sig)
+        self.lead.wait()
+        wait_until(lambda: not any(alive(p) for p in doomed), 60, "the machine to be dead")
+        working = sorted(str(s.get("task")) for s in mates.values() if s.get("task"))
+        self.figures["machine_kills"] += 1
+        self.say(f"  kill -9 the whole machine: {len(doomed)} processes, {len(groups)} "
+                 f"backend groups (tasks {', '.join(working) or 'none'}); up")
         self.up()
 
     def restart_db(self) -> None:
@@ -259,7 +284,7 @@ class Driver:
 def run(repo: Path, *, n_tasks: int, n_mates: int, mate_kills: int, lead_kills: int,
         stops: int, restarts: int, lease: float, task_seconds: float, max_attempts: int,
         seed: int, quiet: bool = False, board_url: str | None = None, cluster: Any = None,
-        db_restarts: int = 0) -> dict[str, Any]:
+        db_restarts: int = 0, machine_kills: int = 0) -> dict[str, Any]:
     def say(msg: str) -> None:
         if not quiet:
             print(msg, flush=True)
@@ -272,7 +297,7 @@ def run(repo: Path, *, n_tasks: int, n_mates: int, mate_kills: int, lead_kills: 
     drv = Driver(repo, n_tasks, n_mates, env, command, rng, say, board, cluster)
     drv.progress()  # the first tasks
     plan = ["mate"] * mate_kills + ["lead"] * lead_kills + ["stop"] * stops \
-        + ["restart"] * restarts + ["db"] * db_restarts
+        + ["restart"] * restarts + ["db"] * db_restarts + ["machine"] * machine_kills
     rng.shuffle(plan)
     # spread the faults over 5 %..60 % of the work, so each lands on a busy team
     marks = [int(n_tasks * (0.05 + 0.55 * i / (len(plan) - 1))) if len(plan) > 1
@@ -300,6 +325,8 @@ def run(repo: Path, *, n_tasks: int, n_mates: int, mate_kills: int, lead_kills: 
                 drv.freeze(lease)
             elif fault == "db":
                 drv.restart_db()
+            elif fault == "machine":
+                drv.kill_machine()
             else:
                 drv.restart()
         wait_until(lambda: drv.progress() >= n_tasks, deadline, "every task to finish",
@@ -432,6 +459,7 @@ def report(res: dict[str, Any]) -> str:
         f"(teammates stopped on their own in {f['mates_exit_after_lead_s']} s), "
         f"{len(f['stops'])} SIGSTOP past the lease ({stops}), {f['restarts']} daemon restart"
         + (f", {f['db_restarts']} PostgreSQL restart" if f.get("db_restarts") else "")
+        + (f", {f['machine_kills']} whole-machine kill -9" if f.get("machine_kills") else "")
         + (f"; NOT injected (work ran out): {res['faults_skipped']}" if res["faults_skipped"]
            else ""),
         f"recovery: {r['task_requeued']} requeued at once on a teammate's death, "
@@ -476,6 +504,9 @@ def main(argv: list[str] | None = None) -> int:
                                     "cluster (default: the file board)")
     ap.add_argument("--db-restarts", type=int, default=None,
                     help="PostgreSQL restarts under the team (--board auto; default 1 there)")
+    ap.add_argument("--machine-kills", type=int, default=None,
+                    help="kill -9 of every process of the machine at once (default 1 with "
+                         "--board, 0 without)")
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     cluster = None
@@ -501,7 +532,9 @@ def main(argv: list[str] | None = None) -> int:
                       mate_kills=args.mate_kills, lead_kills=args.lead_kills, stops=args.stops,
                       restarts=args.restarts, lease=args.lease, task_seconds=args.task_seconds,
                       max_attempts=args.max_attempts, seed=seed, quiet=args.json,
-                      board_url=url, cluster=cluster, db_restarts=db_restarts)
+                      board_url=url, cluster=cluster, db_restarts=db_restarts,
+                      machine_kills=(args.machine_kills if args.machine_kills is not None
+                                     else int(url is not None)))
     finally:
         if cluster is not None:
             import shutil

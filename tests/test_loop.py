@@ -91,6 +91,22 @@ def test_tool_calls_run_and_their_results_go_back_paired(repo: Path, api: Loopba
     assert run.loop.state.usage.cache_read_tokens > 0
 
 
+def test_after_change_runs_after_a_step_whose_tools_may_have_changed_files(
+        repo: Path, api: LoopbackAPI) -> None:
+    """The hook a teammate across machines pushes its WIP snapshot from: not after a step of
+    read-only tools, nor after a failed call; after a successful write."""
+    api.reply(tool_use("read", {"file_path": "README.md"}, id="t1"))
+    api.reply(tool_use("write", {"file_path": "x.txt", "content": "x\n"}, id="t2"))
+    api.reply(tool_use("write", {"file_path": "/proc/nope/x", "content": "x"}, id="t3"))
+    api.reply("Done.")
+    run = Run(repo, api, mode="acceptEdits")
+    steps: list[int] = []
+    run.loop.after_change = lambda: steps.append(len(api.requests))
+    assert run() == "Done."
+    assert steps == [2] and (repo / "x.txt").exists()
+    assert results(api.requests[3])[0].get("is_error")
+
+
 def test_a_deny_rule_hit_comes_back_as_an_error_and_the_model_goes_on(
         repo: Path, api: LoopbackAPI) -> None:
     api.reply(tool_use("bash", {"command": "rm -rf src"}, id="t1"))

@@ -23,7 +23,7 @@ from orchestrator.board.pg.store import PgBoard
 from orchestrator.config import BoardConfig
 from orchestrator.errors import LeaseLost, NotFound
 from orchestrator.layout import Layout
-from tests.pg import Cluster
+from tests.pg import Cluster, db_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -276,3 +276,23 @@ def test_files_dropped_into_a_clones_inbox_land_on_the_shared_board(
     rejected = tmp_path / "m1" / ".tasks" / "rejected"
     assert (rejected / "bad.json").exists() and (rejected / "bad.json.error.txt").exists()
     assert sorted(e.event for e in board.events.read()) == ["task_created", "task_rejected"]
+
+
+def test_what_a_claimer_was_told_survives_a_server_crash_right_after(
+        tmp_path: Path, pg_cluster: Cluster, pg_board_url: str) -> None:
+    """Claims commit asynchronously under the events lock, then wait for the disk (see
+    orchestrator.board.pg.db): a crash (stop -m immediate: WAL not yet written is gone)
+    just after the answers takes none of them back."""
+    pg_cluster.sql(f'ALTER DATABASE "{db_of(pg_board_url)}" SET synchronous_commit = on')
+    with board_at(tmp_path, pg_board_url) as b:
+        assert b.db.fast_commit  # the fast path is the one under test
+        for i in range(30):
+            b.add(f"task {i}")
+        told = [t for _ in range(30) if (t := b.claim("alice")) is not None]
+        pg_cluster.stop("immediate")
+    pg_cluster.start()
+    with board_at(tmp_path, pg_board_url) as b:
+        assert [(t.id, t.fence) for t in b.list(Status.IN_PROGRESS)] == \
+            [(t.id, t.fence) for t in told] and len(told) == 30
+        claimed = [e.task for e in b.events.read() if e.event == "task_claimed"]
+        assert claimed == [t.id for t in told]

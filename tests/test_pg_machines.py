@@ -132,3 +132,96 @@ def test_a_killed_machines_task_resumes_on_another_from_its_wip_snapshot(
         json.loads, orch(b, "events", "--json").stdout.splitlines())]
     assert task["status"] == "review" and task["attempts"] == 1, events
     assert git(b, "show", f"{task['branch']}:progress.txt").split() == ["started", "resumed"]
+
+
+@pytest.mark.timeout(400)
+def test_diff_discard_retry_approve_deny_plan_and_mcp_on_a_postgresql_board(
+        tmp_path: Path, pg_board_url: str) -> None:
+    """The commands not run by the tests above, against a PostgreSQL board from two clones:
+    diff on a machine that did not run the task, discard (its WIP snapshot goes from the
+    remote and the clone), retry of a failed task that another machine then finishes,
+    approve/deny of requests, plan, and `orchestrator mcp` over stdio."""
+    from tests.test_mcp_server import call, data, text
+    from tests.test_plan import GOAL, THREE_TASKS, script
+
+    bare, (a, b) = machines(tmp_path, pg_board_url, 2)
+    for c in (a, b):
+        with (c / "orchestrator.toml").open("a") as f:
+            f.write("max_attempts = 1\n")
+    for subject in ("keep", "drop", "flaky"):
+        assert orch(a, "add", subject).returncode == 0
+    flaky = AGENT + '; [ "$ORCH_TASK_ID" != task_003 ]'  # task_003 fails its only attempt
+    p = up(a, "--burst", "-n", "1", "--command", flaky)
+    out = p.communicate(timeout=240)[0]
+    assert p.returncode == 1 and "tasks failed" in out, out  # a burst with a failure
+    status = {t["id"]: t["status"] for t in json.loads(orch(b, "list", "--json").stdout)}
+    assert status == {"task_001": "review", "task_002": "review", "task_003": "failed"}
+    # the failed run's work was pushed as its WIP snapshot after the run
+    assert git(bare, "show", "refs/orchestrator/wip/task_003:task_003.txt") == "done by machine0"
+
+    # diff on B, which never had the branch: fetched from the remote
+    p = orch(b, "diff", "1")
+    assert p.returncode == 0 and "+done by machine0" in p.stdout, p.stderr
+    assert "task_001.txt" in orch(b, "diff", "1", "--stat").stdout
+
+    # discard on A: its worktree, branch and WIP snapshot (here and on the remote) go
+    wip = "refs/orchestrator/wip/task_002"
+    assert git(bare, "for-each-ref", wip) and git(a, "for-each-ref", wip)
+    p = orch(a, "discard", "2")
+    assert p.returncode == 1 and "--force" in p.stderr  # fail-closed: unmerged work
+    assert git(bare, "for-each-ref", wip)  # a refusal changes nothing
+    p = orch(a, "discard", "2", "--force")
+    assert p.returncode == 0, p.stderr
+    assert not git(bare, "for-each-ref", wip) and not git(a, "for-each-ref", wip)
+    assert not (a / ".worktrees" / "task_002").exists()
+
+    # retry on B; B's teammate resumes the branch A made and finishes it
+    p = orch(b, "retry", "3", "-m", "the flake is fixed")
+    assert p.returncode == 0 and "pending again" in p.stdout, p.stderr
+    p = up(b, "--burst", "-n", "1", "--command", AGENT)
+    out = p.communicate(timeout=240)[0]
+    assert p.returncode == 0, out
+    task = json.loads(orch(a, "show", "3", "--json").stdout)
+    assert task["status"] == "review" and task["feedback"] == ["the flake is fixed"]
+    assert git(bare, "show", f"{task['branch']}:task_003.txt") == "done by machine1"
+    # A still has the failed attempt's worktree on the older branch: it will not merge that
+    p = orch(a, "merge", "3")
+    assert p.returncode == 1 and "finished on another machine" in p.stderr, p.stderr
+
+    # approve/deny answer requests a teammate on another machine asked
+    with open_board(Layout.at(a), BoardConfig(url=pg_board_url), actor="alice") as board:
+        for rid in ("r-yes", "r-no"):
+            board.requests.ask("permission", request_id=rid, sender="alice", task="task_001",
+                               body="bash(touch x)", tool="bash", subject="touch x")
+        p = orch(b, "approve", "r-yes", "-m", "fine")
+        assert p.returncode == 0 and "approved bash(touch x)" in p.stdout, p.stderr
+        p = orch(b, "deny", "task_001", "-m", "not here", "--json")
+        assert p.returncode == 0 and json.loads(p.stdout)["request_id"] == "r-no", p.stderr
+        yes, no = board.requests.answer_of("r-yes"), board.requests.answer_of("r-no")
+        assert yes is not None and (yes.approved, yes.message) == (True, "fine")
+        assert no is not None and (no.approved, no.message) == (False, "not here")
+        assert board.requests.pending() == []
+        p = orch(b, "deny", "r-no")
+        assert p.returncode == 1 and "no pending permission request" in p.stderr
+
+    # plan on B writes its tasks to the shared board
+    p = orch(b, "plan", GOAL, "--script", script(tmp_path, THREE_TASKS), "--json")
+    assert p.returncode == 0, p.stderr
+    planned = [t["id"] for t in json.loads(p.stdout)["tasks"]]
+    assert planned == ["task_004", "task_005", "task_006"]
+    listed = json.loads(orch(a, "list", "--status", "pending", "--json").stdout)
+    assert [t["id"] for t in listed] == planned and listed[2]["blocked_by"] == ["task_004"]
+
+    # the board over MCP (stdio) from A
+    _, res = call(a, [("list_tasks", {"status": ["review"]}), ("get_task", {"id": "3"}),
+                      ("diff", {"id": "task_003"}), ("cancel_task", {"id": "6"}),
+                      ("events", {"task": "task_002", "event": "discarded"})])
+    assert [t["id"] for t in data(res[0])["tasks"]] == ["task_001", "task_003"]
+    assert data(res[1])["feedback"] == ["the flake is fixed"]
+    assert not res[2].is_error and "+done by machine1" in text(res[2])  # B's work, fetched
+    assert data(res[3])["status"] == "cancelled"
+    assert [e["event"] for e in data(res[4])["events"]] == ["discarded"]
+    events = [json.loads(x) for x in orch(b, "events", "--json").stdout.splitlines()]
+    kinds = Counter(e["event"] for e in events)
+    assert kinds["permission_answered"] == 2 and kinds["task_retried"] == 1
+    assert kinds["plan_written"] == 1 and kinds["task_cancelled"] == 1

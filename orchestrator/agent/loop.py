@@ -110,8 +110,11 @@ class AgentLoop:
                  ask: AskHandler | None = None,
                  on_usage: Callable[[Usage], None] | None = None,
                  inbox: Callable[[], str] | None = None,
-                 watch: ProgressWatch | None = None) -> None:
+                 watch: ProgressWatch | None = None,
+                 after_change: Callable[[], None] | None = None) -> None:
         self.model, self.toolset, self.prompt, self.log = model, toolset, prompt, log
+        self.after_change = after_change
+        """Called after a step with a successful call of a tool that is not read-only."""
         self.inbox = inbox
         """New messages for the agent (``orchestrator send``), put in front of the model at
         its next step."""
@@ -190,6 +193,10 @@ class AgentLoop:
         calls = [b for b in content if b.get("type") == "tool_use"]
         text = "\n".join(b["text"] for b in content if b.get("type") == "text")
         results = [self.call(b) for b in calls]
+        if self.after_change is not None and any(
+                not r.get("is_error") and self._may_change_files(b["name"])
+                for b, r in zip(calls, results, strict=True)):
+            self.after_change()
         news = self.inbox() if self.inbox is not None else ""
         if news:
             self.log.write("messages_delivered", text=news)
@@ -205,6 +212,12 @@ class AgentLoop:
         extra = [{"type": "text", "text": as_prompt(news)}] if news else []
         return [{"role": "assistant", "content": content},
                 {"role": "user", "content": [*results, *extra]}]
+
+    def _may_change_files(self, name: str) -> bool:
+        """False only for a tool known to be read-only."""
+        get = getattr(self.toolset, "get", None)
+        tool = get(name) if get is not None else None
+        return tool is None or not getattr(tool, "read_only", False)
 
     def call(self, block: dict[str, Any]) -> dict[str, Any]:
         name, args = block["name"], block.get("input") or {}

@@ -112,7 +112,8 @@ class AgentBackend:
                                  watch=ProgressWatch(
                                      config.agent.no_progress_repeats,
                                      config.agent.no_progress_failures,
-                                     config.agent.no_progress_turns))
+                                     config.agent.no_progress_turns),
+                                 after_change=ctx.on_files_changed)
                 subagents.bind(loop)
                 summary = loop.run(plan_first.first_message(ctx.task, prompt.first_message),
                                    resume=self.transcript(ctx))

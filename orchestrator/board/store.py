@@ -48,6 +48,7 @@ from orchestrator.board.model import (
     check_transition,
     format_task_id,
     normalize_task_id,
+    parse_task_id,
     utcnow,
 )
 from orchestrator.board.requests import FileRequests
@@ -122,14 +123,19 @@ class FileBoard:
         self._index.put(task, key)
         return task
 
-    def list(self, status: Status | Collection[Status] | None = None) -> builtins.list[Task]:
+    def list(self, status: Status | Collection[Status] | None = None, *,
+             after: str | None = None, limit: int | None = None) -> builtins.list[Task]:
+        check_limit(limit)
         self._index.refresh()
         wanted = {Status(status)} if isinstance(status, str) else (
             {Status(s) for s in status} if status is not None else None)
+        above = -1 if after is None else parse_task_id(str(after))
         with self._index.lock:
             tasks = list(self._index.tasks.values())
-        tasks = [t for t in tasks if wanted is None or t.status in wanted]
-        return sorted(tasks, key=lambda t: task_number(t.id))
+        tasks = [t for t in tasks if (wanted is None or t.status in wanted)
+                 and (above < 0 or task_number(t.id) > above)]
+        tasks.sort(key=lambda t: task_number(t.id))
+        return tasks if limit is None else tasks[:limit]
 
     def ready(self) -> builtins.list[Task]:
         self._index.refresh()
@@ -664,3 +670,10 @@ def _assign(task: Task, fields: dict[str, Any]) -> None:
         raise InvalidInput(f"{task.id}: {describe_error(exc)}") from None
     for name in fields:
         setattr(task, name, getattr(checked, name))
+
+
+def check_limit(limit: int | None) -> None:
+    """A page size given to `list` is a whole number ≥ 0."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                              or limit < 0):
+        raise InvalidInput(f"a page holds 0 or more tasks, not {limit!r}")

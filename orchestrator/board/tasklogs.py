@@ -73,7 +73,7 @@ class FileTaskLogs:
     def writer(self, name: str, actor: str | None = None) -> TaskLog:
         return TaskLog(self.layout, name, actor=actor)
 
-    def append(self, name: str, kind: str, *, actor: str | None = None,
+    def append(self, name: str, kind: str, /, *, actor: str | None = None,
                **fields: Any) -> None:
         self.writer(name, actor).write(kind, **fields)
 

@@ -46,15 +46,17 @@ class Changes:
 _UNKNOWN = "\0"
 
 
-def changes(repo: Git, task: Task, main: str | None = _UNKNOWN) -> Changes:
+def changes(repo: Git, task: Task, main: str | None = _UNKNOWN, *,
+            tip_ref: str | None = None) -> Changes:
     """The task's branch and its base; `Conflict` when it has no branch (never ran) or the
-    branch is gone. ``main``: the branch of the main working tree, when the caller knows."""
+    branch is gone. ``main``: the branch of the main working tree, when the caller knows.
+    ``tip_ref``: where the branch's newest state is, when not at the branch here."""
     if not task.branch:
         raise Conflict(f"{task.id} has no branch yet (status {task.status}): nothing to review")
     if main == _UNKNOWN:
         main = current_branch(repo)
     candidates = [c for c in (task.base, main) if c]
-    tip, *commits = repo.commits(f"refs/heads/{task.branch}", *candidates)
+    tip, *commits = repo.commits(tip_ref or f"refs/heads/{task.branch}", *candidates)
     if tip is None:
         raise Conflict(f"{task.id}: its branch {task.branch} is missing (deleted by hand?)")
     for ref, commit in zip(candidates, commits, strict=True):
@@ -146,6 +148,10 @@ def diff_text(layout: Layout, config: Config, task_id: str, *, stat: bool = Fals
     from orchestrator.worktree.remote import Remote
 
     remote = Remote.for_config(layout.root, config)
+    tip = None
     if remote is not None and task.branch:  # it may have been finished on another machine
         remote.fetch_branches([task.branch])
-    return diff_output(Git(layout.root), changes(Git(layout.root), task), stat=stat, color=color)
+        if remote.behind(task.branch):  # a stale worktree here holds the branch back
+            tip = remote.remote_ref(task.branch)
+    return diff_output(Git(layout.root), changes(Git(layout.root), task, tip_ref=tip),
+                       stat=stat, color=color)

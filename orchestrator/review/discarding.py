@@ -6,6 +6,10 @@ the refusal says what (uncommitted changes, commits not in the base). With
 (a commit holding the worktree's content, with the branch tip as a parent), so
 even a forced discard can be undone by hand. The task becomes ``discarded``.
 
+Across machines (a PostgreSQL board and a shared remote) the task's work-in-progress
+snapshot ref, ``refs/orchestrator/wip/<task>``, goes too, here and on the remote: no
+machine resumes a discarded task from it.
+
 A cancelled task keeps its worktree and branch (it may have commits); discarding it
 cleans them up the same way (fail-closed, ``force`` snapshots first), and it stays
 ``cancelled``: what happened to the task does not change, only its leftovers go.
@@ -44,6 +48,11 @@ def discard_task(layout: Layout, config: Config, task_id: str, force: bool = Fal
             check_transition(task.id, task.status, Status.DISCARDED)
         manager = open_isolation(layout, config.worktree, b, actor="review")
         snapshot = manager.remove(task, force=force)
+        from orchestrator.worktree.remote import Remote
+
+        remote = Remote.for_config(layout.root, config)
+        if remote is not None:
+            remote.drop_wip(task.id)
         if task.status is not Status.CANCELLED:
             task = b.set_status(task.id, Status.DISCARDED, actor=actor)
         b.events.emit("discarded", task.id, actor=actor, branch=task.branch, snapshot=snapshot,

@@ -131,6 +131,11 @@ def prepare(layout: Layout, repo: Git, task: Task, into: str | None, *,
     remote = Remote.for_config(layout.root, config) if config is not None else None
     if remote is not None and task.branch:
         remote.fetch_branches([task.branch])  # it may have been finished on another machine
+        if remote.behind(task.branch):
+            raise Conflict(f"{task.branch} here is older than on {remote.name} (the task was "
+                           f"finished on another machine) and a worktree here holds it: "
+                           f"remove .worktrees/{task.id} (orchestrator worktrees) or merge on "
+                           "another machine; nothing was merged")
     if config is not None and board is not None:
         _owned_branch(layout, config, board, task)
     if not main_checked:

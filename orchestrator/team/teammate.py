@@ -80,6 +80,8 @@ class Teammate:
         self.committed = False
         """A task was committed since the last `idle_maintenance`."""
         self.remote: Remote | None = None
+        self._wip_lock = threading.Lock()
+        """One WIP push at a time (the heartbeat's thread and the run's both push)."""
         """The shared git remote of a team across machines (a PostgreSQL board)."""
         self.undelivered: list[Message] = []
         """Messages for the agent that came while no task ran: they go to the next run."""
@@ -315,6 +317,7 @@ class Teammate:
             command=self.config.team.command, messages=messages, limits=limits,
             on_process_start=lambda pgid: self.publish("working", task=task.id,
                                                        backend_pgid=pgid),
+            on_files_changed=lambda: self.push_wip(task.id),
         )
         check_round = 0
         while True:
@@ -322,6 +325,10 @@ class Teammate:
             result = backend.run(ctx)
             if claim.lost:
                 return
+            # across machines: what the run left is on the remote, even when it failed, so
+            # a retry on another machine starts from it (a backend with steps also pushes
+            # after each step that changed files)
+            self.push_wip(task.id)
             task, run = self.count_spending(task, claim, result.usage,
                                             time.monotonic() - started, limits)
             ctx.task = task
@@ -413,6 +420,21 @@ class Teammate:
         self.log.info("retrying after a failure", task=task.id, attempt=task.attempts + 1,
                       wait=f"{delay:g}s")
         return not stop.wait(delay)
+
+    def push_wip(self, task_id: str) -> None:
+        """Across machines: push the task's worktree state as its WIP snapshot when it
+        changed since the last push (one push at a time: the heartbeat pushes too), so
+        another machine resumes from here if this one dies. A failure is logged: the next
+        push tries again."""
+        path = self.layout.worktree(task_id)
+        if self.remote is None or not (path / ".git").exists():
+            return
+        with self._wip_lock:
+            try:
+                self.remote.snapshot(path, task_id)
+            except Exception as exc:  # the remote is down
+                self.log.error("snapshot failed", task=task_id,
+                               error=f"{type(exc).__name__}: {exc}")
 
     def fail(self, claim: Claim, error: str, *, retry: bool = True) -> None:
         """Record a failed run (the claim's final write), and say why on the console: the
@@ -519,15 +541,7 @@ class Heartbeat(threading.Thread):
     def snapshot(self) -> None:
         """Across machines: push the worktree's state when it changed since the last beat,
         so another machine resumes from here if this one dies."""
-        remote = self.mate.remote
-        path = self.mate.layout.worktree(self.task_id)
-        if remote is None or not (path / ".git").exists():
-            return
-        try:
-            remote.snapshot(path, self.task_id)
-        except Exception as exc:  # the remote is down: the next beat tries again
-            self.mate.log.error("snapshot failed", task=self.task_id,
-                                error=f"{type(exc).__name__}: {exc}")
+        self.mate.push_wip(self.task_id)
 
     def check_cancelled(self) -> None:
         """On a board change: stop the run at once when its task was cancelled (or is no

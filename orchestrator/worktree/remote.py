@@ -207,6 +207,15 @@ class Remote:
                 updated.append(b)
         return updated
 
+    def behind(self, branch: str) -> bool:
+        """Whether this clone's ``branch`` is an older state of the remote's (fetched by
+        `fetch_branches`) that could not be moved forward: a worktree here has it checked
+        out, left by an earlier attempt at a task that another machine has since finished."""
+        ours = self.repo.commit_of(f"refs/heads/{branch}")
+        theirs = self.repo.commit_of(self.remote_ref(branch))
+        return bool(ours and theirs and ours != theirs
+                    and self.repo.ok("merge-base", "--is-ancestor", ours, theirs))
+
     def check_base_current(self, base: str) -> None:
         """Refuse a merge into ``base`` when the remote's ``base`` has commits this clone
         lacks (merging would make a push that the remote rejects)."""

@@ -46,8 +46,14 @@ def test_task_logs_append_read_follow(plane: ControlPlane, opener: Opener) -> No
     w.write("turn", text="x" * 100)
     plane.logs.append("task_001", "commit", sha="abc")
     plane.logs.append("task_001.sub-1", "turn", text="sub")
+    # a record's fields may use any key, the log's own parameter names too (a tool call's name)
+    w.write("tool_call", name="bash", id="t1")
+    plane.logs.append("task_001.sub-1", "tool_call", name="read")
     recs = list(opener("other").logs.read("task_001"))
-    assert [(r.kind, r.actor) for r in recs] == [("turn", "alice"), ("commit", None)]
+    assert [(r.kind, r.actor) for r in recs] == [("turn", "alice"), ("commit", None),
+                                                 ("tool_call", "alice")]
+    assert recs[2]["name"] == "bash" and recs[2]["id"] == "t1"
+    assert [r.get("name") for r in plane.logs.read("task_001.sub-1")] == [None, "read"]
     assert recs[1]["sha"] == "abc" and plane.logs.exists("task_001")
     assert plane.logs.names("task_001.sub-") == ["task_001.sub-1"]
     stop = threading.Event()
@@ -56,14 +62,14 @@ def test_task_logs_append_read_follow(plane: ControlPlane, opener: Opener) -> No
     def follow() -> None:
         for r in plane.logs.follow("task_001", stop=stop, poll=0.02):
             seen.append(r.kind)
-            if len(seen) == 3:
+            if len(seen) == 4:
                 stop.set()
 
     t = threading.Thread(target=follow)
     t.start()
     opener("again").logs.append("task_001", "checks", passed=True)
     t.join(20)
-    assert not t.is_alive() and seen == ["turn", "commit", "checks"]
+    assert not t.is_alive() and seen == ["turn", "commit", "tool_call", "checks"]
     with pytest.raises(InvalidInput):
         plane.logs.append("../escape", "x")
 

@@ -3,6 +3,7 @@ the promises every board makes (run against each implementation)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -11,6 +12,7 @@ import pytest
 from orchestrator.board.model import Status
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import InvalidInput, InvalidTransition, LeaseLost, NotFound
+from tests.conformance.boards import Spec, open_spec
 
 Opener = Callable[..., ControlPlane]
 
@@ -31,6 +33,33 @@ def test_add_get_list_and_sequential_ids(plane: ControlPlane) -> None:
     assert plane.ids.high_water() == 2
     assert plane.ids.next() == "task_003"
     assert plane.add("third").id == "task_004"  # an id reserved is never handed out again
+
+
+def test_list_in_pages_by_id(plane: ControlPlane) -> None:
+    """``after``/``limit`` page through `list` (a keyset: the next page starts after the last
+    id shown, which need not exist); the pages together are the whole list."""
+    for i in range(12):
+        plane.add(f"t{i}")
+    for tid in ("task_003", "task_008", "task_011"):
+        plane.cancel(tid)
+    pending = [t.id for t in plane.list(Status.PENDING)]
+    assert len(pending) == 9
+    pages, after = [], None
+    while page := plane.list(Status.PENDING, after=after, limit=4):
+        assert len(page) <= 4
+        pages.append([t.id for t in page])
+        after = page[-1].id
+    assert [len(p) for p in pages] == [4, 4, 1] and [i for p in pages for i in p] == pending
+    assert [t.id for t in plane.list(after="task_010")] == ["task_011", "task_012"]
+    assert [t.id for t in plane.list([Status.CANCELLED, Status.PENDING], after="9",
+                                     limit=2)] == ["task_010", "task_011"]
+    assert plane.list(after="task_500") == [] and plane.list(limit=0) == []
+    assert [t.id for t in plane.list(limit=1)] == ["task_001"]
+    for bad in (-1, 1.5, True):
+        with pytest.raises(InvalidInput):
+            plane.list(limit=bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput):
+        plane.list(after="../task_001")
 
 
 def test_ids_are_unique_across_handles(plane: ControlPlane, opener: Opener) -> None:
@@ -221,6 +250,29 @@ def test_another_handle_sees_changes(plane: ControlPlane, opener: Opener) -> Non
     assert other.list(Status.IN_PROGRESS)[0].owner == "a"
     plane.complete(c.id, c.lease.token)
     assert other.get(c.id).status is Status.REVIEW
+
+
+def test_a_waiting_teammate_wakes_when_its_blocker_reaches_review(spec: Spec,
+                                                                  plane: ControlPlane) -> None:
+    """Woken by the change itself (the rescan is 30 s away), not by another's claim."""
+    waiter = open_spec({**spec, "board": {**spec["board"], "rescan_seconds": 30}}, "waiter")
+    try:
+        a = plane.add("blocker")
+        plane.add("blocked", blocked_by=[a.id])
+        c = plane.claim("alice")
+        assert c is not None and c.id == a.id and c.lease is not None
+        woke: list[tuple[bool, float]] = []
+        t = threading.Thread(target=lambda: woke.append((waiter.wait_for_ready(20),
+                                                         time.monotonic())))
+        t.start()
+        time.sleep(0.5)
+        assert not woke  # nothing is ready: it waits
+        t0 = time.monotonic()
+        plane.complete(a.id, c.lease.token)
+        t.join(20)
+        assert woke and woke[0][0] is True and woke[0][1] - t0 < 3.0
+    finally:
+        waiter.close()
 
 
 def test_wait_for_ready_wakes_on_a_new_task(plane: ControlPlane, opener: Opener) -> None:

@@ -7,6 +7,22 @@ more: the server rolled the first try back, so nothing happens twice. A connecti
 during the commit itself cannot tell whether it committed: that raises `BoardUnavailable`
 and the caller treats it like any failed write (a claim then simply expires).
 
+**Commits in event order, durably, without a queue.** An event's ``seq`` must follow
+commit order (a reader that saw seq N never later finds a smaller one appear), so a
+transaction that appends an event holds the advisory lock ``EVENTS_LOCK`` from its insert
+to its commit. Waiting for the disk under that lock would put every commit's fsync in one
+line (no group commit: ~1 ms each, whatever the number of teammates), so such a
+transaction commits asynchronously (``synchronous_commit`` off for it alone: the lock is
+held for microseconds) and then, lock released, waits for the disk with `FLUSH`: a tiny
+transactional WAL record whose synchronous commit flushes the WAL up to itself, hence up
+to the commit before it; concurrent flushes share one fsync. The caller gets its answer
+(a claim, an event) only once it is on disk, so a server crash never takes back what a
+caller was told. What others may see for that millisecond is a change not yet on disk:
+a server crash in it undoes the change (for a claim: the task is pending again, and the
+claimer, whose flush failed, was never told it had it). A role without the right to
+call ``pg_logical_emit_message`` gets plain synchronous commits under the lock (correct,
+slower).
+
 `Listener` holds a second connection in autocommit that ``LISTEN``s on the board's
 channels (the triggers of ``0001_initial.sql`` notify at commit). Notifications are only
 hints: after a lost connection the listener reconnects and reports a change, so its
@@ -18,6 +34,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection
+from contextlib import nullcontext
 from typing import TypeVar
 
 import psycopg
@@ -28,6 +45,14 @@ from orchestrator.errors import BoardUnavailable
 T = TypeVar("T")
 Cursor = psycopg.Cursor[tuple[object, ...]]
 Conn = psycopg.Connection[tuple[object, ...]]
+
+FLUSH = "SELECT pg_logical_emit_message(true, 'orchestrator', 'flush')"
+"""Commits with a WAL record of its own, so a synchronous commit waits for the disk."""
+CAN_FLUSH = ("SELECT has_function_privilege('pg_logical_emit_message(boolean, text, text)', "
+             "'EXECUTE')")
+
+EVENTS_LOCK = 0x6F726365
+"""The advisory lock an event's transaction holds from its insert to its commit."""
 
 RETRY_DELAYS = (0.0, 0.2, 0.5, 1.0, 2.0, 3.0, 5.0)
 """Back-off between reconnects while the database is unreachable (then give up: the caller
@@ -43,6 +68,20 @@ class Database:
         self._checked = False
         self._lock = threading.RLock()
         self._after: list[Callable[[], None]] = []
+        self._flush = False
+        self.fast_commit = False
+        """Whether event-ordered transactions commit asynchronously and then `FLUSH`."""
+
+    def ordered(self) -> str:
+        """SQL for the select list of a statement that appends an event: it takes the
+        events lock and, when `fast_commit`, makes this transaction's commit asynchronous;
+        `appended` then makes the transaction wait for the disk before it returns."""
+        sync = ", set_config('synchronous_commit', 'off', true)" if self.fast_commit else ""
+        return f"pg_advisory_xact_lock({EVENTS_LOCK}){sync}"
+
+    def appended(self) -> None:
+        """An event was appended with `ordered`: `FLUSH` after the commit."""
+        self._flush = self.fast_commit
 
     def after_commit(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` once the current transaction has committed (never if it rolls back)."""
@@ -68,27 +107,40 @@ class Database:
                     conn.close()
                     raise
                 self._checked = True
+                row = conn.execute(CAN_FLUSH).fetchone()
+                self.fast_commit = bool(row and row[0])
             self._conn = conn
         return conn
 
     def run(self, fn: Callable[[Cursor], T]) -> T:
         """``fn(cursor)`` in one transaction; retried on a fresh connection when the old one
         was lost before the commit."""
+        return self._retried(fn, transaction=True, write=True)
+
+    def statement(self, fn: Callable[[Cursor], T], *, write: bool) -> T:
+        """``fn(cursor)``, which runs ONE statement, as its own transaction: one round trip
+        (no BEGIN, no COMMIT). A read is retried on a fresh connection like `run`; a
+        ``write`` lost on the way cannot tell whether it committed and raises
+        `BoardUnavailable` (as a lost commit does in `run`)."""
+        return self._retried(fn, transaction=False, write=write)
+
+    def _retried(self, fn: Callable[[Cursor], T], *, transaction: bool, write: bool) -> T:
         last: BaseException | None = None
         for delay in RETRY_DELAYS:
-            time.sleep(delay)
-            committing = False
+            if delay:
+                time.sleep(delay)
+            committing = False  # once set, a lost connection cannot tell what happened
             with self._lock:
                 self._after = []
+                self._flush = False
                 try:
                     conn = self.connection()
-                    with conn.transaction():
+                    with conn.transaction() if transaction else nullcontext():
+                        committing = write and not transaction
                         with conn.cursor() as cur:
                             out = fn(cur)
-                        committing = True
-                    after, self._after = self._after, []
-                    for hook in after:
-                        hook()
+                        committing = write
+                    self._finish(conn)
                     return out
                 except BoardUnavailable as exc:
                     last = exc  # could not connect: back off and try again
@@ -102,13 +154,26 @@ class Database:
         assert last is not None
         raise last if isinstance(last, BoardUnavailable) else BoardUnavailable(str(last))
 
+    def _finish(self, conn: Conn) -> None:
+        """After a commit: wait for the disk if the commit was asynchronous (see the module
+        doc), then run the after-commit hooks."""
+        if self._flush:
+            self._flush = False
+            conn.execute(FLUSH)
+        after, self._after = self._after, []
+        for hook in after:
+            hook()
+
 
 class Listener:
-    """Waits for NOTIFY on ``channels``; a (re)connect counts as a change."""
+    """Waits for NOTIFY on ``channels``; a (re)connect counts as a change. ``wanted``
+    picks the payloads worth waking for (default: every one)."""
 
-    def __init__(self, url: str, channels: Collection[str]) -> None:
+    def __init__(self, url: str, channels: Collection[str],
+                 wanted: Callable[[str], bool] | None = None) -> None:
         self.url = url
         self.channels = tuple(channels)
+        self.wanted = wanted
         self._conn: Conn | None = None
         self._failures = 0
 
@@ -129,13 +194,18 @@ class Listener:
                 self._conn = conn
                 self._failures = 0
                 return True
-            got = False
-            for _ in self._conn.notifies(timeout=max(timeout, 0.0), stop_after=1):
-                got = True
-            if got:  # take what else is queued, so the next wait does not return at once
-                for _ in self._conn.notifies(timeout=0.001):
-                    pass
-            return got
+            end = time.monotonic() + max(timeout, 0.0)
+            while True:
+                seen = [n.payload for n in self._conn.notifies(
+                    timeout=max(end - time.monotonic(), 0.0), stop_after=1)]
+                if not seen:
+                    return False
+                if self.wanted is None or any(map(self.wanted, seen)):
+                    # take what else is queued (without waiting), so the next wait does
+                    # not return at once for the same burst
+                    for _ in self._conn.notifies(timeout=0.0):
+                        pass
+                    return True
         except (psycopg.OperationalError, BoardUnavailable):
             self.close()
             self._failures += 1

@@ -37,7 +37,6 @@ from orchestrator.events import redact, secret_values
 from orchestrator.fsutil import append_line
 from orchestrator.tasklog import MAX_FIELD_CHARS
 
-EVENTS_LOCK = 0x6F726365  # advisory lock held from an event's insert to its commit
 PAGE = 1000
 
 
@@ -57,7 +56,8 @@ def masked(fields: dict[str, Any], secrets: builtins.list[str]) -> dict[str, Any
 
 class PgEvents:
     """`Events` as rows. Appends take an advisory lock until their commit, so commit order
-    is seq order: a reader that saw seq N never later finds a smaller one appear."""
+    is seq order: a reader that saw seq N never later finds a smaller one appear (how that
+    stays fast: `orchestrator.board.pg.db`)."""
 
     def __init__(self, db: Database, actor: str, machine: str,
                  local_log: Path | None = None) -> None:
@@ -73,30 +73,43 @@ class PgEvents:
         """Append inside the caller's transaction (the change and its event commit together).
         Call it last in a transaction: the lock is held until the commit."""
         data = masked(fields, self.secrets)
-        cur.execute("SELECT pg_advisory_xact_lock(%s)", (EVENTS_LOCK,))
         cur.execute("INSERT INTO events (event, task, actor, machine, data) "
-                    "VALUES (%s, %s, %s, %s, %s) RETURNING seq, ts",
+                    f"SELECT %s, %s, %s, %s, %s FROM (SELECT {self.db.ordered()}) l "
+                    "RETURNING seq, ts",
                     (event, task, actor or self.actor, self.machine, Jsonb(data)))
         row = cur.fetchone()
         assert row is not None
-        ev = Event(seq=int(str(row[0])), ts=iso(row[1]), event=event, task=task,
+        return self.stored(row[0], row[1], event, task, actor, data)
+
+    def stored(self, seq: object, ts: object, event: str, task: str | None,
+               actor: str | None, data: dict[str, Any]) -> Event:
+        """The `Event` of a row just inserted (also copied to this machine's
+        ``events.jsonl`` once its transaction commits)."""
+        ev = Event(seq=int(str(seq)), ts=iso(ts), event=event, task=task,
                    actor=actor or self.actor, fields={**data, "machine": self.machine})
+        self.db.appended()
         self.db.after_commit(lambda: self._local(ev))
         return ev
 
     def _local(self, ev: Event) -> None:
         if self.local_log is None:
             return
+        line = (json.dumps(ev.to_dict(), default=str, ensure_ascii=False) + "\n").encode()
         try:
-            self.local_log.parent.mkdir(parents=True, exist_ok=True)
-            append_line(self.local_log, (json.dumps(ev.to_dict(), default=str,
-                                                    ensure_ascii=False) + "\n").encode())
+            append_line(self.local_log, line)
+        except FileNotFoundError:
+            try:  # its folder is made on the first write that needs it, not on every one
+                self.local_log.parent.mkdir(parents=True, exist_ok=True)
+                append_line(self.local_log, line)
+            except OSError:
+                pass
         except OSError:
             pass  # the row is the record; the local copy is a convenience
 
     def emit(self, event: str, task: str | None = None, actor: str | None = None,
              **fields: Any) -> Event:
-        return self.db.run(lambda cur: self.insert(cur, event, task, actor, fields))
+        return self.db.statement(lambda cur: self.insert(cur, event, task, actor, fields),
+                                 write=True)
 
     def read(self, *, since: int = 0, task: str | None = None) -> Iterator[Event]:
         last = since
@@ -238,7 +251,7 @@ class PgLogWriter:
         self.actor = actor
 
     def write(self, kind: str, **fields: Any) -> None:
-        self.logs.append(self.name, kind, actor=self.actor, **fields)
+        self.logs.insert(self.name, kind, self.actor, fields)
 
 
 class PgTaskLogs:
@@ -251,8 +264,12 @@ class PgTaskLogs:
     def writer(self, name: str, actor: str | None = None) -> PgLogWriter:
         return PgLogWriter(self, check_log_name(name), actor)
 
-    def append(self, name: str, kind: str, *, actor: str | None = None,
+    def append(self, name: str, kind: str, /, *, actor: str | None = None,
                **fields: Any) -> None:
+        self.insert(name, kind, actor, fields)
+
+    def insert(self, name: str, kind: str, actor: str | None, fields: dict[str, Any]) -> None:
+        """One record; ``fields`` may hold any key (a tool call's ``name`` too)."""
         check_log_name(name)
         rec: dict[str, Any] = {"kind": kind}
         if actor:

@@ -48,9 +48,17 @@ from orchestrator.board.pg.parts import (
     PgTaskLogs,
     PgTeamStatus,
     iso,
+    masked,
 )
 from orchestrator.board.settings import BoardSettings
-from orchestrator.board.store import PROTECTED, BoardClosed, _assign, _count_attempt, _move
+from orchestrator.board.store import (
+    PROTECTED,
+    BoardClosed,
+    _assign,
+    _count_attempt,
+    _move,
+    check_limit,
+)
 from orchestrator.controlplane import BoardSummary
 from orchestrator.errors import InvalidInput, LeaseLost, NotFound
 from orchestrator.layout import Layout
@@ -71,6 +79,9 @@ SUMMARY = (
     "AND coalesce(data->>'waiting_for', '') <> '') FROM tasks GROUP BY status")
 """`Board.summary` in one statement: per status, its tasks, their spending, and (failed
 ones) what each waits for."""
+
+TASK_ID_SQL = "'task_' || CASE WHEN c.id < 100 THEN lpad(c.id::text, 3, '0') ELSE c.id::text END"
+"""`format_task_id` in SQL, of the claimed row ``c``."""
 READY = ("status = 'pending' AND NOT EXISTS (SELECT 1 FROM unnest(t.blocked_by) b "
          "LEFT JOIN tasks bt ON bt.id = b WHERE bt.status IS NULL "
          "OR bt.status NOT IN ('review', 'merged'))")
@@ -128,19 +139,28 @@ class PgBoard:
         def select(cur: Cursor) -> Task:
             return _fetch(cur, n)
 
-        return self.db.run(select)
+        return self.db.statement(select, write=False)
 
-    def list(self, status: Status | Collection[Status] | None = None) -> builtins.list[Task]:
+    def list(self, status: Status | Collection[Status] | None = None, *,
+             after: str | None = None, limit: int | None = None) -> builtins.list[Task]:
+        check_limit(limit)
         wanted = None if status is None else (
             [str(Status(status))] if isinstance(status, str) else [str(Status(s))
                                                                    for s in status])
+        # only the conditions asked for, so each shape has its own plan (index on
+        # (status, id) for a status, the primary key otherwise) and a page reads a page
+        where = " AND ".join(w for w, on in (("status = ANY(%(w)s)", wanted is not None),
+                                             ("id > %(a)s", after is not None)) if on)
+        sql = (f"{SELECT}{' WHERE ' + where if where else ''} ORDER BY id"
+               f"{' LIMIT %(n)s' if limit is not None else ''}")
+        params = {"w": wanted, "a": None if after is None else parse_task_id(str(after)),
+                  "n": limit}
 
         def select(cur: Cursor) -> builtins.list[Task]:
-            cur.execute(f"{SELECT} WHERE %(w)s::text[] IS NULL OR status = ANY(%(w)s) "
-                        "ORDER BY id", {"w": wanted})
+            cur.execute(sql, {k: v for k, v in params.items() if f"%({k})s" in sql})
             return [_task(r) for r in cur.fetchall()]
 
-        return self.db.run(select)
+        return self.db.statement(select, write=False)
 
     def ready(self) -> builtins.list[Task]:
         def select(cur: Cursor) -> builtins.list[Task]:
@@ -204,23 +224,17 @@ class PgBoard:
         except InvalidRecord as exc:
             raise InvalidInput(f"invalid task: {describe_error(exc)}") from None
 
+        blockers = [parse_task_id(b) for b in draft.blocked_by]
+        if check_blockers and blockers:
+            self._check_blockers(blockers)  # tasks are never deleted: it stays true
+        data = masked({"subject": draft.subject, **event_fields}, self.events.secrets)
+        if task_id is None:
+            return self._insert_new(draft, blockers, event, actor, data)
+        n = parse_task_id(task_id)
+
         def insert(cur: Cursor) -> Task:
-            blockers = [parse_task_id(b) for b in draft.blocked_by]
-            if check_blockers and blockers:
-                cur.execute("SELECT id FROM tasks WHERE id = ANY(%s)", (blockers,))
-                have = {int(str(r[0])) for r in cur.fetchall()}
-                for b in blockers:
-                    if b not in have:
-                        raise NotFound(f"unknown blocker {format_task_id(b)}: no such task")
-            if task_id is not None:
-                n = parse_task_id(task_id)
-                cur.execute("SELECT setval('task_ids', greatest(%s, (SELECT CASE WHEN "
-                            "is_called THEN last_value ELSE 0 END FROM task_ids)))", (n,))
-            else:
-                cur.execute("SELECT nextval('task_ids')")
-                row = cur.fetchone()
-                assert row is not None
-                n = int(str(row[0]))
+            cur.execute("SELECT setval('task_ids', greatest(%s, (SELECT CASE WHEN "
+                        "is_called THEN last_value ELSE 0 END FROM task_ids)))", (n,))
             task = draft.model_copy(update={"id": format_task_id(n)})
             cur.execute("INSERT INTO tasks (id, status, priority, blocked_by, attempts, data) "
                         "VALUES (%s, 'pending', %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING "
@@ -233,11 +247,45 @@ class PgBoard:
                 raise Conflict(f"duplicate id {task.id}: that task already exists")
             task = task.model_copy(update={"created_at": iso(row[0]),
                                            "updated_at": iso(row[0])})
-            self.events.insert(cur, event, task.id, actor,
-                               {"subject": task.subject, **event_fields})
+            self.events.insert(cur, event, task.id, actor, data)
             return task
 
         return self.db.run(insert)
+
+    def _insert_new(self, draft: Task, blockers: builtins.list[int], event: str, actor: str,
+                    data: dict[str, Any]) -> Task:
+        """The row with the next id and its event in one statement (one round trip)."""
+        def insert(cur: Cursor) -> tuple[object, ...]:
+            cur.execute(
+                "WITH c AS (INSERT INTO tasks (id, status, priority, blocked_by, attempts, "
+                "data) VALUES (nextval('task_ids'), 'pending', %(p)s, %(b)s, %(a)s, %(t)s) "
+                "RETURNING id, created_at), "
+                "e AS (INSERT INTO events (event, task, actor, machine, data) "
+                f"SELECT %(e)s, {TASK_ID_SQL}, %(o)s, %(m)s, %(d)s FROM c "
+                f"CROSS JOIN LATERAL (SELECT {self.db.ordered()}) l RETURNING seq, ts) "
+                "SELECT c.id, c.created_at, e.seq, e.ts FROM c, e",
+                {"p": draft.priority, "b": blockers, "a": draft.attempts,
+                 "t": Jsonb(_data(draft)), "e": event, "o": actor, "m": self.machine,
+                 "d": Jsonb(data)})
+            row = cur.fetchone()
+            assert row is not None
+            self.events.stored(row[2], row[3], event, format_task_id(int(str(row[0]))), actor,
+                               data)
+            return row
+
+        row = self.db.statement(insert, write=True)
+        return draft.model_copy(update={"id": format_task_id(int(str(row[0]))),
+                                        "created_at": iso(row[1]), "updated_at": iso(row[1])})
+
+    def _check_blockers(self, blockers: builtins.list[int]) -> None:
+        def select(cur: Cursor) -> set[int]:
+            cur.execute("SELECT id FROM tasks WHERE id = ANY(%s)", (blockers,))
+            return {int(str(r[0])) for r in cur.fetchall()}
+
+        have = self.db.statement(select, write=False)
+        for b in blockers:
+            if b not in have:
+                raise NotFound(f"unknown blocker {format_task_id(b)}: no such task")
 
     def edit(self, task_id: str, *, actor: str, **fields: Any) -> Task:
         bad = PROTECTED & fields.keys()
@@ -285,34 +333,42 @@ class PgBoard:
         seconds = lease_seconds or self.config.lease_seconds
         n = None if task_id is None else parse_task_id(str(task_id))
 
-        def take(cur: Cursor) -> Task | None:
-            # Like the file board's claims, a claim need not wait for the disk: lost in a
-            # server crash, it is the same as its lease expiring (the task comes back).
-            cur.execute("SET LOCAL synchronous_commit = off")
-            if n is not None:
-                cur.execute("SELECT 1 FROM tasks WHERE id = %s", (n,))
-                if cur.fetchone() is None:
-                    raise NotFound(f"no task {format_task_id(n)}")
+        actor_data = masked({"owner": owner}, self.events.secrets)
+
+        def take(cur: Cursor) -> tuple[object, ...] | None:
+            # One statement, so one round trip and its own transaction: the row is taken
+            # (SKIP LOCKED: claimers never wait on each other), then the events lock, and
+            # the event appended (see `orchestrator.board.pg.db` for the commit).
             cur.execute(
-                "UPDATE tasks SET status = 'in_progress', owner = %(o)s, machine = %(m)s, "
-                "fence = fence + 1, lease_token = fence + 1, "
+                "WITH c AS (UPDATE tasks SET status = 'in_progress', owner = %(o)s, "
+                "machine = %(m)s, fence = fence + 1, lease_token = fence + 1, "
                 "lease_expires = now() + make_interval(secs => %(s)s), lease_acquired = now(), "
                 "lease_renewed = now(), data = data - 'error', updated_at = now() "
                 f"WHERE id = (SELECT id FROM tasks t WHERE {READY} "
                 "AND (%(n)s::bigint IS NULL OR id = %(n)s) "
                 "ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
-                f"RETURNING {COLS}",
-                {"o": owner, "m": self.machine, "s": seconds, "n": n})
+                f"RETURNING {COLS}), "
+                "e AS (INSERT INTO events (event, task, actor, machine, data) "
+                f"SELECT 'task_claimed', {TASK_ID_SQL}, %(o)s, %(m)s, %(d)s::jsonb || "
+                "jsonb_build_object('token', c.fence, 'attempt', c.attempts + 1) FROM c "
+                f"CROSS JOIN LATERAL (SELECT {self.db.ordered()} WHERE c.id IS NOT NULL) l "
+                "RETURNING seq, ts, data) "
+                "SELECT c.*, e.seq, e.ts, e.data FROM c, e",
+                {"o": owner, "m": self.machine, "s": seconds, "n": n,
+                 "d": Jsonb(actor_data)})
             row = cur.fetchone()
-            if row is None:
-                return None
-            task = _task(row)
-            self.events.insert(cur, "task_claimed", task.id, owner,
-                               {"owner": owner, "token": task.fence,
-                                "attempt": task.attempts + 1})
-            return task
+            if row is not None:
+                seq, ts, data = row[-3:]
+                self.events.stored(seq, ts, "task_claimed", format_task_id(int(str(row[0]))),
+                                   owner, dict(data) if isinstance(data, dict) else {})
+            return row
 
-        return self.db.run(take)
+        row = self.db.statement(take, write=True)
+        if row is None:
+            if n is not None and not self._exists(n):
+                raise NotFound(f"no task {format_task_id(n)}")
+            return None
+        return _task(row[:-3])
 
     def renew(self, task_id: str, token: int, *, lease_seconds: float | None = None) -> Task:
         seconds = lease_seconds or self.config.lease_seconds
@@ -406,7 +462,7 @@ class PgBoard:
                 return True
 
     def wait_for_ready(self, timeout: float) -> bool:
-        listener = self._listen("ready", ["orch_tasks"])
+        listener = self._listen("ready", ["orch_tasks"], _may_make_ready)
         deadline = time.monotonic() + timeout
         while True:
             if self._closed:
@@ -419,11 +475,12 @@ class PgBoard:
             listener.wait(min(remaining, self.config.rescan_seconds))
 
     # --- internals -----------------------------------------------------------------
-    def _listen(self, kind: str, channels: builtins.list[str]) -> Listener:
+    def _listen(self, kind: str, channels: builtins.list[str],
+                wanted: Callable[[str], bool] | None = None) -> Listener:
         if self._closed:
             raise BoardClosed("the board is closed")
         if kind not in self._listeners:
-            self._listeners[kind] = Listener(self.url, channels)
+            self._listeners[kind] = Listener(self.url, channels, wanted)
         return self._listeners[kind]
 
     def _any_ready(self) -> bool:
@@ -431,7 +488,14 @@ class PgBoard:
             cur.execute(f"SELECT 1 FROM tasks t WHERE {READY} LIMIT 1")
             return cur.fetchone() is not None
 
-        return self.db.run(exists)
+        return self.db.statement(exists, write=False)
+
+    def _exists(self, n: int) -> bool:
+        def select(cur: Cursor) -> bool:
+            cur.execute("SELECT 1 FROM tasks WHERE id = %s", (n,))
+            return cur.fetchone() is not None
+
+        return self.db.statement(select, write=False)
 
     def _has_drops(self) -> bool:
         try:
@@ -495,6 +559,13 @@ class PgBoard:
         row = cur.fetchone()
         assert row is not None
         return _task(row)
+
+
+def _may_make_ready(payload: str) -> bool:
+    """Whether a ``orch_tasks`` notification (``"<id> <status>"``) can make a task ready:
+    a task became pending, or a blocker reached review or merged. A claim (in_progress)
+    or a cancel cannot, so an idle teammate does not rescan for every other's claim."""
+    return payload.rsplit(" ", 1)[-1] in ("pending", "review", "merged")
 
 
 def _holder(old: Task) -> str | None:
