@@ -109,7 +109,8 @@ def test_board_watch_cli_draws_and_ends_on_ctrl_c(repo: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "waiting for input (0)" in res.stdout and "team: not running" in res.stdout
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "board", "--watch"],
-                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_ctrl_c_reaches)
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -125,3 +126,9 @@ def test_board_watch_cli_draws_and_ends_on_ctrl_c(repo: Path) -> None:
         for f in (proc.stdout, proc.stderr):
             if f is not None:
                 f.close()
+
+
+def _ctrl_c_reaches() -> None:
+    """As from a terminal: a suite started in the background (``cmd &``) passes SIGINT on
+    ignored, and an ignored SIGINT never becomes Ctrl-C in the child."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
