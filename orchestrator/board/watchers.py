@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from orchestrator.board.feed import ChangeFeed
 
 IGNORED = frozenset({"opened", "closed_no_write"})
-STOP_WAIT = 2.0
-"""Seconds `stop` waits for the feed thread to end."""
 
 
 def make_watcher(feed: ChangeFeed) -> Watcher:
@@ -42,7 +40,6 @@ class _Inotify:
         self.feed = feed
         self._fd = InotifyFD()
         self._fd.name = "orchestrator-board-feed"
-        self._fd.daemon = True  # a Ctrl-C between its start and its owner keeping it: no hang
         self._fd.start()
         self._tasks_wds: set[int] = set()
 
@@ -64,7 +61,7 @@ class _Inotify:
 
     def stop(self) -> None:
         self._fd.stop()
-        self._fd.join(timeout=STOP_WAIT)  # a daemon thread: one stuck in a read holds no one
+        self._fd.join()
 
 
 class _Observer:
