@@ -65,17 +65,17 @@ class Record(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return unchecked(**fields)  # type: ignore[no-any-return]
 
     def model_dump(self, *, mode: str = "python", exclude: Iterable[str] | None = None,
-                   exclude_none: bool = False, exclude_defaults: bool = False
+                   exclude_defaults: bool = False
                    ) -> dict[str, Any]:
         """The record as plain values (enums as their values, nested records as dicts) in
-        either mode; ``exclude`` drops top-level fields, ``exclude_none`` every None,
+        either mode; ``exclude`` drops top-level fields,
         ``exclude_defaults`` the top-level fields left at their defaults."""
         out: dict[str, Any] = msgspec.to_builtins(
             _without_defaults(self) if exclude_defaults else full(self))
         if exclude:
             for name in exclude:
                 out.pop(name, None)
-        return _drop_none(out) if exclude_none else out
+        return out
 
     def model_dump_json(self, *, indent: int | None = None) -> str:
         raw = _ENCODER.encode(full(self))
@@ -117,14 +117,6 @@ def encode_list(records: list[R]) -> str:
     """A JSON array of ``records`` in one call, each as its class encodes it (see `full`):
     for caches the same code reads back, where decoding fills the defaults in."""
     return _ENCODER.encode(records).decode()
-
-
-def _drop_none(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _drop_none(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_drop_none(v) for v in value]
-    return value
 
 
 def _without_defaults(record: Record) -> dict[str, Any]:

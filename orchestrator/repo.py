@@ -54,7 +54,8 @@ def open_repo(repo: Path | None = None, *, ensure: bool = True, lenient: bool = 
     the board settings and worktree root come from there and `Repo.config` is loaded only
     when a command uses more."""
     root = find_root(repo)
-    cached = _cached(root)
+    key = _settings_key(root)
+    cached = _cached(root, key)
     if cached is not None:
         board, worktree_root = cached
         layout = Layout.at(root, _worktree_path(root, worktree_root))
@@ -62,7 +63,6 @@ def open_repo(repo: Path | None = None, *, ensure: bool = True, lenient: bool = 
         if ensure:
             layout.ensure()
         return r
-    key = _settings_key(root)
     config, checked = _load(root, lenient)
     layout = Layout.at(root, _worktree_path(root, config.worktree.root))
     if ensure:
@@ -94,7 +94,8 @@ cache is ignored, so it costs speed only."""
 
 def _settings_key(root: Path) -> str | None:
     """What the configuration depends on, hashed: the settings files' bytes, the
-    ``ORCH_*`` variables, and this code. None when a file cannot be read (no caching)."""
+    ``ORCH_*`` variables, and this code. None when a file cannot be read or is over
+    `CONFIG_MAX_BYTES` (no caching: a key of part of a file would miss a change past it)."""
     import hashlib
 
     from orchestrator import __version__
@@ -109,7 +110,10 @@ def _settings_key(root: Path) -> str | None:
     for path in config_paths(root):
         h.update(b"\0" + str(path).encode() + b"\0")
         try:
-            h.update(read_regular_bytes(path, CONFIG_MAX_BYTES))
+            data = read_regular_bytes(path, CONFIG_MAX_BYTES + 1)
+            if len(data) > CONFIG_MAX_BYTES:
+                return None
+            h.update(data)
         except FileNotFoundError:
             h.update(b"missing")
         except (OSError, ValueError):
@@ -122,12 +126,16 @@ def _settings_key(root: Path) -> str | None:
 CONFIG_MAX_BYTES = 4 << 20
 
 
-def _cached(root: Path) -> tuple[BoardSettings, str | None] | None:
+def _cached(root: Path, key: str | None) -> tuple[BoardSettings, str | None] | None:
+    """The board settings and worktree root remembered under ``key``, if they are."""
     from orchestrator.board.settings import CheckedBoardSettings
+    from orchestrator.fsutil import read_regular_bytes
 
-    try:
-        data = json.loads((root / TASKS_DIR / SETTINGS_CACHE).read_bytes())
-        if data["key"] != _settings_key(root):
+    if key is None:
+        return None
+    try:  # a regular file only: a FIFO under its name must not hang every command
+        data = json.loads(read_regular_bytes(root / TASKS_DIR / SETTINGS_CACHE, 1 << 16))
+        if data["key"] != key:
             return None
         return CheckedBoardSettings(**data["board"]), data["worktree_root"]
     except (OSError, ValueError, KeyError, TypeError):

@@ -268,36 +268,6 @@ def test_problem_of_one_task_agrees_with_the_whole_board(board: FileBoard) -> No
     assert board.problem(d.id) and board.problem(g.id) and board.problem(ok.id)
 
 
-def test_status_counts_without_building_every_task_agree_with_a_full_list(repo: Path) -> None:
-    from orchestrator.board.index import SNAPSHOT, count_statuses
-    from orchestrator.board.model import Task
-    from orchestrator.team.status import board_counts
-
-    layout = init_repo(repo)
-    for i in range(1, 231):  # past SNAPSHOT_AFTER: the first scan saves a snapshot
-        t = Task(id=f"task_{i:03d}", subject=f"t{i}", status=Status.REVIEW if i % 5 else
-                 Status.PENDING)
-        layout.task_file(t.id).write_text(t.model_dump_json())
-    with open_board(layout, BoardConfig(fsync=False)) as b:
-        b.list()
-    assert (layout.tasks / SNAPSHOT).exists()
-    with open_board(layout, BoardConfig(fsync=False)) as b:  # changes after the snapshot
-        b.cancel("task_005")
-        b.add("new one")
-        layout.task_file("task_010").unlink()
-        layout.task_file("task_020").write_text("{broken")
-        time.sleep(0.01)
-        edited = b.get("task_030").model_copy(update={"status": Status.MERGED})
-        layout.task_file("task_030").write_text(edited.model_dump_json())  # by hand
-    with open_board(layout, BoardConfig(fsync=False)) as b:
-        expected = board_counts(b.list())
-    counts = count_statuses(layout.tasks)
-    assert counts == expected
-    assert counts["cancelled"] == 1 and counts["merged"] == 1 and sum(counts.values()) == 229
-    (layout.tasks / SNAPSHOT).write_text("not json")
-    assert count_statuses(layout.tasks) == expected  # a bad snapshot: every file is read
-
-
 def test_summary_reads_only_what_changed_and_rebuilds_when_it_cannot_tell(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`FileBoard.summary` in a fresh process reads the task files the journal names since

@@ -129,3 +129,33 @@ def test_the_cached_board_settings_have_every_field_of_the_board_section() -> No
     from orchestrator.config import BoardConfig
 
     assert [f.name for f in fields(CheckedBoardSettings)] == list(BoardConfig.model_fields)
+
+
+def test_a_fifo_or_junk_as_the_settings_cache_and_a_huge_config_file_are_coped_with(
+        repo: Path) -> None:
+    """The cache is a regular file or ignored (a FIFO there must not hang a command), junk
+    in it is ignored, and a settings file too big to hash whole is never cached."""
+    import os
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "orchestrator", *args],
+                              capture_output=True, text=True, cwd=repo, timeout=30)
+
+    assert run("add", "first").returncode == 0
+    cache = repo / ".tasks" / ".settings-cache.json"
+    assert cache.is_file()
+    for junk in ("[]", '{"key": 1}', "not json", '{"key": "x", "board": {"url": 5}}'):
+        cache.write_text(junk)
+        p = run("list")
+        assert p.returncode == 0 and "first" in p.stdout, p.stderr
+    cache.unlink()
+    os.mkfifo(cache)
+    p = run("show", "1")  # timeout=30: a hang fails the test
+    assert p.returncode == 0 and "first" in p.stdout, p.stderr
+    cache.unlink()
+    (repo / "orchestrator.toml").write_text(
+        "[board]\nmax_attempts = 4\n" + "# padding\n" * (500_000))  # over 4 MiB
+    p, names = imported("add", "second", cwd=repo)
+    assert p.returncode == 0 and not cache.exists()
+    p, names = imported("add", "third", cwd=repo)
+    assert p.returncode == 0 and "pydantic" in names  # checked again: nothing was cached

@@ -273,3 +273,31 @@ def test_a_burst_is_flushed_once_and_its_ids_stay_in_order(board: FileBoard,
     assert board.layout.seq.read_text() == "26\n"
     monkeypatch.undo()
     assert board.add("after").id == "task_027"
+
+
+def test_a_burst_of_drops_lists_the_task_folder_once_and_keeps_the_log_open(
+        board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of drops on a board without an id mark yet lists the task files once (for
+    the highest id), not once per drop; every drop gets its own id and its own event, and
+    the ids go on from a hand-written file past them."""
+    (board.layout.tasks / "task_007.json").write_text(
+        json.dumps({"id": "task_007", "subject": "by hand"}))
+    for i in range(30):
+        (board.layout.inbox / f"d{i:02d}.json").write_text(json.dumps({"subject": f"drop {i}"}))
+        os.utime(board.layout.inbox / f"d{i:02d}.json", (1, 1))
+    listings = []
+    real = FileBoard._highest_on_disk
+
+    def counted(self: FileBoard) -> int:
+        listings.append(1)
+        return real(self)
+
+    monkeypatch.setattr(FileBoard, "_highest_on_disk", counted)
+    created = board.intake()
+    assert len(listings) == 1 and len(created) == 30
+    assert sorted(int(t.id[5:]) for t in created) == list(range(8, 38))
+    events = [e for e in board.events.read() if e.event == "task_created"]
+    assert sorted(e.task for e in events if e.task) == sorted(t.id for t in created)
+    seqs = [e.seq for e in board.events.read()]
+    assert seqs == list(range(1, len(seqs) + 1))  # dense and in order through the open log
+    assert board.layout.seq.read_text().strip() == "37"

@@ -417,37 +417,6 @@ class _SnapshotHead(msgspec.Struct):
     keys: list[Key]
 
 
-def count_statuses(tasks_dir: Path) -> dict[str, int]:
-    """How many tasks are in each status, as a full scan would count them (broken files are
-    not tasks), without building every task: statuses come from the snapshot for the files
-    whose stat it recorded, and only the other files are read."""
-    known: dict[str, tuple[Key, str]] = {}
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        head, _, body = (tasks_dir / SNAPSHOT).read_bytes().partition(b"\n")
-        meta = json.loads(head)
-        rows = json.loads(body)
-        if meta.get("version") == SNAPSHOT_VERSION and len(rows) == len(meta["keys"]):
-            known = {row["id"]: (tuple(key), row.get("status", Status.PENDING.value))
-                     for row, key in zip(rows, meta["keys"], strict=True)}
-    counts = dict.fromkeys(STATUSES, 0)
-    with os.scandir(tasks_dir) as it:
-        for entry in it:
-            m = TASK_FILE_RE.match(entry.name)
-            if m is None:
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-                seen = known.get(m.group(1))
-                if seen is not None and seen[0] == (st.st_mtime_ns, st.st_size, st.st_ino):
-                    status = seen[1]
-                else:
-                    status = read_task_file(Path(entry.path))[0].status.value
-            except (FileNotFoundError, ValueError):
-                continue  # gone meanwhile, or broken: not a task
-            counts[status] = counts.get(status, 0) + 1
-    return {s.value: counts.get(s.value, 0) for s in Status}
-
-
 def _order(task: Task) -> tuple[int, int, str]:
     return (-task.priority, task_number(task.id), task.id)
 
