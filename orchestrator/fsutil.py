@@ -17,6 +17,22 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def read_open_file(fd: int, size: int, limit: int) -> bytes:
+    """At most ``limit`` bytes of the open file ``fd``, whose fstat gave ``size``: one read
+    of ``size`` + 1 bytes, then on to ``limit`` only if the file grew meanwhile (a read
+    asked for ``limit`` bytes up front allocates that much for every small file)."""
+    first = min(size + 1, limit)
+    data = os.read(fd, first)
+    if len(data) < first or first >= limit:
+        return data
+    chunks = [data]
+    left = limit - len(data)
+    while left > 0 and (chunk := os.read(fd, min(1 << 16, left))):
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 def atomic_write(path: Path, data: bytes | str, *, durable: bool = True,
                  sync_dir: bool = True, tmp_dir: Path | None = None) -> None:
     """Write ``data`` to ``path`` via temp file + fsync + rename (+ fsync of the folder).

@@ -37,7 +37,7 @@ from pathlib import Path
 import msgspec
 
 from orchestrator.board.model import TASK_ID_RE, InvalidRecord, Status, Task
-from orchestrator.fsutil import atomic_write
+from orchestrator.fsutil import atomic_write, read_open_file
 from orchestrator.record import decode_list, encode_list
 
 STATUSES = frozenset(s.value for s in Status)
@@ -107,7 +107,7 @@ def read_task_bytes(path: Path | str) -> tuple[bytes, os.stat_result]:
             raise ValueError("not a regular file (a folder, FIFO, socket or device)")
         if st.st_size > MAX_TASK_BYTES:
             raise ValueError(f"file is {st.st_size} bytes, over the 1 MiB limit")
-        data = os.read(fd, MAX_TASK_BYTES + 1)
+        data = read_open_file(fd, st.st_size, MAX_TASK_BYTES + 1)
     finally:
         os.close(fd)
     return data, st
@@ -192,21 +192,14 @@ class TaskIndex:
             if self._journal_ino == ino and self._journal_pos == start:
                 self._journal_pos = end
 
-    def load(self, task_id: str, path: str | None = None,
-             read: tuple[bytes, os.stat_result] | BaseException | None = None) -> Task | None:
-        """Re-read one task file (``path``: where it is, when the caller knows; ``read``:
-        its bytes and stat, or the error reading them, when already read) into the view;
-        the task, or None when missing or broken."""
+    def load(self, task_id: str, path: str | None = None) -> Task | None:
+        """Re-read one task file (``path``: where it is, when the caller knows) into the
+        view; the task, or None when missing or broken."""
         with self.lock:
             self.stale.discard(task_id)
             path = path or os.path.join(self.dir, f"{task_id}.json")
             try:
-                if read is None:
-                    task, key = read_task_file(path)
-                elif isinstance(read, BaseException):
-                    raise read
-                else:
-                    task, key = decode_task_file(path, *read)
+                task, key = read_task_file(path)
             except FileNotFoundError:
                 self._drop(task_id)
                 return None
@@ -342,8 +335,8 @@ class TaskIndex:
                 ):
                     todo.append((task_id, entry.path))
         loaded = len(todo)
-        for (task_id, path), read in zip(todo, _read_many([p for _, p in todo]), strict=True):
-            self.load(task_id, path, read)
+        for task_id, path in todo:
+            self.load(task_id, path)
         for task_id in set(self.tasks) - seen | set(self.broken) - seen:
             self._drop(task_id)
         self.dropped_here = strays
@@ -388,28 +381,6 @@ class TaskIndex:
         self._queue = sorted(_order(t) for t in tasks if t.status is Status.PENDING)
         self.max_number = max((task_number(t) for t in self.tasks), default=0)
         self.generation += 1
-
-
-READ_THREADS = 4
-"""Threads reading task files side by side on a cold scan (their opens and reads wait on
-the disk, not on Python); decoding stays on the scanning thread."""
-
-
-def _read_many(paths: list[str]) -> list[tuple[bytes, os.stat_result] | BaseException | None]:
-    """Each file's bytes and stat, or the error reading it; None (read it later, in turn)
-    for every file when there are too few to be worth threads."""
-    if len(paths) < 64:
-        return [None] * len(paths)
-    from concurrent.futures import ThreadPoolExecutor
-
-    def one(path: str) -> tuple[bytes, os.stat_result] | BaseException:
-        try:
-            return read_task_bytes(path)
-        except (OSError, ValueError) as exc:
-            return exc
-
-    with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="orchestrator-read") as pool:
-        return list(pool.map(one, paths, chunksize=64))
 
 
 class _SnapshotHead(msgspec.Struct):

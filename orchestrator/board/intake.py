@@ -53,7 +53,7 @@ from orchestrator.board.index import (
 from orchestrator.board.model import InvalidRecord, Status, Task, normalize_task_id
 from orchestrator.budget import make_budget
 from orchestrator.errors import Conflict, InvalidInput, NotFound
-from orchestrator.fsutil import atomic_write
+from orchestrator.fsutil import atomic_write, read_open_file
 from orchestrator.procutil import pid_alive
 
 if TYPE_CHECKING:
@@ -545,9 +545,10 @@ def _read(path: Path) -> bytes:
     that is not (O_NONBLOCK, then fstat), never following a symlink."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise InvalidInput("not a regular file (not read)")
-        return os.read(fd, MAX_TASK_BYTES + 1)
+        return read_open_file(fd, st.st_size, MAX_TASK_BYTES + 1)
     finally:
         os.close(fd)
 
