@@ -141,9 +141,10 @@ class TaskIndex:
         read the whole folder)."""
         self.generation = 0
         """Bumped on every change seen, so derived views (problems) can be cached."""
-        self.max_number = 0
         self._keys: dict[str, Key] = {}
-        self._queue: list[tuple[int, int, str]] = []  # pending tasks in claim order
+        self._queue: list[tuple[int, int, str]] | None = []
+        """Pending tasks in claim order; None until first asked for after a scan that filled
+        an empty view (a command that only lists never sorts them)."""
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
         self.stale: set[str] = set()
@@ -151,7 +152,6 @@ class TaskIndex:
         self._journal_pos = 0
         self._journal_ino: int | None = None
         self._next_scan = 0.0
-        self._bulk = False
         self.lock = threading.RLock()
 
     # --- refreshing -------------------------------------------------------------
@@ -222,17 +222,16 @@ class TaskIndex:
             self.tasks[task.id] = task
             if key is not None:
                 self._keys[task.id] = key
-            if task.status is Status.PENDING:
-                if self._bulk:  # a scan filling an empty view sorts the queue once, at its end
-                    self._queue.append(_order(task))
-                else:
-                    bisect.insort(self._queue, _order(task))
-            self.max_number = max(self.max_number, task_number(task.id))
+            if task.status is Status.PENDING and self._queue is not None:
+                bisect.insort(self._queue, _order(task))
             self.generation += 1
 
     def pending_in_order(self) -> Iterator[str]:
         """Pending ids in claim order (a snapshot: the queue may change meanwhile)."""
         with self.lock:
+            if self._queue is None:
+                self._queue = sorted(_order(t) for t in self.tasks.values()
+                                     if t.status is Status.PENDING)
             snapshot = list(self._queue)
         return (tid for _, _, tid in snapshot)
 
@@ -261,9 +260,12 @@ class TaskIndex:
             self._unqueue(old)
 
     def _unqueue(self, task: Task) -> None:
-        i = bisect.bisect_left(self._queue, _order(task))
-        if i < len(self._queue) and self._queue[i][2] == task.id:
-            del self._queue[i]
+        queue = self._queue
+        if queue is None:
+            return
+        i = bisect.bisect_left(queue, _order(task))
+        if i < len(queue) and queue[i][2] == task.id:
+            del queue[i]
 
     def _read_journal(self) -> list[tuple[str, str | None, int | None]]:
         path = self.dir / JOURNAL
@@ -305,35 +307,33 @@ class TaskIndex:
         # Mark the journal first: whatever is written during the scan is read again next time.
         self._journal_mark()
         if not self.tasks:
+            self._queue = None  # sorted when first asked for: listing never needs it
             self._load_snapshot()
-        self._bulk = not self.tasks
-        try:
-            self._scan_files()
-        finally:
-            if self._bulk:
-                self._queue.sort()
-                self._bulk = False
+        self._scan_files()
 
     def _scan_files(self) -> None:
         seen: set[str] = set()
         strays = 0
         todo: list[tuple[str, str]] = []
+        known, broken, stale = self._keys.get, self.broken, self.stale
+        match, remember, want = TASK_FILE_RE.match, seen.add, todo.append
         with os.scandir(self.dir) as it:
             for entry in it:
-                m = TASK_FILE_RE.match(entry.name)
+                m = match(entry.name)
                 if m is None:
                     strays += _is_drop(entry.name)
                     continue
-                task_id = m.group(1)
-                seen.add(task_id)
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                if (st.st_mtime_ns, st.st_size, st.st_ino) != self._keys.get(task_id) or (
-                    task_id in self.broken or task_id in self.stale
-                ):
-                    todo.append((task_id, entry.path))
+                task_id = m[1]
+                remember(task_id)
+                key = known(task_id)
+                if key is not None and task_id not in broken and task_id not in stale:
+                    try:  # a file never read has no key to compare: it is read anyway
+                        st = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    if (st.st_mtime_ns, st.st_size, st.st_ino) == key:
+                        continue
+                want((task_id, entry.path))
         loaded = len(todo)
         for task_id, path in todo:
             self.load(task_id, path)
@@ -378,8 +378,6 @@ class TaskIndex:
             return  # missing or unreadable: the scan reads the files instead
         self.tasks = {t.id: t for t in tasks}
         self._keys = {t.id: k for t, k in zip(tasks, keys, strict=True)}
-        self._queue = sorted(_order(t) for t in tasks if t.status is Status.PENDING)
-        self.max_number = max((task_number(t) for t in self.tasks), default=0)
         self.generation += 1
 
 

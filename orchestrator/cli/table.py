@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from itertools import chain
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
@@ -61,52 +61,55 @@ def _real(console: Console | Piped) -> Console:
 def draw(console: Console | Piped, headers: Sequence[str], rows: Sequence[Sequence[Cell]],
          no_wrap: Sequence[bool]) -> Iterator[str]:
     """The table's lines (without newlines), styled when ``console`` is a terminal."""
-    if all(c.__class__ is str for c in chain.from_iterable(rows)):
-        texts: Sequence[Sequence[str]] = rows  # type: ignore[assignment]
-    else:
-        texts = [[c if c.__class__ is str else plain(c) for c in row] for row in rows]
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in headers]
+    return draw_columns(console, headers, columns, no_wrap)
+
+
+def draw_columns(console: Console | Piped, headers: Sequence[str],
+                 columns: Sequence[Sequence[Cell]], no_wrap: Sequence[bool]) -> Iterator[str]:
+    """`draw` of a table given column by column (one sequence of cells per header, all
+    of one length): the common case, where every cell fits on one line, is done a column
+    at a time by built-ins, without a Python step per cell."""
+    texts: list[Sequence[str]] = [
+        col if set(map(type, col)) <= {str} else [plain(c) for c in col]  # type: ignore[misc]
+        for col in columns]
     widths = _widths(console, headers, texts, no_wrap)
     styled = console.is_terminal and not console.no_color
     render = _Render(_real(console)) if styled else None
     header: list[Cell] = [((h, "bold"),) for h in headers]
     yield from _row(console, header, list(headers), widths, no_wrap, render, header=True)
     if _all_fit(texts, widths):  # no cell needs wrapping: each row is one line
-        if render is None:
-            ljust = str.ljust
-            for text in texts:
-                yield _JOIN.join(map(ljust, text, widths))
-            return
-        yield from _styled_rows(rows, texts, widths, render)
+        padded = [list(map(str.ljust, text, repeat(w, len(text)))) if col is text or
+                  render is None else _styled_column(col, text, w, render)
+                  for col, text, w in zip(columns, texts, widths, strict=True)]
+        yield from map(_JOIN.join, zip(*padded, strict=True))
         return
-    for row, text in zip(rows, texts, strict=True):
+    for row, text in zip(zip(*columns, strict=True), zip(*texts, strict=True), strict=True):
         yield from _row(console, row, text, widths, no_wrap, render)
 
 
-def _styled_rows(rows: Sequence[Sequence[Cell]], texts: Sequence[Sequence[str]],
-                 widths: list[int],
-                 render: _Render) -> Iterator[str]:
-    """`_row`'s lines for rows whose cells all fit, with each styled cell rendered once."""
-    pads = [_JOIN] * (len(widths) - 1) + [""]
+def _styled_column(cells: Sequence[Cell], texts: Sequence[str], width: int,
+                   render: _Render) -> list[str]:
+    """A column's cells padded to ``width``, each distinct styled cell rendered once."""
     rendered: dict[tuple[Segment, ...], str] = {}
-    for row, text in zip(rows, texts, strict=True):
-        parts = []
-        for cell, t, w, gap in zip(row, text, widths, pads, strict=True):
-            if cell.__class__ is str:
-                parts.append(t.ljust(w) + gap)
-                continue
-            assert isinstance(cell, tuple)
-            out = rendered.get(cell)
-            if out is None:
-                out = rendered[cell] = "".join(render(s, style) for s, style in cell)
-            parts.append(out + " " * (w - len(t)) + gap)
-        yield "".join(parts)
+    out = []
+    for cell, t in zip(cells, texts, strict=True):
+        if cell.__class__ is str:
+            out.append(t.ljust(width))
+            continue
+        assert isinstance(cell, tuple)
+        done = rendered.get(cell)
+        if done is None:
+            done = rendered[cell] = "".join(render(s, style) for s, style in cell)
+        out.append(done + " " * (width - len(t)))
+    return out
 
 
 def _all_fit(texts: Sequence[Sequence[str]], widths: list[int]) -> bool:
     """Every cell is one line of ASCII (no tab: rich expands those) within its width."""
-    for i, width in enumerate(widths):
-        column = [row[i] for row in texts]
-        if not all(map(str.isascii, column)) or any("\n" in t or "\t" in t for t in column) or \
+    for column, width in zip(texts, widths, strict=True):
+        joined = "".join(column)
+        if not joined.isascii() or "\n" in joined or "\t" in joined or \
                 max(map(len, column), default=0) > width:
             return False
     return True
@@ -114,13 +117,12 @@ def _all_fit(texts: Sequence[Sequence[str]], widths: list[int]) -> bool:
 
 def _widths(console: Console | Piped, headers: Sequence[str], texts: Sequence[Sequence[str]],
             no_wrap: Sequence[bool]) -> list[int]:
+    """Column widths; ``texts`` holds the columns' plain texts."""
     longest = [cell_len(h) for h in headers]
-    for i in range(len(headers)):  # column by column: built-ins do the loops
-        column = [row[i] for row in texts]
-        if all(map(str.isascii, column)):
-            longest[i] = max(longest[i], *map(len, column)) if column else longest[i]
-        else:
-            longest[i] = max(longest[i], *map(cell_len, column)) if column else longest[i]
+    for i, column in enumerate(texts):  # built-ins do the loops
+        if column:
+            measure = len if "".join(column).isascii() else cell_len
+            longest[i] = max(longest[i], max(map(measure, column)))
     if sum(longest) + GAP * (len(headers) - 1) <= console.width:
         return longest
     # Wider than the console: rich decides the widths. They depend only on each column's
@@ -131,7 +133,7 @@ def _widths(console: Console | Piped, headers: Sequence[str], texts: Sequence[Se
     n = len(headers)
     top = [(-1, 0)] * n  # per column: (length, row) of the longest cell
     top_word = [(-1, 0)] * n  # and of the longest word
-    for r, row in enumerate(texts):
+    for r, row in enumerate(zip(*texts, strict=True)):
         for i, text in enumerate(row):
             length = len(text) if text.isascii() else cell_len(text)
             if length > top[i][0]:
@@ -145,7 +147,7 @@ def _widths(console: Console | Piped, headers: Sequence[str], texts: Sequence[Se
     for i, h in enumerate(headers):
         table.add_column(h, no_wrap=no_wrap[i])
     for r in sorted(extremes):
-        table.add_row(*(Text(t) for t in texts[r]))
+        table.add_row(*(Text(column[r]) for column in texts))
     real = _real(console)
     padded = table._calculate_column_widths(real, real.options)
     return [w - table._get_padding_width(i) for i, w in enumerate(padded)]
