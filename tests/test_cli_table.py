@@ -131,3 +131,31 @@ def test_a_long_table_goes_through_the_pager_on_a_terminal_only(repo: Path,
     assert "\x1b" not in piped.stdout
     run_on_terminal(repo, ["list"], {**env, "LINES": "40"}, rows=40)  # fits: printed, not paged
     assert not paged.exists()
+
+
+ENVS = [{}, {"FORCE_COLOR": "1"}, {"FORCE_COLOR": ""}, {"TTY_COMPATIBLE": "1"},
+        {"TTY_COMPATIBLE": "0", "FORCE_COLOR": "1"}, {"FORCE_COLOR": "1", "NO_COLOR": "1"},
+        {"FORCE_COLOR": "1", "TERM": "dumb"}, {"FORCE_COLOR": "1", "TERM": "xterm-256color"},
+        {"FORCE_COLOR": "1", "TERM": "xterm-kitty", "COLUMNS": "77"},
+        {"FORCE_COLOR": "1", "COLORTERM": "truecolor", "LINES": "12", "COLUMNS": "x"},
+        {"FORCE_COLOR": "1", "TERM": "UNKNOWN", "LINES": "30"}, {"COLUMNS": "0", "LINES": "7"}]
+
+
+@pytest.mark.parametrize("env", ENVS, ids=[" ".join(f"{k}={v}" for k, v in e.items()) or "none"
+                                           for e in ENVS])
+def test_the_terminal_stand_in_finds_what_rich_finds(env: dict[str, str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """`list` on a terminal draws with `Terminal`, not rich's Console: both must agree on
+    whether it is a terminal, its size and its colours, and so on the styled lines."""
+    from orchestrator.cli.table import Terminal
+
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR", "TERM", "COLORTERM", "COLUMNS",
+                 "LINES"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    ours_, theirs = Terminal(), Console(soft_wrap=False)
+    assert (ours_.is_terminal, ours_.no_color, ours_.width, ours_.height, ours_.color_system) == \
+        (theirs.is_terminal, theirs.no_color, theirs.width, theirs.height, theirs._color_system)
+    headers, rows, no_wrap = random_table(random.Random(len(env)), 30)
+    assert list(draw(ours_, headers, rows, no_wrap)) == list(draw(theirs, headers, rows, no_wrap))

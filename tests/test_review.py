@@ -7,6 +7,7 @@ scenario through `orchestrator up --burst` is in test_review_team.py.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -355,3 +356,16 @@ def test_diff_is_plain_when_piped_and_stat_summarises(repo: Path, cli: Cli) -> N
         fresh = board.add("never ran")
     res = cli(repo, "diff", fresh.id)
     assert res.returncode == 1 and "has no branch yet" in res.stderr
+
+
+def test_diff_on_a_terminal_goes_through_the_pager_in_colour(repo: Path, tmp_path: Path) -> None:
+    from tests.helpers import run_on_terminal
+
+    t = keep(repo, "d", {"d.txt": "hello\n"})
+    paged = tmp_path / "paged.txt"
+    shown = run_on_terminal(repo, ["diff", t.id], {"PAGER": f"tee '{paged}'"})
+    text = paged.read_text()
+    assert "hello" in shown and "\x1b[32m" in text
+    assert "+hello" in re.sub(r"\x1b\[[0-9;]*m", "", text)
+    missing = run_on_terminal(repo, ["diff", t.id], {"PAGER": "no-such-pager-here"})
+    assert "hello" in missing  # no pager found: printed as it is

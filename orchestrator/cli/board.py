@@ -208,7 +208,7 @@ def list_tasks(
     if not tasks:
         typer.echo("no tasks" + (f" in {', '.join(status)}" if status else ""))
         return
-    from orchestrator.cli.table import Cell, Piped, draw_columns
+    from orchestrator.cli.table import Cell, Piped, Terminal, draw_columns
 
     piped = not sys.stdout.isatty()  # piped: one line per row, never wrapped, no styles
     # column by column, each a comprehension: a board of 50,000 tasks makes 300,000 cells
@@ -238,12 +238,7 @@ def list_tasks(
         columns.append([progress(t.todos) for t in tasks])
     from orchestrator.cli.app import PIPED_WIDTH
 
-    if piped:
-        console: Any = Piped(PIPED_WIDTH)
-    else:
-        from rich.console import Console
-
-        console = Console(soft_wrap=False)
+    console = Piped(PIPED_WIDTH) if piped else Terminal()
     drawn = draw_columns(console, headers, columns, [h == "status" for h in headers])
     lines = list(map(str.rstrip, drawn) if piped else drawn)
     # problems of the tasks shown, and (unfiltered) of task files too broken to list at all
@@ -258,9 +253,9 @@ def _page(console: Any, lines: list[str]) -> None:
     (``$PAGER``, else ``less``), as ``git log`` does."""
     text = "\n".join(lines) + "\n"
     if console.is_terminal and len(lines) >= console.height:
-        import click
+        from orchestrator.cli.app import page
 
-        click.echo_via_pager(text, color=True)
+        page(text)
         return
     sys.stdout.write(text)
     sys.stdout.flush()

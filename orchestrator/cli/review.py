@@ -7,12 +7,11 @@ import sys
 import threading
 from typing import Annotated, Any
 
-import click
 import typer
 from rich.table import Table
 
 from orchestrator.board.model import Status
-from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json, print_table
+from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, page, print_json, print_table
 from orchestrator.errors import InvalidInput
 from orchestrator.review import diff_text, discard_task, merge_task, retry_task, review_rows
 
@@ -76,7 +75,7 @@ def diff(task_id: TaskArg,
     tty = sys.stdout.isatty()
     text = diff_text(r.layout, r.config, task_id, stat=stat, color=tty)
     if tty:
-        click.echo_via_pager(text, color=True)
+        page(text)
     else:
         typer.echo(text, nl=False)
 

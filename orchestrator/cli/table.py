@@ -12,10 +12,13 @@ a cell wider than its column wraps at words (a single long word is cut with ``â€
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import sys
 from collections.abc import Iterator, Sequence
 from itertools import repeat
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 from rich.cells import cell_len
 
@@ -54,28 +57,87 @@ class Piped:
         return self._rich
 
 
-def _real(console: Console | Piped) -> Console:
-    return console.rich() if isinstance(console, Piped) else console
+class Terminal:
+    """What `draw` and the pager need of rich's ``Console(soft_wrap=False)`` on a terminal,
+    found as rich finds it (terminal or not from TTY_COMPATIBLE, FORCE_COLOR and isatty;
+    the size from COLUMNS and LINES, else the terminal's; colours from NO_COLOR, TERM and
+    COLORTERM), without importing rich.console: the real one is made only when a cell
+    must be wrapped or the table is wider than the screen. Tests hold it to rich's."""
+
+    def __init__(self) -> None:
+        from rich.color import ColorSystem
+
+        env = os.environ
+        compatible, force = env.get("TTY_COMPATIBLE", ""), env.get("FORCE_COLOR")
+        self.is_terminal = (compatible == "1" if compatible in ("0", "1") else
+                            force != "" if force is not None else _isatty(sys.stdout))
+        self.no_color = env.get("NO_COLOR", "") != ""
+        dumb = self.is_terminal and env.get("TERM", "").lower() in ("dumb", "unknown")
+        self.color_system: ColorSystem | None = None
+        if self.is_terminal and not dumb:
+            if env.get("COLORTERM", "").strip().lower() in ("truecolor", "24bit"):
+                self.color_system = ColorSystem.TRUECOLOR
+            else:
+                colors = env.get("TERM", "").strip().lower().rpartition("-")[2]
+                self.color_system = (ColorSystem.EIGHT_BIT if colors in ("kitty", "256color")
+                                     else ColorSystem.STANDARD)
+        columns, lines = env.get("COLUMNS", ""), env.get("LINES", "")
+        self.width = int(columns) if columns.isdigit() else 0
+        self.height = int(lines) if lines.isdigit() else 0
+        if not (columns.isdigit() and lines.isdigit()):  # as rich: both set win, even dumb
+            size = (80, 25) if dumb else _terminal_size()
+            self.width = self.width if columns.isdigit() and not dumb else size[0] or 80
+            self.height = self.height if lines.isdigit() and not dumb else size[1] or 25
+        self._rich: Console | None = None
+
+    def rich(self) -> Console:
+        if self._rich is None:
+            from rich.console import Console
+
+            self._rich = Console(soft_wrap=False)
+        return self._rich
 
 
-def draw(console: Console | Piped, headers: Sequence[str], rows: Sequence[Sequence[Cell]],
+Screen: TypeAlias = "Console | Piped | Terminal"
+"""Where a table is drawn: rich's console, or a stand-in for it."""
+
+
+def _terminal_size() -> tuple[int, int]:
+    for fd in (0, 1, 2):
+        with contextlib.suppress(ValueError, OSError):
+            return tuple(os.get_terminal_size(fd))  # type: ignore[return-value]
+    return (0, 0)
+
+
+def _isatty(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):
+        return False
+
+
+def _real(console: Screen) -> Console:
+    return console if not isinstance(console, Piped | Terminal) else console.rich()
+
+
+def draw(console: Screen, headers: Sequence[str], rows: Sequence[Sequence[Cell]],
          no_wrap: Sequence[bool]) -> Iterator[str]:
     """The table's lines (without newlines), styled when ``console`` is a terminal."""
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in headers]
     return draw_columns(console, headers, columns, no_wrap)
 
 
-def draw_columns(console: Console | Piped, headers: Sequence[str],
+def draw_columns(console: Screen, headers: Sequence[str],
                  columns: Sequence[Sequence[Cell]], no_wrap: Sequence[bool]) -> Iterator[str]:
     """`draw` of a table given column by column (one sequence of cells per header, all
     of one length): the common case, where every cell fits on one line, is done a column
     at a time by built-ins, without a Python step per cell."""
     texts: list[Sequence[str]] = [
-        col if set(map(type, col)) <= {str} else [plain(c) for c in col]  # type: ignore[misc]
+        cast("Sequence[str]", col) if set(map(type, col)) <= {str} else _plain_column(col)
         for col in columns]
     widths = _widths(console, headers, texts, no_wrap)
     styled = console.is_terminal and not console.no_color
-    render = _Render(_real(console)) if styled else None
+    render = _Render(console) if styled else None
     header: list[Cell] = [((h, "bold"),) for h in headers]
     yield from _row(console, header, list(headers), widths, no_wrap, render, header=True)
     if _all_fit(texts, widths):  # no cell needs wrapping: each row is one line
@@ -86,6 +148,13 @@ def draw_columns(console: Console | Piped, headers: Sequence[str],
         return
     for row, text in zip(zip(*columns, strict=True), zip(*texts, strict=True), strict=True):
         yield from _row(console, row, text, widths, no_wrap, render)
+
+
+def _plain_column(cells: Sequence[Cell]) -> list[str]:
+    """The plain text of each cell, each distinct cell joined once (a status column holds
+    a handful of distinct cells however long the table)."""
+    texts = {cell: plain(cell) for cell in set(cells)}
+    return list(map(texts.__getitem__, cells))
 
 
 def _styled_column(cells: Sequence[Cell], texts: Sequence[str], width: int,
@@ -115,7 +184,7 @@ def _all_fit(texts: Sequence[Sequence[str]], widths: list[int]) -> bool:
     return True
 
 
-def _widths(console: Console | Piped, headers: Sequence[str], texts: Sequence[Sequence[str]],
+def _widths(console: Screen, headers: Sequence[str], texts: Sequence[Sequence[str]],
             no_wrap: Sequence[bool]) -> list[int]:
     """Column widths; ``texts`` holds the columns' plain texts."""
     longest = [cell_len(h) for h in headers]
@@ -153,7 +222,7 @@ def _widths(console: Console | Piped, headers: Sequence[str], texts: Sequence[Se
     return [w - table._get_padding_width(i) for i, w in enumerate(padded)]
 
 
-def _lines(console: Console | Piped, text: str, width: int, no_wrap: bool) -> list[str]:
+def _lines(console: Screen, text: str, width: int, no_wrap: bool) -> list[str]:
     """A cell's text in lines of at most ``width`` cells, wrapped and cropped as rich's
     Table does it (left, ellipsis, tab size 8): rich itself does it, but for plain ASCII
     words that all fit, where its greedy fill is done here at a fraction of the cost."""
@@ -181,7 +250,7 @@ def _lines(console: Console | Piped, text: str, width: int, no_wrap: bool) -> li
 _WORD = re.compile(r"\s*\S+\s*")
 
 
-def _row(console: Console | Piped, cells: Sequence[Cell], texts: Sequence[str], widths: list[int],
+def _row(console: Screen, cells: Sequence[Cell], texts: Sequence[str], widths: list[int],
          no_wrap: Sequence[bool], render: _Render | None, header: bool = False
          ) -> Iterator[str]:
     if render is None and all(t.isascii() and "\n" not in t and "\t" not in t and len(t) <= w
@@ -223,10 +292,11 @@ def _pad(text: str, width: int) -> str:
 class _Render:
     """Wraps text in the escape codes of a rich style, for ``console``'s colour system."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Screen) -> None:
         from rich.style import Style
 
-        self._system = console._color_system
+        self._system = (console.color_system if isinstance(console, Terminal) else
+                        None if isinstance(console, Piped) else console._color_system)
         self._parse = Style.parse
         self._styles: dict[str, Style] = {}
 
