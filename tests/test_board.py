@@ -284,9 +284,9 @@ def test_summary_reads_only_what_changed_and_rebuilds_when_it_cannot_tell(
     reads: list[str] = []
     real = index.read_task_file
 
-    def counted(path: Path | str) -> tuple[Task, index.Key]:
+    def counted(path: Path | str, dir_fd: int | None = None) -> tuple[Task, index.Key]:
         reads.append(os.path.basename(path))
-        return real(path)
+        return real(path, dir_fd)
 
     monkeypatch.setattr(summary, "read_task_file", counted)
     monkeypatch.setattr(index, "read_task_file", counted)

@@ -84,19 +84,20 @@ RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 """Opening failed for want of file descriptors or memory: the file itself may be fine."""
 
 
-def read_task_file(path: Path | str) -> tuple[Task, Key]:
-    """Read and validate one task file without following symlinks.
+def read_task_file(path: Path | str, dir_fd: int | None = None) -> tuple[Task, Key]:
+    """Read and validate one task file without following symlinks (``path`` relative to
+    the folder open as ``dir_fd``, when given: a scan opens each file by its name alone).
 
     Raises FileNotFoundError, or ValueError with the reason the file is unreadable.
     """
-    return decode_task_file(path, *read_task_bytes(path))
+    return decode_task_file(path, *read_task_bytes(path, dir_fd))
 
 
-def read_task_bytes(path: Path | str) -> tuple[bytes, os.stat_result]:
-    """The bytes of a task file and its stat (the reading half of `read_task_file`: no
-    Python objects made, so threads can do it side by side)."""
+def read_task_bytes(path: Path | str, dir_fd: int | None = None
+                    ) -> tuple[bytes, os.stat_result]:
+    """The bytes of a task file and its stat (the reading half of `read_task_file`)."""
     try:  # O_NONBLOCK: a FIFO named like a task file never blocks the board
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError as exc:
         if isinstance(exc, FileNotFoundError) or exc.errno in RESOURCE_ERRNOS:
             raise  # the machine's trouble, not the file's: the caller backs off
@@ -192,14 +193,15 @@ class TaskIndex:
             if self._journal_ino == ino and self._journal_pos == start:
                 self._journal_pos = end
 
-    def load(self, task_id: str, path: str | None = None) -> Task | None:
-        """Re-read one task file (``path``: where it is, when the caller knows) into the
-        view; the task, or None when missing or broken."""
+    def load(self, task_id: str, dir_fd: int | None = None) -> Task | None:
+        """Re-read one task file into the view (``dir_fd``: the task folder, open); the
+        task, or None when missing or broken."""
         with self.lock:
             self.stale.discard(task_id)
-            path = path or os.path.join(self.dir, f"{task_id}.json")
+            name = f"{task_id}.json"
             try:
-                task, key = read_task_file(path)
+                task, key = read_task_file(
+                    name if dir_fd is not None else os.path.join(self.dir, name), dir_fd)
             except FileNotFoundError:
                 self._drop(task_id)
                 return None
@@ -314,29 +316,35 @@ class TaskIndex:
     def _scan_files(self) -> None:
         seen: set[str] = set()
         strays = 0
-        todo: list[tuple[str, str]] = []
+        todo: list[str] = []
         known, broken, stale = self._keys.get, self.broken, self.stale
         match, remember, want = TASK_FILE_RE.match, seen.add, todo.append
-        with os.scandir(self.dir) as it:
-            for entry in it:
-                m = match(entry.name)
-                if m is None:
-                    strays += _is_drop(entry.name)
-                    continue
-                task_id = m[1]
-                remember(task_id)
-                key = known(task_id)
-                if key is not None and task_id not in broken and task_id not in stale:
-                    try:  # a file never read has no key to compare: it is read anyway
-                        st = entry.stat(follow_symlinks=False)
-                    except FileNotFoundError:
+        # By the folder's descriptor: each stat and open then looks up the file's name
+        # alone, not every folder of its path (a third off each open).
+        folder = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with os.scandir(folder) as it:
+                for entry in it:
+                    m = match(entry.name)
+                    if m is None:
+                        strays += _is_drop(entry.name)
                         continue
-                    if (st.st_mtime_ns, st.st_size, st.st_ino) == key:
-                        continue
-                want((task_id, entry.path))
+                    task_id = m[1]
+                    remember(task_id)
+                    key = known(task_id)
+                    if key is not None and task_id not in broken and task_id not in stale:
+                        try:  # a file never read has no key to compare: it is read anyway
+                            st = entry.stat(follow_symlinks=False)
+                        except FileNotFoundError:
+                            continue
+                        if (st.st_mtime_ns, st.st_size, st.st_ino) == key:
+                            continue
+                    want(task_id)
+            for task_id in todo:
+                self.load(task_id, folder)
+        finally:
+            os.close(folder)
         loaded = len(todo)
-        for task_id, path in todo:
-            self.load(task_id, path)
         for task_id in set(self.tasks) - seen | set(self.broken) - seen:
             self._drop(task_id)
         self.dropped_here = strays
