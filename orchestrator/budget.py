@@ -26,9 +26,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from orchestrator.board.model import Budget, InvalidRecord, Task, Usage
 from orchestrator.clock import utcnow
@@ -102,8 +103,7 @@ def _number(value: Any, what: str) -> float:
     return float(value)
 
 
-@dataclass(frozen=True)
-class Limit:
+class Limit(msgspec.Struct, frozen=True):
     """One budget a run counts against: the task's own (``label`` empty), its plan's, its
     teammate's today, the board's today; ``spent`` is what was spent before the run."""
 

@@ -8,8 +8,9 @@ settings cache (`orchestrator.repo`) without importing pydantic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 
 class BoardSettings(Protocol):
@@ -29,8 +30,7 @@ class BoardSettings(Protocol):
     def machine(self) -> str | None: ...
 
 
-@dataclass(frozen=True)
-class CheckedBoardSettings:
+class CheckedBoardSettings(msgspec.Struct, frozen=True):
     """`BoardSettings` that `BoardConfig` has already checked (see the module's text)."""
 
     lease_seconds: float
