@@ -96,13 +96,16 @@ def _settings_key(root: Path) -> str | None:
     """What the configuration depends on, hashed: the settings files' bytes, the
     ``ORCH_*`` variables, and this code. None when a file cannot be read or is over
     `CONFIG_MAX_BYTES` (no caching: a key of part of a file would miss a change past it)."""
-    import hashlib
+    try:  # hashlib's own blake2b, without hashlib's OpenSSL start-up (5 ms of each command)
+        from _blake2 import blake2b
+    except ImportError:
+        from hashlib import blake2b
 
     from orchestrator import __version__
     from orchestrator.config_files import config_paths
     from orchestrator.fsutil import read_regular_bytes
 
-    h = hashlib.sha256(__version__.encode())
+    h = blake2b(__version__.encode())
     code = Path(__file__).with_name("config.py")
     with contextlib.suppress(OSError):
         st = code.stat()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import builtins
 import contextlib
 import os
-import random
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -331,7 +330,12 @@ class FileBoard:
                     # Another claimer is on it; the others are likely right behind us, so
                     # jump a few candidates ahead instead of queueing up on the next one.
                     busy.append(tid)
-                    skip = random.randrange(SPREAD) if timeout == 0 else 0
+                    if timeout == 0:
+                        import random  # only claims that collide need it
+
+                        skip = random.randrange(SPREAD)
+                    else:
+                        skip = 0
                     continue
                 if task is not None:
                     self.events.emit("task_claimed", task.id, actor=owner, owner=owner,

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
 import time
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from operator import attrgetter
 from pathlib import Path
 from typing import Annotated, Any
@@ -272,6 +270,9 @@ def show(
     json_: JsonOpt = False,
 ) -> None:
     """Show one task in full."""
+    import textwrap
+    from datetime import UTC, datetime
+
     with _board(repo, one_task=True) as board:
         task = board.get(task_id)
         problem = board.problem(task.id)
