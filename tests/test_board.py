@@ -66,6 +66,20 @@ def test_ids_widen_past_999(board: FileBoard) -> None:
     assert board.add("x").id == "task_1000"
 
 
+@pytest.mark.parametrize("bad", ["task_001\n", "task_01", "task_", "Task_001", "task_001 ",
+                                 "task_-01", "task_1e3", "../task_001", 7])
+def test_a_task_id_is_task_and_three_or_more_digits_and_nothing_else(bad: object) -> None:
+    from orchestrator.board.model import InvalidRecord, Task
+
+    assert Task(id="task_007", subject="x").id == "task_007"
+    with pytest.raises(ValueError, match="not a task id"):
+        Task(id=bad, subject="x")  # type: ignore[arg-type]
+    with pytest.raises(InvalidRecord):
+        Task.model_validate({"id": bad, "subject": "x"})
+    with pytest.raises(ValueError, match="line"):
+        Task(id="task_007", subject="two\u2028lines")
+
+
 def test_wait_for_change_wakes_on_a_drop(board: FileBoard) -> None:
     import threading
 

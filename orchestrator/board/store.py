@@ -19,6 +19,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,9 @@ SPREAD = 8
 """After losing a race for a candidate, a claimer skips up to this many (tried later)."""
 PROTECTED = frozenset({"id", "status", "owner", "lease", "fence", "created_at", "updated_at"})
 """Fields only the board itself changes (through claims and status changes)."""
+
+
+_ID, _DIGITS, _THIRD = attrgetter("id"), itemgetter(slice(5, None)), itemgetter(2)
 
 
 class BoardClosed(RuntimeError):
@@ -131,9 +135,13 @@ class FileBoard:
         above = -1 if after is None else parse_task_id(str(after))
         with self._index.lock:
             tasks = list(self._index.tasks.values())
-        tasks = [t for t in tasks if (wanted is None or t.status in wanted)
-                 and (above < 0 or task_number(t.id) > above)]
-        tasks.sort(key=lambda t: task_number(t.id))
+        if wanted is not None or above >= 0:
+            tasks = [t for t in tasks if (wanted is None or t.status in wanted)
+                     and (above < 0 or task_number(t.id) > above)]
+        # By number, then id, all by built-ins (ids are unique: tasks are never compared).
+        ids = list(map(_ID, tasks))
+        numbers = map(int, map(_DIGITS, ids))
+        tasks = list(map(_THIRD, sorted(zip(numbers, ids, tasks, strict=True))))
         return tasks if limit is None else tasks[:limit]
 
     def ready(self) -> builtins.list[Task]:
