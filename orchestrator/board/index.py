@@ -365,6 +365,7 @@ class TaskIndex:
     # --- the snapshot: a cold start without reading every file ----------------------
     def _save_snapshot(self) -> None:
         ids = [tid for tid in self.tasks if tid in self._keys and tid not in self.stale]
+        ids.sort(key=task_number)  # loaded in this order, a list's sort by number is linear
         keys = json.dumps({"version": SNAPSHOT_VERSION, "keys": [self._keys[t] for t in ids]})
         tasks = encode_list([self.tasks[t] for t in ids])
         with contextlib.suppress(OSError):  # a cache: failing to write it costs speed only
