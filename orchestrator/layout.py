@@ -15,6 +15,7 @@ machine's, whatever the board: ``run`` (the lead's pid/log, port blocks), ``lock
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 from dataclasses import dataclass
 from functools import cached_property
@@ -106,6 +107,9 @@ def find_root(start: Path | str | None = None) -> Path:
     start = Path(start or os.getcwd()).resolve()
     if not start.is_dir():
         raise UserError(f"no such folder: {start}")
+    found = _plain_toplevel(start)
+    if found is not None:
+        return found
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--show-toplevel"],
@@ -116,3 +120,37 @@ def find_root(start: Path | str | None = None) -> Path:
     if out.returncode != 0:
         raise UserError(f"not inside a git repository: {start}")
     return Path(out.stdout.strip()).resolve()
+
+
+GIT_DISCOVERY_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES",
+                           "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_COMMON_DIR")
+
+
+def _plain_toplevel(start: Path) -> Path | None:
+    """What ``git rev-parse --show-toplevel`` answers, found without starting git (a
+    process of every command) in the plain case: no variable that changes git's search,
+    not inside a ``.git`` folder, and the nearest ``.git`` above ``start`` a folder with a
+    HEAD, or a ``gitdir:`` file (a linked worktree or submodule), owned by this user (git
+    checks the owner: safe.directory). Anything else: None, and git itself answers."""
+    if any(name in os.environ for name in GIT_DISCOVERY_VARIABLES) or ".git" in start.parts:
+        return None
+    for folder in (start, *start.parents):
+        marker = folder / ".git"
+        try:
+            st = marker.lstat()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+        if st.st_uid != os.geteuid():
+            return None
+        if stat.S_ISDIR(st.st_mode):
+            return folder if (marker / "HEAD").is_file() else None
+        if stat.S_ISREG(st.st_mode):
+            try:
+                with marker.open("rb") as fh:
+                    return folder if fh.read(8) == b"gitdir: " else None
+            except OSError:
+                return None
+        return None
+    return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -160,6 +161,8 @@ def _remember(root: Path, key: str, config: Config) -> None:
 def require_commit(root: Path) -> None:
     """Refuse, with the fix, a repository without a commit: every task's worktree is a
     checkout of one."""
+    if _head_has_commit(root):
+        return
     import subprocess
 
     out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
@@ -167,6 +170,30 @@ def require_commit(root: Path) -> None:
     if out.returncode != 0:
         raise UserError(f"{root} has no commits yet, and each task works in a checkout of one: "
                         "commit something first (e.g. git commit --allow-empty -m 'start')")
+
+
+def _head_has_commit(root: Path) -> bool:
+    """True when ``.git`` is a folder whose HEAD names a branch that has a commit id, loose
+    or packed: the usual case, answered without starting git. False means only "ask git"
+    (a linked worktree, a detached HEAD, reftable refs, no commit yet)."""
+    git = root / ".git"
+    try:
+        head = (git / "HEAD").read_bytes().strip() if git.is_dir() else b""
+        if not head.startswith(b"ref: refs/heads/") or b".." in head:
+            return False
+        ref = head[5:]
+        loose = git / ref.decode()
+        if loose.is_file():
+            return _COMMIT_ID.fullmatch(loose.read_bytes().strip()) is not None
+        packed = git / "packed-refs"
+        return packed.is_file() and any(
+            line.endswith(b" " + ref) and _COMMIT_ID.fullmatch(line.partition(b" ")[0])
+            for line in packed.read_bytes().splitlines())
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+_COMMIT_ID = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def _worktree_path(root: Path, setting: str | None) -> Path | None:

@@ -157,3 +157,49 @@ def test_a_fifo_or_junk_as_the_settings_cache_and_a_huge_config_file_are_coped_w
     assert p.returncode == 0 and not cache.exists()
     p, names = imported("add", "third", cwd=repo)
     assert p.returncode == 0 and "pydantic" in names  # checked again: nothing was cached
+
+
+def test_the_repository_root_and_its_first_commit_are_found_as_git_finds_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every command finds its repository without starting git when it can; what it finds
+    is what ``git rev-parse`` answers, in the plain case and the ones left to git."""
+    from orchestrator.errors import UserError
+    from orchestrator.layout import _plain_toplevel, find_root
+    from orchestrator.repo import _head_has_commit, require_commit
+
+    def git_says(where: Path) -> Path | None:
+        out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=where,
+                             capture_output=True, text=True, check=False)
+        return Path(out.stdout.strip()).resolve() if out.returncode == 0 else None
+
+    repo = tmp_path / "r"
+    (repo / "a" / "b").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    with pytest.raises(UserError, match="no commits yet"):
+        require_commit(repo)  # unborn branch: git says so
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-q", "--allow-empty", "-m", "one"], check=True)
+    assert _head_has_commit(repo)
+    require_commit(repo)
+    wt = repo / ".worktrees" / "w"
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", str(wt)], check=True)
+    (wt / "deep").mkdir()
+    for where in (repo, repo / "a" / "b", wt, wt / "deep"):
+        assert _plain_toplevel(where.resolve()) == git_says(where) == find_root(where)
+    assert _plain_toplevel((repo / ".git" / "refs").resolve()) is None  # git answers
+    with pytest.raises(UserError, match="not inside a git repository"):
+        find_root(repo / ".git" / "refs")
+    subprocess.run(["git", "-C", str(repo), "pack-refs", "--all"], check=True)
+    assert not (repo / ".git" / "refs" / "heads" / "main").exists() and _head_has_commit(repo)
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "--detach"], check=True)
+    assert not _head_has_commit(repo)  # detached: left to git, which finds the commit
+    require_commit(repo)
+    (tmp_path / "plain").mkdir()
+    assert _plain_toplevel(tmp_path / "plain") is None
+    with pytest.raises(UserError, match="not inside a git repository"):
+        find_root(tmp_path / "plain")
+    monkeypatch.setenv("GIT_DIR", str(repo / ".git"))
+    assert _plain_toplevel(repo / "a") is None  # the variable changes git's search
+    (tmp_path / "fake" / ".git").mkdir(parents=True)  # no HEAD: not a repository to git
+    monkeypatch.delenv("GIT_DIR")
+    assert _plain_toplevel(tmp_path / "fake") is None
