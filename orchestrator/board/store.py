@@ -58,7 +58,7 @@ from orchestrator.board.teamstatus import FileTeamStatus
 from orchestrator.controlplane import BoardSummary
 from orchestrator.errors import Conflict, InvalidInput, LeaseLost, NotFound
 from orchestrator.events import secret_values
-from orchestrator.fsutil import sync_filesystem
+from orchestrator.fsutil import fsync_dir, sync_filesystem
 from orchestrator.layout import Layout
 
 REAP_LOCK_TIMEOUT = 1.0
@@ -212,7 +212,9 @@ class FileBoard:
         except InvalidRecord as exc:
             raise InvalidInput(f"invalid task: {describe_error(exc)}") from None
         with self._seq_locked():
-            new_id = self._allocate(task_id)
+            # The mark's rename is made durable by the task file's fsync of .tasks (one
+            # fsync of the folder, not two); on a failure, by its own.
+            new_id = self._allocate(task_id, sync_dir=False)
             task = draft.model_copy(update={"id": new_id})
             # The event first: once the file is written a teammate may claim the task,
             # and its task_claimed must come after this in the log.
@@ -224,6 +226,9 @@ class FileBoard:
                 with contextlib.suppress(Exception):
                     self.events.emit("task_create_failed", task.id, actor=actor,
                                      error=f"{type(exc).__name__}: {exc}")
+                if self._durable:
+                    with contextlib.suppress(OSError):
+                        fsync_dir(self.layout.tasks)
                 raise
         return task
 
@@ -473,9 +478,11 @@ class FileBoard:
             if task is not None and graph.is_ready(task, tasks):
                 yield task
 
-    def _allocate(self, wanted: str | None) -> str:
+    def _allocate(self, wanted: str | None, *, sync_dir: bool = True) -> str:
         """Next id under the seq lock: past the high-water mark (``.seq``), stepping over
-        any task file already there; without a mark, past every id on disk."""
+        any task file already there; without a mark, past every id on disk.
+        ``sync_dir=False``: the caller fsyncs ``.tasks`` itself before it lets go of the id
+        (a new task's own durable write does, and so makes the mark's rename durable too)."""
         try:
             high, seen = int(self.layout.seq.read_text().strip() or 0), True
         except FileNotFoundError:
@@ -500,7 +507,7 @@ class FileBoard:
             # allocator steps over it meanwhile; the mark is written once, at the end.
             self._deferred_seq = max(self._deferred_seq, n)
         elif n > high:
-            staged_write(self.layout.seq, f"{n}\n", durable=self._durable)
+            staged_write(self.layout.seq, f"{n}\n", durable=self._durable, sync_dir=sync_dir)
         return format_task_id(n)
 
     def _highest_on_disk(self) -> int:
