@@ -32,6 +32,7 @@ import stat
 import threading
 import time
 from collections.abc import Iterator
+from operator import attrgetter
 from pathlib import Path
 
 import msgspec
@@ -385,8 +386,9 @@ class TaskIndex:
                 return
         except (OSError, ValueError, KeyError, TypeError):
             return  # missing or unreadable: the scan reads the files instead
-        self.tasks = {t.id: t for t in tasks}
-        self._keys = {t.id: k for t, k in zip(tasks, keys, strict=True)}
+        ids = list(map(attrgetter("id"), tasks))
+        self.tasks = dict(zip(ids, tasks, strict=True))
+        self._keys = dict(zip(ids, keys, strict=True))
         self.generation += 1
 
 
