@@ -85,6 +85,12 @@ class EventLog:
         self._tlock = threading.Lock()
         self._held: tuple[int, HeldLockFile, int, int] | None = None
         """(thread, lock, log fd, index fd) kept open by `hold`."""
+        self._held_ino = -1
+        """The inode of the log ``_held`` has open."""
+        self._tail: tuple[int, int, int, int] | None = None
+        """After a held append: (index size, its newest seq, its end in the log, the log's
+        size); while both files still have these sizes, nobody wrote since, and the next
+        held append need not read the index's last record back."""
 
     # --- writing -----------------------------------------------------------------
     def emit(self, event: str, task: str | None = None, actor: str | None = None,
@@ -119,8 +125,10 @@ class EventLog:
                 os.close(log_fd)
 
     def _write_record(self, log_fd: int, idx_fd: int, record: dict[str, Any],
-                      task: str | None) -> bytes:
-        last, end, size = self._catch_up(log_fd, idx_fd)
+                      task: str | None, *, held: bool = False) -> bytes:
+        last, end, size, idx_size = self._catch_up(log_fd, idx_fd,
+                                                   self._tail if held else None)
+        self._tail = None
         record["seq"] = seq = last + 1
         body = redact(json.dumps(record, default=str, ensure_ascii=False),
                       self.secrets).encode() + b"\n"
@@ -128,6 +136,8 @@ class EventLog:
         os.write(log_fd, prefix + body)
         start = size + len(prefix)
         os.write(idx_fd, REC.format(seq, start, start + len(body), task_key(task)).encode())
+        if held:  # under the lock, nobody else wrote either file meanwhile
+            self._tail = (idx_size + W, seq, start + len(body), start + len(body))
         return body
 
     @contextlib.contextmanager
@@ -141,10 +151,13 @@ class EventLog:
             with lock.locked(LOCK_TIMEOUT):
                 fds.append(os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644))
                 fds.append(self._open_index(fds[0]))
+            self._held_ino = os.fstat(fds[0]).st_ino
+            self._tail = None
             self._held = (threading.get_ident(), lock, fds[0], fds[1])
             yield
         finally:
             self._held = None
+            self._tail = None
             for fd in fds:
                 os.close(fd)
             lock.close()
@@ -157,14 +170,16 @@ class EventLog:
                 ino = os.stat(self.path).st_ino
             except FileNotFoundError:
                 ino = -1
-            if ino != os.fstat(log_fd).st_ino:  # removed or replaced meanwhile
+            if ino != self._held_ino:  # removed or replaced meanwhile
+                self._tail = None
                 fresh = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
                 os.dup2(fresh, log_fd)
                 os.close(fresh)
+                self._held_ino = os.fstat(log_fd).st_ino
                 fresh = self._open_index(log_fd)
                 os.dup2(fresh, idx_fd)
                 os.close(fresh)
-            return self._write_record(log_fd, idx_fd, record, task)
+            return self._write_record(log_fd, idx_fd, record, task, held=True)
 
     # --- reading -----------------------------------------------------------------
     def read(self, *, since: int = 0, task: str | None = None) -> Iterator[Event]:
@@ -361,11 +376,16 @@ class EventLog:
         os.write(fd, f"{MAGIC:<15} {st.st_ino:015d} {0:015d} {0:012d}\n".encode())
         return fd
 
-    def _catch_up(self, log_fd: int, idx_fd: int) -> tuple[int, int, int]:
+    def _catch_up(self, log_fd: int, idx_fd: int, known: tuple[int, int, int, int] | None = None
+                  ) -> tuple[int, int, int, int]:
         """Index the log's complete lines past the index's end (under the lock).
-        Returns (newest seq, end of the last indexed line, the log's size)."""
+        Returns (newest seq, end of the last indexed line, the log's size, the index's
+        size). ``known``: `_tail` of this process's last append, used when both sizes
+        still match it."""
         size = os.fstat(log_fd).st_size
         idx_size = os.fstat(idx_fd).st_size
+        if known is not None and known[0] == idx_size and known[3] == size:
+            return known[1], known[2], size, idx_size
         count = (idx_size - W) // W
         last = 0
         end = 0
@@ -373,7 +393,7 @@ class EventLog:
             rec = os.pread(idx_fd, W, W + (count - 1) * W).split()
             last, end = int(rec[0]), int(rec[2])
         if end >= size:
-            return last, end, size
+            return last, end, size, idx_size
         out: list[bytes] = []
         keys: dict[bytes, int] = {}
 
@@ -422,10 +442,10 @@ class EventLog:
             if cur != len(chunk):
                 slow(chunk[cur:], end + cur)
             if out:
-                os.write(idx_fd, b"".join(out))
+                idx_size += os.write(idx_fd, b"".join(out))
                 out.clear()
             end += len(chunk)
-        return last, end, size
+        return last, end, size, idx_size
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:

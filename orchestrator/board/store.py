@@ -96,6 +96,7 @@ class FileBoard:
         self._deferred_dirty = False  # it wrote something that skipped its fsync
         self._seq_lock: HeldLockFile | None = None  # open for the deferred batch
         self._journal_fd: int | None = None  # open for the deferred batch
+        self._journal_ino = -1  # its inode
         self._mark_file: tuple[int, tuple[int, int, int], int] | None = None
         """Inside the deferred batch: ``.seq`` as last read (fd kept open, its stat, value)."""
         self._closed = False
@@ -272,6 +273,7 @@ class FileBoard:
                 self._seq_lock = HeldLockFile(self.layout.locks / "seq.lock")
                 self._journal_fd = os.open(self.layout.tasks / JOURNAL,
                                            os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                self._journal_ino = os.fstat(self._journal_fd).st_ino
                 yield
         finally:
             if self._seq_lock is not None:
@@ -582,7 +584,7 @@ class FileBoard:
         path = self.layout.tasks / JOURNAL
         line = f"{task.id} {task.status} {task.priority}\n".encode()
         held = self._journal_fd if self._deferred == threading.get_ident() else None
-        if held is not None and os.fstat(held).st_ino != _inode(path):
+        if held is not None and self._journal_ino != _inode(path):
             held = None  # rotated meanwhile: append to the new one
         fd = held if held is not None else os.open(
             path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
