@@ -14,6 +14,14 @@ id that is not ``task_NNN``), after a header naming the log's inode. Readers fin
 so neither scans the log. The index is a cache: missing, from another log (inode),
 or longer than the log, it is rebuilt; behind the log (a writer killed between its
 two writes, or lines appended by an older version) it is caught up.
+
+``events.jsonl.keys`` is the index's task column: a header naming the log's inode, then
+each record's task key in 4 bytes (little-endian, capped at `KEY_CAP`), so one task's
+lines are found by searching 4 bytes a line instead of 61. Writers keep it in step
+under the lock (an index rebuild starts it afresh); readers check each hit against its
+index record, search the index past the key file's end, and ignore a key file whose
+keys disagree with the index (the next writer rebuilds it). It is a cache of a cache:
+anything wrong with it costs speed, never an event.
 """
 
 from __future__ import annotations
