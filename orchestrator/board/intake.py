@@ -307,10 +307,32 @@ def take_dropped(board: Any, actor: str, moved: list[Path], *,
                 continue
             if task is not None:
                 created.append(task)
-    for mine in taken:  # only now are their tasks durable
-        with contextlib.suppress(OSError):
-            mine.unlink()
+    _delete(taken)  # only now are their tasks durable
     return created
+
+
+DELETERS = 8
+"""Threads deleting a burst's taken files (see `_delete`)."""
+
+
+def _delete(paths: list[Path]) -> None:
+    """Delete ``paths`` (gone already is fine). A burst's go from a few threads at once:
+    where the file system trims a file's freed blocks as it is deleted (``discard``, as
+    on this project's test machines) each delete waits on the disk, ~0.4 ms, and those
+    waits overlap (2,000 drops: 0.3 s instead of 0.8)."""
+    def gone(path: Path) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+    if len(paths) < 4 * DELETERS:
+        for path in paths:
+            gone(path)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(DELETERS, thread_name_prefix="intake-delete") as pool:
+        for _ in pool.map(gone, paths):
+            pass
 
 
 def settling(layout: Layout) -> float | None:
