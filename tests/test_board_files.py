@@ -114,3 +114,98 @@ def test_the_index_is_rebuilt_in_chunks_of_whole_lines(tmp_path: Path,
     assert [e.seq for e in log.read(task="task_002")] == [2, 6, 10, 14, 18, 22, 26, 30, 34,
                                                           38, 0, 41]
     assert [e.event for e in log.read(since=39)] == ["step", "last"]
+
+
+def _by_scan(log: EventLog, task: str) -> list[int]:
+    """Seqs of ``task``'s events, read line by line (no index, no key file)."""
+    out = []
+    for raw in log.path.read_bytes().splitlines():
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("task") == task:
+            out.append(rec.get("seq", 0))
+    return out
+
+
+def _keys_cover_the_index(log: EventLog) -> bool:
+    from orchestrator.board.eventlog import KEYS_HEAD, KW, W
+
+    records = (log.index_path.stat().st_size - W) // W
+    return log.keys_path.stat().st_size == KEYS_HEAD + KW * records
+
+
+TASKS = ["task_001", "task_002", "task_778", "task_4294967294", "task_4294967295",
+         "task_99999999999", "task_0007", 'odd "one"', None]
+"""Small keys, keys at and past the key file's 4-byte cap, odd ids, no task."""
+
+
+def test_one_tasks_events_come_from_the_key_file_and_agree_with_the_log(
+        tmp_path: Path) -> None:
+    import struct
+
+    from orchestrator.board.eventlog import KEY_CAP, KEYS_HEAD, task_key
+
+    log = EventLog(tmp_path / "events.jsonl", "t")
+    for i in range(60):
+        log.emit("step", TASKS[i % len(TASKS)], n=i)
+    with log.hold():  # a burst of held appends (intake) keeps the key file in step too
+        for i in range(60):
+            log.emit("held", TASKS[(i * 7) % len(TASKS)])
+    with log.path.open("a") as fh:  # lines of a writer that keeps no index (older version)
+        for i in range(5):
+            fh.write(json.dumps({"seq": 121 + i, "ts": "x", "event": "old",
+                                 "task": "task_778", "actor": "o"}) + "\n")
+    for task in TASKS[:-1]:  # the old lines are found before any writer indexes them
+        assert [e.seq for e in log.read(task=task)] == _by_scan(log, task), task
+    log.emit("after", "task_002")  # the next writer indexes them, and their keys
+    assert _keys_cover_the_index(log)
+    raw = log.keys_path.read_bytes()[KEYS_HEAD:]
+    keys = struct.unpack(f"<{len(raw) // 4}I", raw)
+    assert keys[:len(TASKS)] == tuple(min(task_key(t), KEY_CAP) for t in TASKS)
+    assert keys[-6:] == (779,) * 5 + (3,)
+    for task in TASKS[:-1]:
+        seqs = _by_scan(log, task)
+        assert seqs, task
+        assert [e.seq for e in log.read(task=task)] == seqs, task
+        assert [e.seq for e in log.tail(3, task=task)] == seqs[-3:], task
+        assert [e.seq for e in log.read(task=task, since=seqs[len(seqs) // 2])] == \
+            [s for s in seqs if s > seqs[len(seqs) // 2]], task
+    assert [e.seq for e in log.read(task="task_003")] == []
+
+
+def test_a_stale_torn_or_missing_key_file_is_never_trusted(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "events.jsonl", "t")
+    for i in range(30):
+        log.emit("step", TASKS[i % len(TASKS)])
+    good = log.keys_path.read_bytes()
+
+    def agree() -> None:
+        for task in TASKS[:-1]:
+            assert [e.seq for e in log.read(task=task)] == _by_scan(log, task), task
+            assert [e.seq for e in log.tail(2, task=task)] == _by_scan(log, task)[-2:], task
+
+    log.keys_path.unlink()  # readers fall back on the index; the next writer rebuilds it
+    agree()
+    log.emit("x", "task_001")
+    assert _keys_cover_the_index(log)
+    agree()
+    log.keys_path.write_bytes(good + b"\xff\xff")  # torn, and longer than the index
+    agree()
+    log.emit("x", "task_002")
+    assert _keys_cover_the_index(log)
+    agree()
+    log.keys_path.write_bytes(good[:20] + bytes(len(good) - 20))  # keys of other records
+    log.index_path.unlink()  # an index rebuilt from the log starts its key file afresh
+    agree()
+    assert _keys_cover_the_index(log)
+    # the log replaced: the old key file (another inode's) is ignored, then rebuilt
+    old = log.keys_path.read_bytes()
+    log.path.unlink()
+    log.emit("fresh", "task_001")
+    log.keys_path.write_bytes(old)
+    assert [e.event for e in log.read(task="task_001")] == ["fresh"]
+    log.emit("fresh", "task_001")
+    assert _keys_cover_the_index(log)
+    assert [e.seq for e in log.read(task="task_001")] == [1, 2]

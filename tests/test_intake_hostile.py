@@ -32,9 +32,11 @@ SETTLED = time.time() - 60
 def drop(folder: Path, name: str | bytes, data: bytes | None = None) -> Path:
     path = folder / name if isinstance(name, str) else Path(os.fsdecode(
         os.fsencode(folder) + b"/" + name))
-    if data is not None:
-        path.write_bytes(data)
-        os.utime(path, (SETTLED, SETTLED))
+    if data is not None:  # written and dated under a hidden name, then moved in whole:
+        hidden = path.with_name("." + path.name + ".tmp")  # a running intake skips it
+        hidden.write_bytes(data)
+        os.utime(hidden, (SETTLED, SETTLED))
+        os.rename(hidden, path)
     return path
 
 

@@ -14,6 +14,14 @@ id that is not ``task_NNN``), after a header naming the log's inode. Readers fin
 so neither scans the log. The index is a cache: missing, from another log (inode),
 or longer than the log, it is rebuilt; behind the log (a writer killed between its
 two writes, or lines appended by an older version) it is caught up.
+
+``events.jsonl.keys`` is the index's task column: a header naming the log's inode, then
+each record's task key in 4 bytes (little-endian, capped at `KEY_CAP`), so one task's
+lines are found by searching 4 bytes a line instead of 61. Writers keep it in step
+under the lock (an index rebuild starts it afresh); readers check each hit against its
+index record, search the index past the key file's end, and ignore a key file whose
+keys disagree with the index (the next writer rebuilds it). It is a cache of a cache:
+anything wrong with it costs speed, never an event.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import json
 import mmap
 import os
 import re
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -46,6 +55,16 @@ OURS_RE = re.compile(rb'(?m)^\{"seq": (\d+), "ts": "[^"\\\n]*", "event": "(?:[^"
                      rb'"task": (null|"task_\d{3,}")[^\n]*\}\n')
 """A whole line as this module writes it (seq, ts, event, then task): indexed without
 parsing its JSON. Any other line takes the slow path."""
+KEYS_MAGIC = b"EVKEYS1\n"
+KW = 4
+"""Bytes per record of the key file: the task key, little-endian, capped at `KEY_CAP`."""
+KEY_CAP = 0xFFFF_FFFF
+"""Keys this large or larger (odd ids, numbers past 4 billion) share one value in the key
+file; the index record of each such candidate says which it is."""
+KEYS_HEAD = len(KEYS_MAGIC) + 8
+KEY_FIELD_RE = re.compile(rb" (\d{12})\n")
+"""The task field of an index record (its last: one a record)."""
+"""The key file's header: its magic, then the log's inode (little-endian)."""
 CHUNK = 8 << 20
 LOCK_TIMEOUT = 10.0
 Buf = bytes | mmap.mmap
@@ -81,10 +100,19 @@ class EventLog:
         self.secrets = secrets
         """Values to mask, fixed at start-up (hot writers); None re-reads the environment."""
         self.index_path = path.with_name(path.name + ".idx")
+        self.keys_path = path.with_name(path.name + ".keys")
         self.lock_path = path.with_name(path.name + ".lock")
         self._tlock = threading.Lock()
         self._held: tuple[int, HeldLockFile, int, int] | None = None
         """(thread, lock, log fd, index fd) kept open by `hold`."""
+        self._held_ino = -1
+        """The inode of the log ``_held`` has open."""
+        self._held_keys = -1
+        """The key file ``_held`` has open (-1: none)."""
+        self._tail: tuple[int, int, int, int] | None = None
+        """After a held append: (index size, its newest seq, its end in the log, the log's
+        size); while both files still have these sizes, nobody wrote since, and the next
+        held append need not read the index's last record back."""
 
     # --- writing -----------------------------------------------------------------
     def emit(self, event: str, task: str | None = None, actor: str | None = None,
@@ -119,15 +147,26 @@ class EventLog:
                 os.close(log_fd)
 
     def _write_record(self, log_fd: int, idx_fd: int, record: dict[str, Any],
-                      task: str | None) -> bytes:
-        last, end, size = self._catch_up(log_fd, idx_fd)
+                      task: str | None, *, held: bool = False) -> bytes:
+        known = self._tail if held else None
+        last, end, size, idx_size = self._catch_up(log_fd, idx_fd, known)
+        in_step = known is not None and known[0] == idx_size  # no record since ours
+        self._tail = None
         record["seq"] = seq = last + 1
         body = redact(json.dumps(record, default=str, ensure_ascii=False),
                       self.secrets).encode() + b"\n"
         prefix = b"\n" if size > end else b""  # a torn fragment: start afresh
         os.write(log_fd, prefix + body)
         start = size + len(prefix)
-        os.write(idx_fd, REC.format(seq, start, start + len(body), task_key(task)).encode())
+        key = task_key(task)
+        os.write(idx_fd, REC.format(seq, start, start + len(body), key).encode())
+        with contextlib.suppress(OSError):  # a cache: its readers fall back on the index
+            if held and self._held_keys >= 0 and in_step:
+                os.write(self._held_keys, _packed(key))
+            else:
+                self._sync_keys(log_fd, idx_fd, self._held_keys if held else -1)
+            if held:  # under the lock, nobody else wrote any of the files meanwhile
+                self._tail = (idx_size + W, seq, start + len(body), start + len(body))
         return body
 
     @contextlib.contextmanager
@@ -141,10 +180,17 @@ class EventLog:
             with lock.locked(LOCK_TIMEOUT):
                 fds.append(os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644))
                 fds.append(self._open_index(fds[0]))
+                with contextlib.suppress(OSError):
+                    fds.append(self._open_keys())
+            self._held_ino = os.fstat(fds[0]).st_ino
+            self._held_keys = fds[2] if len(fds) > 2 else -1
+            self._tail = None
             self._held = (threading.get_ident(), lock, fds[0], fds[1])
             yield
         finally:
             self._held = None
+            self._held_keys = -1
+            self._tail = None
             for fd in fds:
                 os.close(fd)
             lock.close()
@@ -157,14 +203,21 @@ class EventLog:
                 ino = os.stat(self.path).st_ino
             except FileNotFoundError:
                 ino = -1
-            if ino != os.fstat(log_fd).st_ino:  # removed or replaced meanwhile
+            if ino != self._held_ino:  # removed or replaced meanwhile
+                self._tail = None
                 fresh = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
                 os.dup2(fresh, log_fd)
                 os.close(fresh)
+                self._held_ino = os.fstat(log_fd).st_ino
                 fresh = self._open_index(log_fd)
                 os.dup2(fresh, idx_fd)
                 os.close(fresh)
-            return self._write_record(log_fd, idx_fd, record, task)
+                if self._held_keys >= 0:
+                    with contextlib.suppress(OSError):
+                        fresh = self._open_keys()
+                        os.dup2(fresh, self._held_keys)
+                        os.close(fresh)
+            return self._write_record(log_fd, idx_fd, record, task, held=True)
 
     # --- reading -----------------------------------------------------------------
     def read(self, *, since: int = 0, task: str | None = None) -> Iterator[Event]:
@@ -189,26 +242,22 @@ class EventLog:
     def tail(self, n: int, *, task: str | None = None) -> list[Event]:
         if n <= 0:
             return []
-        with self._index_map() as view:
+        with self._index_map(keys=task is not None) as view:
             if view is None:
                 return [Event.from_dict(r) for _, r in list(self._scan(0, task))[-n:]]
-            log, idx = view
+            log, idx, keys = view
             count = _count(idx)
-            picked: list[tuple[int, int]] = []
-            if task is None:
-                for i in range(count - 1, max(count - n, 0) - 1, -1):
-                    picked.append(_span(idx, i))
-            else:
-                for i in self._task_records(idx, task, reverse=True):
-                    picked.append(_span(idx, i))
-                    if len(picked) >= n:
-                        break
-            picked.reverse()
+            records = (range(count - 1, max(count - n, 0) - 1, -1) if task is None
+                       else self._task_records(idx, keys, task, reverse=True))
             out = []
-            for start, end in picked:
+            for i in records:  # newest first; an odd id's records include other odd ids
+                start, end = _span(idx, i)
                 rec = parse_line(log[start:end])
                 if rec is not None and (task is None or rec.get("task") == task):
                     out.append(Event.from_dict(rec))
+                    if len(out) >= n:
+                        break
+            out.reverse()
             return out
 
     def last_seq(self) -> int:
@@ -221,11 +270,11 @@ class EventLog:
 
     # --- internals ---------------------------------------------------------------
     def _read(self, since: int, task: str | None) -> Iterator[tuple[int, dict[str, Any]]]:
-        with self._index_map() as view:
+        with self._index_map(keys=task is not None) as view:
             if view is None:
                 yield from self._scan(since, task)
                 return
-            log, idx = view
+            log, idx, keys = view
             count = _count(idx)
             if task is None:
                 lo, hi = 0, count if since else 0
@@ -246,7 +295,7 @@ class EventLog:
                         if seq > since or (since == 0 and seq == 0):
                             yield seq, rec
                 return
-            for i in self._task_records(idx, task):
+            for i in self._task_records(idx, keys, task):
                 if _seq_at(idx, i) <= since and since:
                     continue
                 start, end = _span(idx, i)
@@ -254,29 +303,45 @@ class EventLog:
                 if rec is not None and rec.get("task") == task:
                     yield _rec_seq(rec), rec
 
-    def _task_records(self, idx: Buf, task: str, *, reverse: bool = False
+    def _task_records(self, idx: Buf, keys: Buf, task: str, *, reverse: bool = False
                       ) -> Iterator[int]:
-        """Record numbers of ``task``'s lines (for an odd id: of every odd-id line)."""
-        needle = b" %012d\n" % task_key(task)
+        """Record numbers of ``task``'s lines (for an odd id: of every odd-id line):
+        found in the key file (4 bytes a record, not the index's 61) as far as it goes,
+        each candidate checked against its index record; past it, in the index."""
+        key = task_key(task)
+        needle = b" %012d\n" % key
+        known = min(max(0, (len(keys) - KEYS_HEAD) // KW), _count(idx))
+        if known and not all(keys[KEYS_HEAD + i * KW: KEYS_HEAD + (i + 1) * KW]
+                             == _packed(int(idx[W + i * W + 48: W + i * W + 60]))
+                             for i in {0, known // 2, known - 1}):
+            known = 0  # not this index's keys (copied, or left by an older version)
+        packed = _packed(key)
+
+        def ours(i: int) -> bool:
+            return idx[W + i * W + 47: W + (i + 1) * W] == needle
+
         if reverse:
-            pos = len(idx)
+            yield from _index_hits(idx, needle, known, reverse=True)
+            end = KEYS_HEAD + known * KW
             while True:
-                pos = idx.rfind(needle, W, pos)
+                pos = keys.rfind(packed, KEYS_HEAD, end)
                 if pos < 0:
                     return
-                i, rem = divmod(pos + len(needle) - W, W)
-                if rem == 0:
-                    yield i - 1
+                end = pos + KW - 1
+                i, rem = divmod(pos - KEYS_HEAD, KW)
+                if not rem and ours(i):
+                    yield i
         else:
-            pos = W
-            while True:
-                pos = idx.find(needle, pos)
+            pos, end = KEYS_HEAD, KEYS_HEAD + known * KW
+            while known:
+                pos = keys.find(packed, pos, end)
                 if pos < 0:
-                    return
-                pos += len(needle)
-                i, rem = divmod(pos - W, W)
-                if rem == 0:
-                    yield i - 1
+                    break
+                i, rem = divmod(pos - KEYS_HEAD, KW)
+                pos += 1
+                if not rem and ours(i):
+                    yield i
+            yield from _index_hits(idx, needle, known)
 
     def _scan(self, since: int, task: str | None) -> Iterator[tuple[int, dict[str, Any]]]:
         """Every complete line, without the index (it could not be written)."""
@@ -296,9 +361,10 @@ class EventLog:
                     yield seq, rec
 
     @contextlib.contextmanager
-    def _index_map(self) -> Iterator[tuple[Buf, Buf] | None]:
-        """The log and its (caught up) index, mapped; None when the log cannot be
-        indexed (a read-only folder) and the caller must scan. Empty logs map to b""."""
+    def _index_map(self, *, keys: bool = False) -> Iterator[tuple[Buf, Buf, Buf] | None]:
+        """The log, its (caught up) index and (with ``keys``) the key file when it is this
+        log's, mapped (b"" for none); None when the log cannot be indexed (a read-only
+        folder) and the caller must scan. Empty logs map to b""."""
         try:
             log_fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
@@ -318,12 +384,33 @@ class EventLog:
                     yield _EMPTY
                     return
                 with mmap.mmap(log_fd, end, access=mmap.ACCESS_READ) as log, \
-                        mmap.mmap(idx_fd, idx_size, access=mmap.ACCESS_READ) as idx:
-                    yield log, idx
+                        mmap.mmap(idx_fd, idx_size, access=mmap.ACCESS_READ) as idx, \
+                        self._keys_map(log_fd) if keys else contextlib.nullcontext(b"") as kv:
+                    yield log, idx, kv
             finally:
                 os.close(idx_fd)
         finally:
             os.close(log_fd)
+
+    @contextlib.contextmanager
+    def _keys_map(self, log_fd: int) -> Iterator[Buf]:
+        """The key file mapped, when it is there and this log's (else b"")."""
+        try:
+            fd = os.open(self.keys_path, os.O_RDONLY)
+        except OSError:
+            yield b""
+            return
+        try:
+            size = os.fstat(fd).st_size
+            size -= (size - KEYS_HEAD) % KW if size > KEYS_HEAD else 0
+            if size <= KEYS_HEAD or os.pread(fd, KEYS_HEAD, 0) != _keys_head(
+                    os.fstat(log_fd).st_ino):
+                yield b""
+                return
+            with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as view:
+                yield view
+        finally:
+            os.close(fd)
 
     def _fresh_index(self, log_fd: int) -> int:
         """An fd of the index, caught up with the log (taking the lock only when it lags)."""
@@ -342,6 +429,8 @@ class EventLog:
             idx_fd = self._open_index(log_fd)
             try:
                 self._catch_up(log_fd, idx_fd)
+                with contextlib.suppress(OSError):  # a cache: readers do without it
+                    self._sync_keys(log_fd, idx_fd)
             except BaseException:
                 os.close(idx_fd)
                 raise
@@ -359,13 +448,63 @@ class EventLog:
             return fd
         os.ftruncate(fd, 0)
         os.write(fd, f"{MAGIC:<15} {st.st_ino:015d} {0:015d} {0:012d}\n".encode())
+        with contextlib.suppress(OSError):  # its keys were the old index's
+            os.truncate(self.keys_path, 0)
         return fd
 
-    def _catch_up(self, log_fd: int, idx_fd: int) -> tuple[int, int, int]:
+    def _open_keys(self) -> int:
+        return os.open(self.keys_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def _sync_keys(self, log_fd: int, idx_fd: int, keys_fd: int = -1) -> None:
+        """Make the key file hold one key for each index record (under the lock):
+        started afresh when it is another log's, cut back when it runs past the index
+        (a torn record trimmed), the missing keys read from the index."""
+        own = keys_fd < 0
+        if own:
+            keys_fd = self._open_keys()
+        try:
+            head = _keys_head(os.fstat(log_fd).st_ino)
+            count = max(0, (os.fstat(idx_fd).st_size - W) // W)
+            size = os.fstat(keys_fd).st_size
+            have = (size - KEYS_HEAD) // KW if size >= KEYS_HEAD \
+                and os.pread(keys_fd, KEYS_HEAD, 0) == head else -1
+            if have > count or (size - KEYS_HEAD) % KW:
+                have = min(have, count)
+                os.ftruncate(keys_fd, KEYS_HEAD + have * KW)
+            if have > 0 and not all(
+                    os.pread(keys_fd, KW, KEYS_HEAD + i * KW)
+                    == _packed(int(os.pread(idx_fd, W, W + i * W)[48:60]))
+                    for i in {0, have - 1}):
+                have = -1  # not this index's keys (copied, or left by an older version)
+            if have < 0:
+                os.ftruncate(keys_fd, 0)
+                os.write(keys_fd, head)
+                have = 0
+            while have < count:
+                data = os.pread(idx_fd, min(count - have, CHUNK // W) * W, W + have * W)
+                n = len(data) // W
+                if not n:
+                    return
+                data = data[:n * W]
+                found = [min(int(k), KEY_CAP) for k in KEY_FIELD_RE.findall(data)]
+                if len(found) != n:  # not our records: readers scan the index instead
+                    return
+                os.write(keys_fd, struct.pack(f"<{n}I", *found))
+                have += n
+        finally:
+            if own:
+                os.close(keys_fd)
+
+    def _catch_up(self, log_fd: int, idx_fd: int, known: tuple[int, int, int, int] | None = None
+                  ) -> tuple[int, int, int, int]:
         """Index the log's complete lines past the index's end (under the lock).
-        Returns (newest seq, end of the last indexed line, the log's size)."""
+        Returns (newest seq, end of the last indexed line, the log's size, the index's
+        size). ``known``: `_tail` of this process's last append, used when both sizes
+        still match it."""
         size = os.fstat(log_fd).st_size
         idx_size = os.fstat(idx_fd).st_size
+        if known is not None and known[0] == idx_size and known[3] == size:
+            return known[1], known[2], size, idx_size
         count = (idx_size - W) // W
         last = 0
         end = 0
@@ -373,7 +512,7 @@ class EventLog:
             rec = os.pread(idx_fd, W, W + (count - 1) * W).split()
             last, end = int(rec[0]), int(rec[2])
         if end >= size:
-            return last, end, size
+            return last, end, size, idx_size
         out: list[bytes] = []
         keys: dict[bytes, int] = {}
 
@@ -422,10 +561,10 @@ class EventLog:
             if cur != len(chunk):
                 slow(chunk[cur:], end + cur)
             if out:
-                os.write(idx_fd, b"".join(out))
+                idx_size += os.write(idx_fd, b"".join(out))
                 out.clear()
             end += len(chunk)
-        return last, end, size
+        return last, end, size, idx_size
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -435,8 +574,42 @@ class EventLog:
             yield
 
 
-_EMPTY: tuple[bytes, bytes] = (b"", b"")
+_EMPTY: tuple[bytes, bytes, bytes] = (b"", b"", b"")
 """The view of an empty log: no records."""
+
+
+def _packed(key: int) -> bytes:
+    """A task key as the key file holds it."""
+    return min(key, KEY_CAP).to_bytes(KW, "little")
+
+
+def _keys_head(ino: int) -> bytes:
+    return KEYS_MAGIC + ino.to_bytes(8, "little")
+
+
+def _index_hits(idx: Buf, needle: bytes, first: int, *, reverse: bool = False
+                ) -> Iterator[int]:
+    """Numbers of the index records from ``first`` on whose task field is ``needle``."""
+    low = W + first * W
+    if reverse:
+        pos = len(idx)
+        while True:
+            pos = idx.rfind(needle, low, pos)
+            if pos < 0:
+                return
+            i, rem = divmod(pos + len(needle) - W, W)
+            if rem == 0:
+                yield i - 1
+    else:
+        pos = low
+        while True:
+            pos = idx.find(needle, pos)
+            if pos < 0:
+                return
+            pos += len(needle)
+            i, rem = divmod(pos - W, W)
+            if rem == 0:
+                yield i - 1
 
 
 def _count(idx: Buf) -> int:

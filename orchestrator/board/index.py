@@ -409,7 +409,8 @@ def _is_drop(name: str) -> bool:
 DROP_SUFFIXES = (".json", ".md", ".markdown")
 
 
-def staged_write(path: Path, data: str, *, durable: bool = True, sync_dir: bool = True) -> None:
+def staged_write(path: Path, data: str, *, durable: bool = True, sync_dir: bool = True
+                 ) -> os.stat_result:
     """`atomic_write` of a file in ``.tasks`` with its temp file in ``.tasks/.tmp``.
 
     Watchers of ``.tasks`` then see one event per write (the file arriving) instead of
@@ -419,9 +420,9 @@ def staged_write(path: Path, data: str, *, durable: bool = True, sync_dir: bool 
     """
     staging = path.parent / STAGING
     try:
-        atomic_write(path, data, durable=durable, sync_dir=sync_dir, tmp_dir=staging)
+        return atomic_write(path, data, durable=durable, sync_dir=sync_dir, tmp_dir=staging)
     except FileNotFoundError:
         if staging.is_dir() or not path.parent.is_dir():
             raise
         staging.mkdir(exist_ok=True)
-        atomic_write(path, data, durable=durable, sync_dir=sync_dir, tmp_dir=staging)
+        return atomic_write(path, data, durable=durable, sync_dir=sync_dir, tmp_dir=staging)

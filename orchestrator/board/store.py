@@ -58,7 +58,7 @@ from orchestrator.board.teamstatus import FileTeamStatus
 from orchestrator.controlplane import BoardSummary
 from orchestrator.errors import Conflict, InvalidInput, LeaseLost, NotFound
 from orchestrator.events import secret_values
-from orchestrator.fsutil import fsync_dir, sync_filesystem
+from orchestrator.fsutil import fsync_dir, read_open_file, sync_filesystem
 from orchestrator.layout import Layout
 
 REAP_LOCK_TIMEOUT = 1.0
@@ -99,6 +99,9 @@ class FileBoard:
         self._deferred_dirty = False  # it wrote something that skipped its fsync
         self._seq_lock: HeldLockFile | None = None  # open for the deferred batch
         self._journal_fd: int | None = None  # open for the deferred batch
+        self._journal_ino = -1  # its inode
+        self._mark_file: tuple[int, tuple[int, int, int], int] | None = None
+        """Inside the deferred batch: ``.seq`` as last read (fd kept open, its stat, value)."""
         self._closed = False
         self.rejected_files: list[Path] = []
         """Where the last `intake` moved the files it rejected (for the command to say)."""
@@ -282,6 +285,7 @@ class FileBoard:
                 self._seq_lock = HeldLockFile(self.layout.locks / "seq.lock")
                 self._journal_fd = os.open(self.layout.tasks / JOURNAL,
                                            os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                self._journal_ino = os.fstat(self._journal_fd).st_ino
                 yield
         finally:
             if self._seq_lock is not None:
@@ -290,6 +294,9 @@ class FileBoard:
             if self._journal_fd is not None:
                 os.close(self._journal_fd)
                 self._journal_fd = None
+            if self._mark_file is not None:
+                os.close(self._mark_file[0])
+                self._mark_file = None
             self._deferred = None
             if self._deferred_seq:
                 with flocked(self.layout.locks / "seq.lock"):
@@ -483,12 +490,7 @@ class FileBoard:
         any task file already there; without a mark, past every id on disk.
         ``sync_dir=False``: the caller fsyncs ``.tasks`` itself before it lets go of the id
         (a new task's own durable write does, and so makes the mark's rename durable too)."""
-        try:
-            high, seen = int(self.layout.seq.read_text().strip() or 0), True
-        except FileNotFoundError:
-            high, seen = 0, False
-        except ValueError as exc:
-            raise InvalidInput(f"{self.layout.seq} is corrupt: {exc}") from None
+        high, seen = self._read_mark()
         if wanted is not None:
             if self.layout.task_file(wanted).exists():
                 raise Conflict(f"duplicate id {wanted}: that task already exists")
@@ -509,6 +511,44 @@ class FileBoard:
         elif n > high:
             staged_write(self.layout.seq, f"{n}\n", durable=self._durable, sync_dir=sync_dir)
         return format_task_id(n)
+
+    def _read_mark(self) -> tuple[int, bool]:
+        """The high-water mark in ``.seq``, and whether there is one (under the seq lock).
+
+        Inside a deferred batch the file last read stays open, and while ``.seq`` is still
+        that file, unchanged, it is not read again: one ``stat`` an id instead of an open
+        and a read. (The open descriptor keeps the file's inode from being reused, so an
+        equal inode number, size and mtime really is the same, unchanged file: the mark
+        is only ever replaced whole, by a rename.)"""
+        path = self.layout.seq
+        held = self._mark_file if self._deferred == threading.get_ident() else None
+        if held is not None:
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                return 0, False
+            if (st.st_ino, st.st_size, st.st_mtime_ns) == held[1]:
+                return held[2], True
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return 0, False
+        keep = False
+        try:
+            st = os.fstat(fd)
+            try:
+                high = int(read_open_file(fd, st.st_size, 1 << 16).decode().strip() or 0)
+            except (ValueError, OSError) as exc:  # not digits, not UTF-8, not a file
+                raise InvalidInput(f"{path} is corrupt: {exc}") from None
+            if self._deferred == threading.get_ident():
+                if self._mark_file is not None:
+                    os.close(self._mark_file[0])
+                self._mark_file = (fd, (st.st_ino, st.st_size, st.st_mtime_ns), high)
+                keep = True
+            return high, True
+        finally:
+            if not keep:
+                os.close(fd)
 
     def _highest_on_disk(self) -> int:
         """The highest task number among the files (names only: no stat, no read)."""
@@ -546,9 +586,8 @@ class FileBoard:
         """
         task.updated_at = utcnow()
         path = self.layout.task_file(task.id)
-        staged_write(path, task.model_dump_json(indent=2) + "\n", durable=self._durable,
-                     sync_dir=not forgettable)
-        st = path.stat()
+        st = staged_write(path, task.model_dump_json(indent=2) + "\n", durable=self._durable,
+                          sync_dir=not forgettable)
         self._index.put(task, (st.st_mtime_ns, st.st_size, st.st_ino))
         # The file is written: that is the change. The journal only hints it to other
         # processes (their rescans find it anyway), so a full disk must not fail the write.
@@ -564,7 +603,7 @@ class FileBoard:
         path = self.layout.tasks / JOURNAL
         line = f"{task.id} {task.status} {task.priority}\n".encode()
         held = self._journal_fd if self._deferred == threading.get_ident() else None
-        if held is not None and os.fstat(held).st_ino != _inode(path):
+        if held is not None and self._journal_ino != _inode(path):
             held = None  # rotated meanwhile: append to the new one
         fd = held if held is not None else os.open(
             path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -13,7 +13,9 @@ installed console script of this checkout's ``.venv``), timed from spawn to exit
 - the first command (``list``, piped) on a 10,000-task board with no snapshot yet;
 - ``events --task ID``, ``events --since SEQ`` and ``events`` on a terminal, on a
   1,000,000-line ``events.jsonl``;
-- intake of 2,000 files dropped into the inbox (one ``list --json`` picks them up);
+- intake of 2,000 files dropped into the inbox (one ``list --json`` picks them up), with
+  the same command on a fresh board without drops, and the file system's cost of
+  creating a file and of deleting one, beside it;
 - a task worktree's create+remove: git processes run (counted through a ``git`` shim
   on PATH), against raw ``git worktree add -b`` + ``remove`` + ``branch -D``; and the
   create time with 10 and with 600 worktrees kept (``WorktreeManager.create``);
@@ -295,6 +297,10 @@ def events(tmp: Path, lines: int) -> None:
                                  "event": "task_status", "task": task, "actor": "lead",
                                  "from": "pending", "to": "in_progress"}) + "\n")
     info("events.jsonl", f"{lines:,} lines, {layout.events.stat().st_size >> 20} MiB")
+    # Writers keep the index (and its key file) as they append; a log written directly has
+    # none yet, and the first command builds it: timed apart, not inside a median.
+    info("first command: builds the index (not a goal)",
+         f"{run_piped(['events', '--since', str(lines)], root)[0]:.3f} s")
     try:
         verdict(f"events --task ID, {lines:,} lines",
                 median(lambda _: run_piped(["events", "--task", wanted], root)[0]), 0.3)
@@ -330,6 +336,37 @@ def intake(tmp: Path, drops: int) -> None:
         return took
 
     verdict(f"intake of {drops:,} drops (one list --json)", median(once), 2.0)
+
+    def empty(i: int) -> float:  # what the command costs on such a board without drops
+        return run_piped(["list", "--json"], seed(tmp / f"intake-empty{i}", 0, repo=True).root)[0]
+
+    info("of which: the same command, a fresh board, no drops", f"{median(empty):.3f} s")
+    create, delete = file_costs(tmp / "fs-probe")
+    info("this file system: create a file / delete a flushed one",
+         f"{create:.2f} / {delete:.2f} ms")
+
+
+def file_costs(folder: Path, n: int = 200) -> tuple[float, float]:
+    """Milliseconds to create an empty file, and to delete a file whose data is on disk,
+    in ``folder``: what intake does once a drop (each task file is a new file; each drop
+    is deleted after the batch's flush). On ext4 without a journal (this machine's) a
+    create passes over every inode freed nearby in the last minutes (the kernel's
+    ``recently_deleted`` check), and with ``discard`` a delete trims the freed block
+    at once: both vary tenfold with what else, this bench included, deleted lately."""
+    folder.mkdir()
+    t0 = time.perf_counter()
+    for i in range(n):
+        os.close(os.open(folder / f"c{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    create = (time.perf_counter() - t0) / n * 1000
+    for i in range(n):
+        fd = os.open(folder / f"d{i}", os.O_CREAT | os.O_WRONLY, 0o600)
+        os.write(fd, b"{}")
+        os.fsync(fd)
+        os.close(fd)
+    t0 = time.perf_counter()
+    for i in range(n):
+        os.unlink(folder / f"d{i}")
+    return create, (time.perf_counter() - t0) / n * 1000
 
 
 # --- worktrees ----------------------------------------------------------------------------
