@@ -57,6 +57,10 @@ def open_repo(repo: Path | None = None, *, ensure: bool = True, lenient: bool = 
     root = find_root(repo)
     key = _settings_key(root)
     cached = _cached(root, key)
+    if cached is None and _no_settings(root):
+        from orchestrator.board.settings import DEFAULT_BOARD
+
+        cached = DEFAULT_BOARD, None  # nothing to check: a new user's first commands
     if cached is not None:
         board, worktree_root = cached
         layout = Layout.at(root, _worktree_path(root, worktree_root))
@@ -71,6 +75,23 @@ def open_repo(repo: Path | None = None, *, ensure: bool = True, lenient: bool = 
     if key is not None and checked:
         _remember(root, key, config)
     return Repo(layout, config, lenient=lenient)
+
+
+def _no_settings(root: Path) -> bool:
+    """No settings file and no ``ORCH_*`` variable: the configuration is the defaults."""
+    from orchestrator.config_files import config_paths
+
+    if any(name.startswith("ORCH_") for name in os.environ):
+        return False
+    for path in config_paths(root):
+        try:
+            path.lstat()
+            return False
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return False
+    return True
 
 
 def _load(root: Path, lenient: bool) -> tuple[Config, bool]:

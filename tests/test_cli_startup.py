@@ -14,10 +14,10 @@ from orchestrator.cli.app import app
 HEAVY = ("typer", "click", "pydantic", "rich", "structlog", "anthropic", "mcp", "watchdog")
 
 
-def imported(*args: str, cwd: Path | None = None) -> tuple[subprocess.CompletedProcess[str],
-                                                           set[str]]:
+def imported(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+             ) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     p = subprocess.run([sys.executable, "-X", "importtime", "-m", "orchestrator", *args],
-                       capture_output=True, text=True, cwd=cwd, timeout=60)
+                       capture_output=True, text=True, cwd=cwd, timeout=60, env=env)
     names = {line.rsplit("|", 1)[1].strip() for line in p.stderr.splitlines()
              if line.startswith("import time:") and "|" in line}
     return p, names
@@ -95,6 +95,26 @@ def test_one_task_commands_and_list_skip_pydantic_once_the_settings_are_checked(
         text=True, cwd=repo, timeout=60).stdout.replace('":5', '": 5')
 
 
+def test_a_repository_without_settings_never_loads_the_settings_models(repo: Path) -> None:
+    """No orchestrator.toml, pyproject.toml, user file or ORCH_* variable: the defaults,
+    from the first command on (what a new user runs first, and every fresh bench board)."""
+    import os
+
+    assert not any((repo / name).exists() for name in ("orchestrator.toml", "pyproject.toml"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
+    env["XDG_CONFIG_HOME"] = str(repo / "no-such-config-home")
+    for args in (["list"], ["add", "first", "--json"], ["show", "1"], ["status"]):
+        p, names = imported(*args, cwd=repo, env=env)
+        assert p.returncode == 0, (args, p.stderr)
+        assert not names & {"pydantic", "orchestrator.config"}, args
+    assert '"max_attempts":3' in subprocess.run(
+        [sys.executable, "-m", "orchestrator", "show", "1", "--json"], capture_output=True,
+        text=True, cwd=repo, timeout=60, env=env).stdout.replace(" ", "")
+    (repo / "pyproject.toml").write_text("[tool.orchestrator.board]\nmax_attempts = 2\n")
+    p, names = imported("add", "second", cwd=repo, env=env)
+    assert p.returncode == 0 and "pydantic" in names, p.stderr  # a file: checked
+
+
 def test_the_settings_cache_follows_the_file_the_environment_and_a_broken_file(
         repo: Path) -> None:
     def max_attempts_of_a_new_task(env: dict[str, str] | None = None) -> int:
@@ -127,6 +147,11 @@ def test_the_cached_board_settings_have_every_field_of_the_board_section() -> No
     from orchestrator.config import BoardConfig
 
     assert list(CheckedBoardSettings.__struct_fields__) == list(BoardConfig.model_fields)
+    from orchestrator.board.settings import DEFAULT_BOARD
+    from orchestrator.config import Config
+
+    assert DEFAULT_BOARD == CheckedBoardSettings(**BoardConfig().model_dump(mode="json"))
+    assert Config().worktree.root is None  # what a repository without settings uses
 
 
 def test_a_fifo_or_junk_as_the_settings_cache_and_a_huge_config_file_are_coped_with(
@@ -139,6 +164,7 @@ def test_a_fifo_or_junk_as_the_settings_cache_and_a_huge_config_file_are_coped_w
         return subprocess.run([sys.executable, "-m", "orchestrator", *args],
                               capture_output=True, text=True, cwd=repo, timeout=30)
 
+    (repo / "orchestrator.toml").write_text("[board]\nmax_attempts = 3\n")  # to be cached
     assert run("add", "first").returncode == 0
     cache = repo / ".tasks" / ".settings-cache.json"
     assert cache.is_file()

@@ -46,3 +46,9 @@ def default_settings() -> BoardSettings:
     from orchestrator.config import BoardConfig
 
     return BoardConfig()
+
+
+DEFAULT_BOARD = CheckedBoardSettings(lease_seconds=30.0, max_attempts=3, rescan_seconds=10.0,
+                                     fsync=True, url=None, remote="origin", machine=None)
+"""`BoardConfig`'s defaults (a test holds them equal): a repository with no settings file
+at all runs its board commands on these without loading the settings models."""
