@@ -31,9 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
-import logging
 import os
 import re
 import stat
@@ -68,7 +66,14 @@ MAX_NAME_BYTES = 150
 MAX_DEPTH = 32
 """How deeply a dropped JSON document or front-matter list may nest."""
 
-log = logging.getLogger(__name__)
+
+def _warn(message: str, *args: object) -> None:
+    """A warning in the log (logging is imported only when there is one to write: every
+    board command runs intake, and importing logging costs each a few milliseconds)."""
+    import logging
+
+    logging.getLogger(__name__).warning(message, *args)
+
 
 ALIASES = {
     "title": "subject", "subject": "subject",
@@ -272,7 +277,7 @@ def run_intake(board: FileBoard, actor: str | None = None,
         except Exception as exc:
             if _machine_trouble(exc):
                 raise
-            log.warning("intake: left task file %s in place: %s", task_id, _reason(exc))
+            _warn("intake: left task file %s in place: %s", task_id, _reason(exc))
             continue
         if task is not None:
             created.append(task)
@@ -303,7 +308,7 @@ def take_dropped(board: Any, actor: str, moved: list[Path], *,
             except Exception as exc:  # one file never stops the others
                 if _machine_trouble(exc):
                     raise  # a full or read-only disk: the caller backs off
-                log.warning("intake: left %s in place: %s", _printable(rel), _reason(exc))
+                _warn("intake: left %s in place: %s", _printable(rel), _reason(exc))
                 continue
             if task is not None:
                 created.append(task)
@@ -482,6 +487,8 @@ def _safe_name(name: str) -> str:
     clean = _printable(name)
     if len(clean.encode()) <= MAX_NAME_BYTES:
         return clean
+    import hashlib
+
     digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:12]
     head = clean.encode()[:MAX_NAME_BYTES - 40].decode("utf-8", "ignore")
     return f"{head}-{digest}{Path(clean).suffix[:20]}"
