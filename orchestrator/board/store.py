@@ -19,9 +19,10 @@ import os
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
+from functools import cached_property
 from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -39,7 +40,6 @@ from orchestrator.board.index import (
     staged_write,
     task_number,
 )
-from orchestrator.board.mailboxes import FileMailboxes
 from orchestrator.board.model import (
     InvalidRecord,
     Lease,
@@ -51,15 +51,18 @@ from orchestrator.board.model import (
     parse_task_id,
     utcnow,
 )
-from orchestrator.board.requests import FileRequests
 from orchestrator.board.settings import BoardSettings, default_settings
-from orchestrator.board.tasklogs import FileTaskLogs
-from orchestrator.board.teamstatus import FileTeamStatus
 from orchestrator.controlplane import BoardSummary
 from orchestrator.errors import Conflict, InvalidInput, LeaseLost, NotFound
 from orchestrator.events import secret_values
 from orchestrator.fsutil import fsync_dir, read_open_file, sync_filesystem
 from orchestrator.layout import Layout
+
+if TYPE_CHECKING:
+    from orchestrator.board.mailboxes import FileMailboxes
+    from orchestrator.board.requests import FileRequests
+    from orchestrator.board.tasklogs import FileTaskLogs
+    from orchestrator.board.teamstatus import FileTeamStatus
 
 REAP_LOCK_TIMEOUT = 1.0
 """How long the lead's reaping waits for one task's lock before moving on to the next."""
@@ -79,16 +82,37 @@ class BoardClosed(RuntimeError):
 class FileBoard:
     """Implements `orchestrator.protocols.Board` on the file system."""
 
+    # The parts a command may not use are made (and their modules imported) on first use.
+    @cached_property
+    def mailboxes(self) -> FileMailboxes:
+        from orchestrator.board.mailboxes import FileMailboxes
+
+        return FileMailboxes(self.layout)
+
+    @cached_property
+    def logs(self) -> FileTaskLogs:
+        from orchestrator.board.tasklogs import FileTaskLogs
+
+        return FileTaskLogs(self.layout)
+
+    @cached_property
+    def team(self) -> FileTeamStatus:
+        from orchestrator.board.teamstatus import FileTeamStatus
+
+        return FileTeamStatus(self.layout)
+
+    @cached_property
+    def requests(self) -> FileRequests:
+        from orchestrator.board.requests import FileRequests
+
+        return FileRequests(self.mailboxes)
+
     def __init__(self, layout: Layout, config: BoardSettings | None = None,
                  actor: str = "cli") -> None:
         self.layout = layout
         self.config = config or default_settings()
         self.actor = actor
         self.events = EventLog(layout.events, actor, secret_values())
-        self.mailboxes = FileMailboxes(layout)
-        self.logs = FileTaskLogs(layout)
-        self.team = FileTeamStatus(layout)
-        self.requests = FileRequests(self.mailboxes)
         self.ids = FileIds(self)
         self._index = TaskIndex(layout.tasks, self.config.rescan_seconds)
         self._feed = ChangeFeed(layout.tasks, layout.inbox, self._index.mark_dirty)
