@@ -460,6 +460,8 @@ class Lead:
             "--root", str(self.layout.root), "--worktree-root", str(self.layout.worktree_root),
             "--name", child.name, "--lead-fd", "{lead_fd}",
             "--overrides", json.dumps(self.overrides),
+            # what this lead sends it from now on is for it, even before it is up
+            "--started-at", utcnow(),
         ]
         if self.console:
             args.append("--console")

@@ -208,17 +208,23 @@ def serve(sock: socket.socket, preload: list[str]) -> int:
         data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 4)
         if not data:  # the lead is gone
             return 0
+        # SIGTERM is held back across the fork: the child starts with the spawner's SIG_IGN,
+        # and a stop the lead sends it before it has set SIG_DFL would be lost; held, it is
+        # delivered (and ends the child) the moment the child lets it through.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         try:
             argv = [a.replace("{lead_fd}", str(fds[0]) if fds else "") for a in
                     json.loads(data)["argv"]]
             pid = os.fork()
         except Exception as exc:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             _send(sock, {"error": f"{type(exc).__name__}: {exc}"})
             for fd in fds:
                 os.close(fd)
             continue
         if pid == 0:
             _child(teammate.main, argv, sock, [wake_r, wake_w])
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         for fd in fds:
             os.close(fd)
         try:
@@ -257,6 +263,7 @@ def _child(main: Any, argv: list[str], sock: socket.socket, fds: list[int]) -> N
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # held since the fork
         sock.close()
         for fd in fds:
             os.close(fd)

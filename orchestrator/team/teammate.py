@@ -590,14 +590,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lead-fd", type=int)
     p.add_argument("--overrides", default="{}")
     p.add_argument("--console", action="store_true")
+    p.add_argument("--started-at", help="When the lead asked for this process (its stop "
+                   "requests from then on are for it; older ones were for a namesake).")
     args = p.parse_args(argv)
     layout = Layout.at(Path(args.root), args.worktree_root)
     try:
         config = Config.load(layout.root, overrides=json.loads(args.overrides))
         configure(status.log_file(layout), console=args.console, actor=args.name,
                   fmt=config.team.log_format)
-        return Teammate(layout, config, args.name, lead_fd=args.lead_fd,
-                        overrides=json.loads(args.overrides)).run()
+        mate = Teammate(layout, config, args.name, lead_fd=args.lead_fd,
+                        overrides=json.loads(args.overrides))
+        if args.started_at:
+            mate.started_at = min(mate.started_at, args.started_at)
+        return mate.run()
     except OrchestratorError as exc:
         sys.stderr.write(f"{args.name}: error: {exc}\n")
         return 1

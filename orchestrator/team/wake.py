@@ -44,9 +44,10 @@ class Waker:
 
     def install_signals(self, signals: Iterable[int] = STOP_SIGNALS) -> None:
         """Route ``signals`` into the wake-up pipe (main thread only)."""
+        # The pipe first: a signal caught between the two would find no pipe to wake.
+        signal.set_wakeup_fd(self._sig_w, warn_on_full_buffer=False)
         for sig in signals:
             signal.signal(sig, lambda *_: None)
-        signal.set_wakeup_fd(self._sig_w, warn_on_full_buffer=False)
 
     def notify(self) -> None:
         with self._lock:
