@@ -296,3 +296,31 @@ def test_what_a_claimer_was_told_survives_a_server_crash_right_after(
             [(t.id, t.fence) for t in told] and len(told) == 30
         claimed = [e.task for e in b.events.read() if e.event == "task_claimed"]
         assert claimed == [t.id for t in told]
+
+
+def test_a_claim_that_fails_in_the_database_leaves_the_board_usable(
+        board: PgBoard, pg_cluster: Cluster, pg_board_url: str) -> None:
+    """A claim is one round trip of PREPARE/BEGIN/EXECUTE/COMMIT/flush (Database.trip): when
+    the statement fails, the transaction it began is rolled back, nothing is taken, and the
+    next claim on the same connection works (its statement stays prepared, not re-made)."""
+    pg_cluster.sql("CREATE FUNCTION orchestrator.boom() RETURNS trigger LANGUAGE plpgsql AS "
+                   "$$ BEGIN IF NEW.actor = 'boom' THEN RAISE 'no claims for boom'; END IF; "
+                   "RETURN NEW; END $$", db_of(pg_board_url))
+    pg_cluster.sql("CREATE TRIGGER boom BEFORE INSERT ON orchestrator.events FOR EACH ROW "
+                   "EXECUTE FUNCTION orchestrator.boom()", db_of(pg_board_url))
+    a, b = board.add("a"), board.add("b")
+    conn = board.db.connection()
+    for _ in range(2):  # the first try also prepares the statement
+        with pytest.raises(Exception, match="no claims for boom"):
+            board.claim("boom")
+        assert board.db.connection() is conn and not conn.broken
+    assert [t.status for t in board.list()] == [Status.PENDING, Status.PENDING]
+    t = board.claim("alice")
+    assert t is not None and t.id == a.id and t.lease is not None and t.lease.token == 1
+    t2 = board.claim("bob", task_id=b.id)
+    assert t2 is not None and t2.id == b.id and board.db.connection() is conn
+    assert [(e.event, e.actor) for e in board.events.read()][-2:] == [
+        ("task_claimed", "alice"), ("task_claimed", "bob")]
+    assert board.claim("alice") is None
+    with pytest.raises(NotFound):
+        board.claim("alice", task_id="task_999")

@@ -23,6 +23,13 @@ claimer, whose flush failed, was never told it had it). A role without the right
 call ``pg_logical_emit_message`` gets plain synchronous commits under the lock (correct,
 slower).
 
+**A claim is one round trip.** `Database.trip` sends, as ONE simple query, ``BEGIN``, the
+claim as a server-side prepared statement (``PREPARE``d once per connection, its plan kept:
+``plan_cache_mode`` is forced to the generic plan for it, since PostgreSQL would otherwise
+plan it afresh on every call because of its optional task id), ``COMMIT`` and the `FLUSH`
+(the commit before it asynchronous as above): the server runs them in turn, so the claimer
+waits once, and its answer still comes only after the disk has it.
+
 `Listener` holds a second connection in autocommit that ``LISTEN``s on the board's
 channels (the triggers of ``0001_initial.sql`` notify at commit). Notifications are only
 hints: after a lost connection the listener reconnects and reports a change, so its
@@ -38,6 +45,7 @@ from contextlib import nullcontext
 from typing import TypeVar
 
 import psycopg
+from psycopg.sql import Literal
 
 from orchestrator.board.pg import schema
 from orchestrator.errors import BoardUnavailable
@@ -69,6 +77,11 @@ class Database:
         self._lock = threading.RLock()
         self._after: list[Callable[[], None]] = []
         self._flush = False
+        self._prepared: set[str] = set()
+        """The statements `trip` has prepared on the current connection."""
+        self._client: psycopg.ClientCursor[tuple[object, ...]] | None = None
+        self._trips: dict[tuple[str, tuple[object, ...]], str] = {}
+        """`trip`'s queries by statement and arguments, their literals rendered."""
         self.fast_commit = False
         """Whether event-ordered transactions commit asynchronously and then `FLUSH`."""
 
@@ -100,6 +113,9 @@ class Database:
                 conn.close()
             self._conn = None
             conn = schema.connect(self.url, autocommit=True)
+            self._prepared = set()
+            self._client = None
+            self._trips.clear()  # literals are rendered for a connection's settings
             if not self._checked:
                 try:
                     schema.check(conn, self.url)
@@ -115,16 +131,56 @@ class Database:
     def run(self, fn: Callable[[Cursor], T]) -> T:
         """``fn(cursor)`` in one transaction; retried on a fresh connection when the old one
         was lost before the commit."""
-        return self._retried(fn, transaction=True, write=True)
+        return self._retried(lambda conn: _with_cursor(conn, fn), transaction=True, write=True)
 
     def statement(self, fn: Callable[[Cursor], T], *, write: bool) -> T:
         """``fn(cursor)``, which runs ONE statement, as its own transaction: one round trip
         (no BEGIN, no COMMIT). A read is retried on a fresh connection like `run`; a
         ``write`` lost on the way cannot tell whether it committed and raises
         `BoardUnavailable` (as a lost commit does in `run`)."""
-        return self._retried(fn, transaction=False, write=write)
+        return self._retried(lambda conn: _with_cursor(conn, fn), transaction=False,
+                             write=write)
 
-    def _retried(self, fn: Callable[[Cursor], T], *, transaction: bool, write: bool) -> T:
+    def trip(self, name: str, types: str, sql: str, args: tuple[object, ...],
+             then: Callable[[tuple[object, ...] | None], T]) -> T:
+        """``then(row)`` of the first row of ``sql`` (ONE statement that appends an event with
+        `ordered`, ``$1``… for ``args`` of the SQL ``types``), run as its own transaction
+        and made durable in one round trip (see the module doc); ``then`` runs before the
+        after-commit hooks. Like a write of `statement`: a connection lost on the way raises
+        `BoardUnavailable`."""
+        def run(conn: Conn) -> T:
+            if self._client is None:
+                self._client = psycopg.ClientCursor(conn)
+            client = self._client
+            prepare = name not in self._prepared
+            query = self._trips.get((name, args))
+            if query is None:  # a claimer sends the same arguments each time: render once
+                if len(self._trips) > 64:
+                    self._trips.clear()
+                values = ", ".join(Literal(a).as_string(conn) for a in args)
+                query = self._trips[(name, args)] = (
+                    "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; "
+                    f"EXECUTE {name}({values}); COMMIT{'; ' + FLUSH if self.fast_commit else ''}")
+            try:
+                client.execute(f"PREPARE {name}({types}) AS {sql}; {query}" if prepare else query)
+            except psycopg.Error:
+                if not conn.broken:
+                    if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                        conn.execute("ROLLBACK")  # the BEGIN above is ours to end
+                    if conn.execute("SELECT FROM pg_prepared_statements WHERE name = %s",
+                                    (name,)).fetchone() is not None:
+                        self._prepared.add(name)
+                raise
+            self._prepared.add(name)
+            for _ in range(3 if prepare else 2):
+                client.nextset()  # past PREPARE, BEGIN and SET: the EXECUTE's rows
+            out = then(client.fetchone())
+            self._flush = False  # the trip has flushed already
+            return out
+
+        return self._retried(run, transaction=False, write=True)
+
+    def _retried(self, fn: Callable[[Conn], T], *, transaction: bool, write: bool) -> T:
         last: BaseException | None = None
         for delay in RETRY_DELAYS:
             if delay:
@@ -137,8 +193,7 @@ class Database:
                     conn = self.connection()
                     with conn.transaction() if transaction else nullcontext():
                         committing = write and not transaction
-                        with conn.cursor() as cur:
-                            out = fn(cur)
+                        out = fn(conn)
                         committing = write
                     self._finish(conn)
                     return out
@@ -163,6 +218,11 @@ class Database:
         after, self._after = self._after, []
         for hook in after:
             hook()
+
+
+def _with_cursor(conn: Conn, fn: Callable[[Cursor], T]) -> T:
+    with conn.cursor() as cur:
+        return fn(cur)
 
 
 class Listener:

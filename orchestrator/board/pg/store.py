@@ -19,6 +19,7 @@ and appends its event, so a change and its audit record commit together.
 from __future__ import annotations
 
 import builtins
+import json
 import os
 import socket
 import time
@@ -119,6 +120,8 @@ class PgBoard:
         """One per kind of wait: a teammate waits for changes in one thread (its waker's
         feed) and for ready tasks in another, and a connection serves one thread."""
         self._closed = False
+        self._claim_data: dict[str, dict[str, Any]] = {}
+        """Each claimer's part of its ``task_claimed`` event (masked once)."""
 
     def __enter__(self) -> PgBoard:
         return self
@@ -333,42 +336,47 @@ class PgBoard:
         seconds = lease_seconds or self.config.lease_seconds
         n = None if task_id is None else parse_task_id(str(task_id))
 
-        actor_data = masked({"owner": owner}, self.events.secrets)
+        extra = self._claim_data.get(owner)
+        if extra is None:
+            extra = self._claim_data[owner] = masked({"owner": owner}, self.events.secrets)
+        data = json.dumps(extra)
+        # one statement, one round trip (see `Database.trip`): the row is taken (SKIP
+        # LOCKED: claimers never wait on each other), then the events lock, and the event
+        # appended; the answer comes once the claim is on disk
+        def took(row: tuple[object, ...] | None) -> Task | None:
+            if row is None:
+                return None
+            task = _task(row[:-2])
+            lease = task.lease
+            assert lease is not None
+            self.events.stored(row[-2], row[-1], "task_claimed", task.id, owner, {
+                **extra, "token": lease.token, "attempt": task.attempts + 1})
+            return task
 
-        def take(cur: Cursor) -> tuple[object, ...] | None:
-            # One statement, so one round trip and its own transaction: the row is taken
-            # (SKIP LOCKED: claimers never wait on each other), then the events lock, and
-            # the event appended (see `orchestrator.board.pg.db` for the commit).
-            cur.execute(
-                "WITH c AS (UPDATE tasks SET status = 'in_progress', owner = %(o)s, "
-                "machine = %(m)s, fence = fence + 1, lease_token = fence + 1, "
-                "lease_expires = now() + make_interval(secs => %(s)s), lease_acquired = now(), "
+        args = (owner, self.machine, seconds, data) + (() if n is None else (n,))
+        task = self.db.trip(*self._claim_sql(n is not None), args, took)
+        if task is None and n is not None and not self._exists(n):
+            raise NotFound(f"no task {format_task_id(n)}")
+        return task
+
+    def _claim_sql(self, by_id: bool) -> tuple[str, str, str]:
+        """The claim's prepared statement: its name, parameter types and SQL."""
+        return (f"orch_claim{'_id' if by_id else ''}",
+                f"text, text, float8, jsonb{', bigint' if by_id else ''}",
+                "WITH c AS (UPDATE tasks SET status = 'in_progress', owner = $1, machine = $2, "
+                "fence = fence + 1, lease_token = fence + 1, "
+                "lease_expires = now() + make_interval(secs => $3), lease_acquired = now(), "
                 "lease_renewed = now(), data = data - 'error', updated_at = now() "
                 f"WHERE id = (SELECT id FROM tasks t WHERE {READY} "
-                "AND (%(n)s::bigint IS NULL OR id = %(n)s) "
+                f"{'AND id = $5 ' if by_id else ''}"
                 "ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
                 f"RETURNING {COLS}), "
                 "e AS (INSERT INTO events (event, task, actor, machine, data) "
-                f"SELECT 'task_claimed', {TASK_ID_SQL}, %(o)s, %(m)s, %(d)s::jsonb || "
+                f"SELECT 'task_claimed', {TASK_ID_SQL}, $1, $2, $4 || "
                 "jsonb_build_object('token', c.fence, 'attempt', c.attempts + 1) FROM c "
                 f"CROSS JOIN LATERAL (SELECT {self.db.ordered()} WHERE c.id IS NOT NULL) l "
-                "RETURNING seq, ts, data) "
-                "SELECT c.*, e.seq, e.ts, e.data FROM c, e",
-                {"o": owner, "m": self.machine, "s": seconds, "n": n,
-                 "d": Jsonb(actor_data)})
-            row = cur.fetchone()
-            if row is not None:
-                seq, ts, data = row[-3:]
-                self.events.stored(seq, ts, "task_claimed", format_task_id(int(str(row[0]))),
-                                   owner, dict(data) if isinstance(data, dict) else {})
-            return row
-
-        row = self.db.statement(take, write=True)
-        if row is None:
-            if n is not None and not self._exists(n):
-                raise NotFound(f"no task {format_task_id(n)}")
-            return None
-        return _task(row[:-3])
+                "RETURNING seq, ts) "
+                "SELECT c.*, e.seq, e.ts FROM c, e")
 
     def renew(self, task_id: str, token: int, *, lease_seconds: float | None = None) -> Task:
         seconds = lease_seconds or self.config.lease_seconds
