@@ -42,17 +42,19 @@ import threading
 import time
 from collections.abc import Callable, Collection
 from contextlib import nullcontext
-from typing import TypeVar
-
-import psycopg
-from psycopg.sql import Literal
+from typing import TYPE_CHECKING, TypeVar
 
 from orchestrator.board.pg import schema
 from orchestrator.errors import BoardUnavailable
 
+if TYPE_CHECKING:  # psycopg is imported when a connection is first made (see `lite`)
+    import psycopg
+    from psycopg.types.json import Jsonb
+
+    Cursor = psycopg.Cursor[tuple[object, ...]]
+    Conn = psycopg.Connection[tuple[object, ...]]
+
 T = TypeVar("T")
-Cursor = psycopg.Cursor[tuple[object, ...]]
-Conn = psycopg.Connection[tuple[object, ...]]
 
 FLUSH = "SELECT pg_logical_emit_message(true, 'orchestrator', 'flush')"
 """Commits with a WAL record of its own, so a synchronous commit waits for the disk."""
@@ -67,6 +69,13 @@ RETRY_DELAYS = (0.0, 0.2, 0.5, 1.0, 2.0, 3.0, 5.0)
 sees `BoardUnavailable`, a daemon retries on its own schedule)."""
 
 
+def jsonb(value: object) -> Jsonb:
+    """``value`` as a ``jsonb`` parameter."""
+    from psycopg.types.json import Jsonb
+
+    return Jsonb(value)
+
+
 class Database:
     """A lazily opened, self-healing connection and a lock to keep transactions apart."""
 
@@ -75,6 +84,8 @@ class Database:
         self._conn: Conn | None = None
         self._checked = False
         self._lock = threading.RLock()
+        self.lock = self._lock
+        """Held by whoever talks to the database on this process's behalf."""
         self._after: list[Callable[[], None]] = []
         self._flush = False
         self._prepared: set[str] = set()
@@ -84,6 +95,11 @@ class Database:
         """`trip`'s queries by statement and arguments, their literals rendered."""
         self.fast_commit = False
         """Whether event-ordered transactions commit asynchronously and then `FLUSH`."""
+
+    @property
+    def is_open(self) -> bool:
+        """Whether a connection was made (and not closed since)."""
+        return self._conn is not None
 
     def ordered(self) -> str:
         """SQL for the select list of a statement that appends an event: it takes the
@@ -148,6 +164,9 @@ class Database:
         and made durable in one round trip (see the module doc); ``then`` runs before the
         after-commit hooks. Like a write of `statement`: a connection lost on the way raises
         `BoardUnavailable`."""
+        import psycopg
+        from psycopg.sql import Literal
+
         def run(conn: Conn) -> T:
             if self._client is None:
                 self._client = psycopg.ClientCursor(conn)
@@ -181,6 +200,8 @@ class Database:
         return self._retried(run, transaction=False, write=True)
 
     def _retried(self, fn: Callable[[Conn], T], *, transaction: bool, write: bool) -> T:
+        import psycopg
+
         last: BaseException | None = None
         for delay in RETRY_DELAYS:
             if delay:
@@ -245,6 +266,8 @@ class Listener:
     def wait(self, timeout: float) -> bool:
         """True when a notification arrived (or the connection was new, so anything may
         have changed meanwhile); False when ``timeout`` passed quietly."""
+        import psycopg
+
         try:
             if self._conn is None or self._conn.closed or self._conn.broken:
                 self.close()

@@ -27,6 +27,8 @@ SCHEMA = "orchestrator"
 MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 MIGRATE_LOCK = 0x6F726368  # "orch": the advisory lock key migrations are applied under
 CONNECT_TIMEOUT = 5
+OPTIONS = f"-c search_path={SCHEMA} -c TimeZone=UTC"
+"""Every board connection's session settings: our schema first, and timestamps in UTC."""
 
 
 def is_pg_url(url: str | None) -> bool:
@@ -64,7 +66,7 @@ def _no_driver() -> ConfigError:
 
 
 def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[tuple[object, ...]]:
-    """A connection to the board's database with ``search_path`` set to our schema."""
+    """A connection to the board's database with its session `OPTIONS`."""
     try:
         import psycopg
     except ImportError:
@@ -73,7 +75,7 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[tuple[o
     try:
         return psycopg.connect(url, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT,
                                application_name="orchestrator",
-                               options=f"-c search_path={SCHEMA}")
+                               options=OPTIONS)
     except psycopg.OperationalError as exc:
         raise unavailable(url, exc) from None
 
