@@ -157,12 +157,13 @@ class Database:
         return self._retried(lambda conn: _with_cursor(conn, fn), transaction=False,
                              write=write)
 
-    def trip(self, name: str, types: str, sql: str, args: tuple[object, ...],
+    def trip(self, name: str, types: str, sql: Callable[[], str], args: tuple[object, ...],
              then: Callable[[tuple[object, ...] | None], T]) -> T:
-        """``then(row)`` of the first row of ``sql`` (ONE statement that appends an event with
-        `ordered`, ``$1``… for ``args`` of the SQL ``types``), run as its own transaction
-        and made durable in one round trip (see the module doc); ``then`` runs before the
-        after-commit hooks. Like a write of `statement`: a connection lost on the way raises
+        """``then(row)`` of the first row of ``sql()`` (ONE statement that appends an event
+        with `ordered`, ``$1``… for ``args`` of the SQL ``types``; called once connected,
+        since `ordered` depends on the connection), run as its own transaction and made
+        durable in one round trip (see the module doc); ``then`` runs before the after-commit
+        hooks. Like a write of `statement`: a connection lost on the way raises
         `BoardUnavailable`."""
         import psycopg
         from psycopg.sql import Literal
@@ -181,7 +182,7 @@ class Database:
                     "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; "
                     f"EXECUTE {name}({values}); COMMIT{'; ' + FLUSH if self.fast_commit else ''}")
             try:
-                client.execute(f"PREPARE {name}({types}) AS {sql}; {query}" if prepare else query)
+                client.execute(f"PREPARE {name}({types}) AS {sql()}; {query}" if prepare else query)
             except psycopg.Error:
                 if not conn.broken:
                     if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:

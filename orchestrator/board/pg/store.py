@@ -401,16 +401,17 @@ class PgBoard:
             return task
 
         args = (owner, self.machine, seconds, data) + (() if n is None else (n,))
-        task = self.db.trip(*self._claim_sql(n is not None), args, took)
+        by_id = n is not None
+        task = self.db.trip(f"orch_claim{'_id' if by_id else ''}",
+                            f"text, text, float8, jsonb{', bigint' if by_id else ''}",
+                            lambda: self._claim_sql(by_id), args, took)
         if task is None and n is not None and not self._exists(n):
             raise NotFound(f"no task {format_task_id(n)}")
         return task
 
-    def _claim_sql(self, by_id: bool) -> tuple[str, str, str]:
-        """The claim's prepared statement: its name, parameter types and SQL."""
-        return (f"orch_claim{'_id' if by_id else ''}",
-                f"text, text, float8, jsonb{', bigint' if by_id else ''}",
-                "WITH c AS (UPDATE tasks SET status = 'in_progress', owner = $1, machine = $2, "
+    def _claim_sql(self, by_id: bool) -> str:
+        """The claim's statement (``$5``: the task asked for, ``by_id``)."""
+        return ("WITH c AS (UPDATE tasks SET status = 'in_progress', owner = $1, machine = $2, "
                 "fence = fence + 1, lease_token = fence + 1, "
                 "lease_expires = now() + make_interval(secs => $3), lease_acquired = now(), "
                 "lease_renewed = now(), data = data - 'error', updated_at = now() "
