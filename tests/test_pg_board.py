@@ -141,6 +141,7 @@ def test_fencing_and_leases_on_the_database_clock(board: PgBoard, tmp_path: Path
     local = [json.loads(x) for x in (tmp_path / "m1/.worktrees/events.jsonl").read_text()
              .splitlines()]
     assert [e["seq"] for e in local] == [e.seq for e in board.events.read()]
+    assert local == [e.to_dict() for e in board.events.read()]  # to the field (claims too)
 
 
 def test_requeue_owner_touches_only_this_machines_teammate(tmp_path: Path,
@@ -403,6 +404,15 @@ def test_list_in_a_fresh_cli_process_never_imports_psycopg(tmp_path: Path,
     p = subprocess.run([sys.executable, "-m", "orchestrator", "show", ids[0]], cwd=repo,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and "in_progress" in p.stdout and "alice" in p.stdout, p.stdout
+    # a long-lived process (a teammate) connects through psycopg at once: its first claim
+    # must not pay for importing it
+    code = ("import sys; from orchestrator.board import open_board; "
+            "from orchestrator.config import BoardConfig; from orchestrator.layout import Layout; "
+            f"b = open_board(Layout.at({str(repo)!r}), BoardConfig(url={pg_board_url!r}), "
+            "actor='alice'); print(b._lite is None, b.db.is_open, 'psycopg' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    assert p.stdout.split() == ["True", "True", "True"], p.stderr
 
 
 def test_the_light_way_refuses_what_the_usual_way_refuses(

@@ -61,6 +61,9 @@ FLUSH = "SELECT pg_logical_emit_message(true, 'orchestrator', 'flush')"
 CAN_FLUSH = ("SELECT has_function_privilege('pg_logical_emit_message(boolean, text, text)', "
              "'EXECUTE')")
 
+ANSWER = "orchestrator.answer"
+"""The session setting a `Database.trip` statement leaves its answer in."""
+
 EVENTS_LOCK = 0x6F726365
 """The advisory lock an event's transaction holds from its insert to its commit."""
 
@@ -90,8 +93,7 @@ class Database:
         self._flush = False
         self._prepared: set[str] = set()
         """The statements `trip` has prepared on the current connection."""
-        self._client: psycopg.ClientCursor[tuple[object, ...]] | None = None
-        self._trips: dict[tuple[str, tuple[object, ...]], str] = {}
+        self._trips: dict[tuple[str, tuple[object, ...]], bytes] = {}
         """`trip`'s queries by statement and arguments, their literals rendered."""
         self.fast_commit = False
         """Whether event-ordered transactions commit asynchronously and then `FLUSH`."""
@@ -130,7 +132,6 @@ class Database:
             self._conn = None
             conn = schema.connect(self.url, autocommit=True)
             self._prepared = set()
-            self._client = None
             self._trips.clear()  # literals are rendered for a connection's settings
             if not self._checked:
                 try:
@@ -158,20 +159,23 @@ class Database:
                              write=write)
 
     def trip(self, name: str, types: str, sql: Callable[[], str], args: tuple[object, ...],
-             then: Callable[[tuple[object, ...] | None], T]) -> T:
-        """``then(row)`` of the first row of ``sql()`` (ONE statement that appends an event
-        with `ordered`, ``$1``… for ``args`` of the SQL ``types``; called once connected,
-        since `ordered` depends on the connection), run as its own transaction and made
-        durable in one round trip (see the module doc); ``then`` runs before the after-commit
-        hooks. Like a write of `statement`: a connection lost on the way raises
-        `BoardUnavailable`."""
+             then: Callable[[str], T]) -> T:
+        """``then(answer)`` of ``sql()``: ONE statement that appends an event with `ordered`
+        (``$1``… for ``args`` of the SQL ``types``) and leaves its answer, text, in the
+        session setting `ANSWER` (``set_config(ANSWER, …, false)``); run as its own
+        transaction and made durable in one round trip (see the module doc). ``sql`` is
+        called once connected (`ordered` depends on the connection); ``then`` runs before the
+        after-commit hooks. Like a write of `statement`: a connection lost on the way raises
+        `BoardUnavailable`.
+
+        The round trip is libpq's own ``PQexec`` (psycopg's ``pgconn.exec_``, which lets
+        other threads run while it waits): it answers the last statement's result, hence
+        the setting, read by the last statement."""
         import psycopg
+        from psycopg.pq import ExecStatus, TransactionStatus
         from psycopg.sql import Literal
 
         def run(conn: Conn) -> T:
-            if self._client is None:
-                self._client = psycopg.ClientCursor(conn)
-            client = self._client
             prepare = name not in self._prepared
             query = self._trips.get((name, args))
             if query is None:  # a claimer sends the same arguments each time: render once
@@ -180,21 +184,25 @@ class Database:
                 values = ", ".join(Literal(a).as_string(conn) for a in args)
                 query = self._trips[(name, args)] = (
                     "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; "
-                    f"EXECUTE {name}({values}); COMMIT{'; ' + FLUSH if self.fast_commit else ''}")
-            try:
-                client.execute(f"PREPARE {name}({types}) AS {sql()}; {query}" if prepare else query)
-            except psycopg.Error:
-                if not conn.broken:
-                    if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-                        conn.execute("ROLLBACK")  # the BEGIN above is ours to end
-                    if conn.execute("SELECT FROM pg_prepared_statements WHERE name = %s",
-                                    (name,)).fetchone() is not None:
-                        self._prepared.add(name)
-                raise
+                    f"EXECUTE {name}({values}); COMMIT; SELECT current_setting('{ANSWER}')"
+                    f"{FLUSH.replace('SELECT', ',') if self.fast_commit else ''}"
+                ).encode()
+            head = f"PREPARE {name}({types}) AS {sql()}; ".encode() if prepare else b""
+            res = conn.pgconn.exec_(head + query)
+            if res.status != ExecStatus.TUPLES_OK:
+                if conn.broken:
+                    raise psycopg.OperationalError(
+                        (conn.pgconn.error_message or b"").decode(errors="replace"))
+                err = psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
+                if conn.info.transaction_status == TransactionStatus.INERROR:
+                    conn.execute("ROLLBACK")  # the BEGIN above is ours to end
+                if conn.execute("SELECT FROM pg_prepared_statements WHERE name = %s",
+                                (name,)).fetchone() is not None:
+                    self._prepared.add(name)
+                raise err
             self._prepared.add(name)
-            for _ in range(3 if prepare else 2):
-                client.nextset()  # past PREPARE, BEGIN and SET: the EXECUTE's rows
-            out = then(client.fetchone())
+            answer = res.get_value(0, 0)
+            out = then(answer.decode() if answer else "")
             self._flush = False  # the trip has flushed already
             return out
 

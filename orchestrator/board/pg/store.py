@@ -39,7 +39,7 @@ from orchestrator.board.model import (
     normalize_task_id,
     parse_task_id,
 )
-from orchestrator.board.pg.db import Database, Listener, jsonb
+from orchestrator.board.pg.db import ANSWER, Database, Listener, jsonb
 from orchestrator.board.pg.lite import LiteConnection, LiteUnavailable
 from orchestrator.board.pg.parts import (
     PgEvents,
@@ -75,14 +75,17 @@ COLS = ("id, status, priority, blocked_by, owner, fence, lease_token, "
         "created_at, updated_at")
 SELECT = f"SELECT {COLS} FROM tasks"
 _TS = "to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
-SELECT_JSON = (
-    "SELECT coalesce(json_agg(r ORDER BY k), '[]') FROM (SELECT id AS k, json_build_array("
-    "id, status, priority, blocked_by, owner, fence, lease_token, "
+ROW_JSON = (
+    "json_build_array(id, status, priority, blocked_by, owner, fence, lease_token, "
     f"extract(epoch FROM lease_expires), {_TS.format('lease_acquired')}, "
     f"{_TS.format('lease_renewed')}, attempts, data, {_TS.format('created_at')}, "
-    f"{_TS.format('updated_at')}) AS r FROM tasks")
-"""`SELECT` for `orchestrator.board.pg.lite`: the rows as one JSON array, each row in the
-order of `COLS` (timestamps already in `iso`'s form); close it with ``… ) x``."""
+    f"{_TS.format('updated_at')})")
+"""A row of ``tasks`` as a JSON array in the order of `COLS` (timestamps already in `iso`'s
+form), for `_task`."""
+SELECT_JSON = ("SELECT coalesce(json_agg(r ORDER BY k), '[]') FROM (SELECT id AS k, "
+               f"{ROW_JSON} AS r FROM tasks")
+"""`SELECT` for `orchestrator.board.pg.lite`: the rows as one JSON array (`ROW_JSON` each);
+close it with ``… ) x``."""
 _USAGE = "coalesce((data->'usage'->>'{}')::{}, 0)"
 SUMMARY = (
     "SELECT status, count(*), sum(" + _USAGE.format("cost_usd", "float8") + "), sum("
@@ -113,9 +116,11 @@ class PgBoard:
 
     def __init__(self, layout: Layout, config: BoardSettings, actor: str = "cli", *,
                  light: bool | None = None) -> None:
-        """``light``: read through `orchestrator.board.pg.lite` until the first write (by
-        default when psycopg is not imported yet: a fresh process, which saves it ~0.15 s
-        of importing psycopg for a command that only reads)."""
+        """``light``: read through `orchestrator.board.pg.lite` until the first write. By
+        default for a command-line process (``actor`` "cli") that has not imported psycopg:
+        a one-shot command that only reads is spared ~0.15 s of importing it. A long-lived
+        process (a teammate, the lead) opens psycopg's connection at once, so its first
+        claim does not pay for the import."""
         if not config.url:
             raise InvalidInput("PgBoard needs [board] url")
         self.layout = layout
@@ -127,7 +132,7 @@ class PgBoard:
         self.db = Database(config.url)
         self._lite: LiteConnection | None = None
         """Reads go the light way (`orchestrator.board.pg.lite`) until psycopg is needed."""
-        if light if light is not None else "psycopg" not in sys.modules:
+        if light if light is not None else actor == "cli" and "psycopg" not in sys.modules:
             try:
                 self._lite = LiteConnection(config.url)
             except LiteUnavailable:
@@ -390,13 +395,14 @@ class PgBoard:
         # one statement, one round trip (see `Database.trip`): the row is taken (SKIP
         # LOCKED: claimers never wait on each other), then the events lock, and the event
         # appended; the answer comes once the claim is on disk
-        def took(row: tuple[object, ...] | None) -> Task | None:
-            if row is None:
+        def took(answer: str) -> Task | None:
+            if not answer:
                 return None
-            task = _task(row[:-2])
+            row, seq, ts = json.loads(answer)
+            task = _task(tuple(row))
             lease = task.lease
             assert lease is not None
-            self.events.stored(row[-2], row[-1], "task_claimed", task.id, owner, {
+            self.events.stored(seq, ts, "task_claimed", task.id, owner, {
                 **extra, "token": lease.token, "attempt": task.attempts + 1})
             return task
 
@@ -418,13 +424,14 @@ class PgBoard:
                 f"WHERE id = (SELECT id FROM tasks t WHERE {READY} "
                 f"{'AND id = $5 ' if by_id else ''}"
                 "ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
-                f"RETURNING {COLS}), "
+                f"RETURNING id, fence, attempts, {ROW_JSON} AS j), "
                 "e AS (INSERT INTO events (event, task, actor, machine, data) "
                 f"SELECT 'task_claimed', {TASK_ID_SQL}, $1, $2, $4 || "
                 "jsonb_build_object('token', c.fence, 'attempt', c.attempts + 1) FROM c "
                 f"CROSS JOIN LATERAL (SELECT {self.db.ordered()} WHERE c.id IS NOT NULL) l "
                 "RETURNING seq, ts) "
-                "SELECT c.*, e.seq, e.ts FROM c, e")
+                f"SELECT set_config('{ANSWER}', coalesce((SELECT json_build_array(c.j, e.seq, "
+                f"{_TS.format('e.ts')})::text FROM c, e), ''), false)")
 
     def renew(self, task_id: str, token: int, *, lease_seconds: float | None = None) -> Task:
         seconds = lease_seconds or self.config.lease_seconds
