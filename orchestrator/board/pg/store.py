@@ -149,8 +149,8 @@ class PgBoard:
         """One per kind of wait: a teammate waits for changes in one thread (its waker's
         feed) and for ready tasks in another, and a connection serves one thread."""
         self._closed = False
-        self._claim_data: dict[str, dict[str, Any]] = {}
-        """Each claimer's part of its ``task_claimed`` event (masked once)."""
+        self._claim_data: dict[str, tuple[dict[str, Any], str]] = {}
+        """Each claimer's part of its ``task_claimed`` event, masked once, and as JSON."""
 
     def __enter__(self) -> PgBoard:
         return self
@@ -388,10 +388,11 @@ class PgBoard:
         seconds = lease_seconds or self.config.lease_seconds
         n = None if task_id is None else parse_task_id(str(task_id))
 
-        extra = self._claim_data.get(owner)
-        if extra is None:
-            extra = self._claim_data[owner] = masked({"owner": owner}, self.events.secrets)
-        data = json.dumps(extra)
+        known = self._claim_data.get(owner)
+        if known is None:
+            extra = masked({"owner": owner}, self.events.secrets)
+            known = self._claim_data[owner] = (extra, json.dumps(extra))
+        extra, data = known
         # one statement, one round trip (see `Database.trip`): the row is taken (SKIP
         # LOCKED: claimers never wait on each other), then the events lock, and the event
         # appended; the answer comes once the claim is on disk
