@@ -447,3 +447,23 @@ def test_the_light_way_refuses_what_the_usual_way_refuses(
     pg_cluster.sql("UPDATE orchestrator.schema_version SET version = 99", db_of(pg_board_url))
     with pytest.raises(BoardUnavailable, match="newer than this orchestrator"):
         PgBoard(Layout.at(tmp_path), BoardConfig(url=pg_board_url), light=True)
+
+
+def test_the_light_way_reads_a_latin1_database_as_psycopg_does(tmp_path: Path,
+                                                               pg_cluster: Cluster) -> None:
+    from orchestrator.board.pg import schema
+
+    name = f"latin1_{os.getpid()}"
+    pg_cluster.sql(f'CREATE DATABASE "{name}" ENCODING \'LATIN1\' TEMPLATE template0 '
+                   "LC_COLLATE 'C' LC_CTYPE 'C'")
+    try:
+        url = pg_cluster.url(name)
+        schema.migrate(url)
+        with board_at(tmp_path, url) as heavy:
+            t = heavy.add("Grüße, façade, ½ ¼ - and ÿ", description="é" * 300)
+            with PgBoard(Layout.at(tmp_path / "m1"), BoardConfig(url=url, machine="m1"),
+                         light=True) as light:
+                assert light.get(t.id) == heavy.get(t.id) == t
+                assert light.list() == [t] and light._lite is not None
+    finally:
+        pg_cluster.sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -110,10 +110,13 @@ class LiteConnection:
         if lib is None or has_password(lib, url):
             raise LiteUnavailable("no libpq, or a URL to refuse")
         self._lib = lib
-        keys = (ctypes.c_char_p * 5)(b"dbname", b"options", b"connect_timeout",
-                                      b"application_name", None)
-        values = (ctypes.c_char_p * 5)(url.encode(), OPTIONS.encode(),
-                                        str(CONNECT_TIMEOUT).encode(), b"orchestrator", None)
+        # what psycopg's connection has (schema.connect), and text in UTF-8 whatever the
+        # database's encoding, as it is decoded here
+        keys = (ctypes.c_char_p * 6)(b"dbname", b"options", b"connect_timeout",
+                                      b"application_name", b"client_encoding", None)
+        values = (ctypes.c_char_p * 6)(url.encode(), OPTIONS.encode(),
+                                        str(CONNECT_TIMEOUT).encode(), b"orchestrator",
+                                        b"UTF8", None)
         self._conn: int | None = lib.PQconnectdbParams(keys, values, 1)
         if not self._conn:
             raise LiteUnavailable("out of memory")

@@ -66,7 +66,8 @@ def _no_driver() -> ConfigError:
 
 
 def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[tuple[object, ...]]:
-    """A connection to the board's database with its session `OPTIONS`."""
+    """A connection to the board's database with its session `OPTIONS`, in UTF-8 whatever
+    the database's encoding (psycopg decodes JSON as UTF-8)."""
     try:
         import psycopg
     except ImportError:
@@ -74,7 +75,7 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[tuple[o
     check_url(url)
     try:
         return psycopg.connect(url, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT,
-                               application_name="orchestrator",
+                               application_name="orchestrator", client_encoding="UTF8",
                                options=OPTIONS)
     except psycopg.OperationalError as exc:
         raise unavailable(url, exc) from None
@@ -144,6 +145,10 @@ def migrate(url: str) -> list[Migration]:
     applied: list[Migration] = []
     with connect(url) as conn:
         try:
+            # the SQL files are UTF-8 and go as bytes, in the database's own encoding (a
+            # LATIN1 database cannot take a "…" of a comment in the UTF-8 of our sessions)
+            conn.execute("SELECT set_config('client_encoding', "
+                         "current_setting('server_encoding'), false)")
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATE_LOCK,))
                 have = current_version(conn) or 0
