@@ -338,6 +338,8 @@ def test_a_fresh_process_reads_the_light_way_and_sees_what_psycopg_sees(
         heavy.cancel(gone.id)
         stuck = heavy.add("blocked by a cancelled task", blocked_by=[gone.id])
         blocked = heavy.add("blocked", blocked_by=[a.id])
+        big = heavy.create({"subject": "a three-digit id"}, actor="cli", task_id="task_1234")
+        heavy.add("blocked twice, in this order", blocked_by=[big.id, blocked.id, a.id])
         t = heavy.claim("alice")
         assert t is not None and t.id == a.id and t.lease is not None
         heavy.update(t.id, t.lease.token, branch="task/a", waiting_for="a review")
@@ -351,6 +353,7 @@ def test_a_fresh_process_reads_the_light_way_and_sees_what_psycopg_sees(
                 assert light.list(*args) == heavy.list(*args)
             assert light.list(after=a.id, limit=2) == heavy.list(after=a.id, limit=2)
             assert [x.id for x in light.list(after=a.id, limit=2)] == [gone.id, stuck.id]
+            assert light.list()[-1].blocked_by == ["task_1234", blocked.id, a.id]
             got = light.get(a.id)
             assert got == heavy.get(a.id) and got.lease is not None
             assert got.lease.renewed_at != got.lease.acquired_at
