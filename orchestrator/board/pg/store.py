@@ -21,7 +21,6 @@ from __future__ import annotations
 import builtins
 import json
 import os
-import socket
 import sys
 import time
 from collections.abc import Callable, Collection
@@ -109,7 +108,7 @@ CHANGE_CHANNELS = ["orch_tasks", "orch_messages", "orch_requests"]
 
 def machine_name(layout: Layout, config: BoardSettings) -> str:
     """This clone's name on the shared board: ``[board] machine``, else host:folder."""
-    return config.machine or f"{socket.gethostname()}:{layout.root}"
+    return config.machine or f"{os.uname().nodename}:{layout.root}"
 
 
 class PgBoard:
@@ -143,7 +142,7 @@ class PgBoard:
         self.events = PgEvents(self.db, actor, self.machine, layout.events)
         self.mailboxes = PgMailboxes(self.db)
         self.logs = PgTaskLogs(self.db)
-        self.team = PgTeamStatus(self.db, self.machine, socket.gethostname())
+        self.team = PgTeamStatus(self.db, self.machine, os.uname().nodename)
         self.requests = PgRequests(self.db)
         self.ids = PgIds(self.db)
         self._listeners: dict[str, Listener] = {}
