@@ -141,6 +141,7 @@ def test_fencing_and_leases_on_the_database_clock(board: PgBoard, tmp_path: Path
     local = [json.loads(x) for x in (tmp_path / "m1/.worktrees/events.jsonl").read_text()
              .splitlines()]
     assert [e["seq"] for e in local] == [e.seq for e in board.events.read()]
+    assert local == [e.to_dict() for e in board.events.read()]  # to the field (claims too)
 
 
 def test_requeue_owner_touches_only_this_machines_teammate(tmp_path: Path,
@@ -296,3 +297,176 @@ def test_what_a_claimer_was_told_survives_a_server_crash_right_after(
             [(t.id, t.fence) for t in told] and len(told) == 30
         claimed = [e.task for e in b.events.read() if e.event == "task_claimed"]
         assert claimed == [t.id for t in told]
+
+
+def test_a_claim_that_fails_in_the_database_leaves_the_board_usable(
+        board: PgBoard, pg_cluster: Cluster, pg_board_url: str) -> None:
+    """A claim is one round trip of PREPARE/BEGIN/EXECUTE/COMMIT/flush (Database.trip): when
+    the statement fails, the transaction it began is rolled back, nothing is taken, and the
+    next claim on the same connection works (its statement stays prepared, not re-made)."""
+    pg_cluster.sql("CREATE FUNCTION orchestrator.boom() RETURNS trigger LANGUAGE plpgsql AS "
+                   "$$ BEGIN IF NEW.actor = 'boom' THEN RAISE 'no claims for boom'; END IF; "
+                   "RETURN NEW; END $$", db_of(pg_board_url))
+    pg_cluster.sql("CREATE TRIGGER boom BEFORE INSERT ON orchestrator.events FOR EACH ROW "
+                   "EXECUTE FUNCTION orchestrator.boom()", db_of(pg_board_url))
+    a, b = board.add("a"), board.add("b")
+    conn = board.db.connection()
+    for _ in range(2):  # the first try also prepares the statement
+        with pytest.raises(Exception, match="no claims for boom"):
+            board.claim("boom")
+        assert board.db.connection() is conn and not conn.broken
+    assert [t.status for t in board.list()] == [Status.PENDING, Status.PENDING]
+    t = board.claim("alice")
+    assert t is not None and t.id == a.id and t.lease is not None and t.lease.token == 1
+    t2 = board.claim("bob", task_id=b.id)
+    assert t2 is not None and t2.id == b.id and board.db.connection() is conn
+    assert [(e.event, e.actor) for e in board.events.read()][-2:] == [
+        ("task_claimed", "alice"), ("task_claimed", "bob")]
+    assert board.claim("alice") is None
+    with pytest.raises(NotFound):
+        board.claim("alice", task_id="task_999")
+
+
+def test_a_fresh_process_reads_the_light_way_and_sees_what_psycopg_sees(
+        tmp_path: Path, pg_board_url: str) -> None:
+    """PgBoard reads through orchestrator.board.pg.lite (libpq by ctypes, one JSON value a
+    query) until its first write: the same tasks as psycopg's reads, to the field."""
+    with board_at(tmp_path, pg_board_url) as heavy:
+        a = heavy.add("ünïcode ✓ 'quotes' \"and\" \\ a back-slash; DROP TABLE tasks", priority=2,
+                      description="line\nbreak\ttab \x01", metadata={"k": [1, None, 2.5]})
+        gone = heavy.add("to cancel")
+        heavy.cancel(gone.id)
+        stuck = heavy.add("blocked by a cancelled task", blocked_by=[gone.id])
+        blocked = heavy.add("blocked", blocked_by=[a.id])
+        big = heavy.create({"subject": "a three-digit id"}, actor="cli", task_id="task_1234")
+        heavy.add("blocked twice, in this order", blocked_by=[big.id, blocked.id, a.id])
+        t = heavy.claim("alice")
+        assert t is not None and t.id == a.id and t.lease is not None
+        heavy.update(t.id, t.lease.token, branch="task/a", waiting_for="a review")
+        time.sleep(0.01)
+        heavy.renew(t.id, t.lease.token)  # renewed_at, a few ms after acquired_at
+        with PgBoard(Layout.at(tmp_path / "m1"), BoardConfig(url=pg_board_url, machine="m1"),
+                     light=True) as light:
+            assert light._lite is not None and not light.db.is_open
+            for args in [(), (Status.PENDING,), ([Status.PENDING, Status.IN_PROGRESS],),
+                         (Status.MERGED,)]:
+                assert light.list(*args) == heavy.list(*args)
+            assert light.list(after=a.id, limit=2) == heavy.list(after=a.id, limit=2)
+            assert [x.id for x in light.list(after=a.id, limit=2)] == [gone.id, stuck.id]
+            assert light.list()[-1].blocked_by == ["task_1234", blocked.id, a.id]
+            got = light.get(a.id)
+            assert got == heavy.get(a.id) and got.lease is not None
+            assert got.lease.renewed_at != got.lease.acquired_at
+            assert got.subject.endswith("DROP TABLE tasks") and got.metadata == {
+                "k": [1, None, 2.5]} and got.lease.acquired_at.endswith("Z")
+            with pytest.raises(NotFound):
+                light.get("task_999")
+            problems = light.problems()
+            assert problems == heavy.problems() and stuck.id in problems
+            assert blocked.id not in problems
+            assert light._lite is not None and not light.db.is_open  # all of it, light
+            new = light.add("a write")  # psycopg from here on; the light way is closed
+            assert light.list() == heavy.list() and light._lite is None
+            assert light.get(new.id).subject == "a write"
+
+
+def test_a_claim_as_a_light_boards_first_write_commits_the_fast_way(
+        tmp_path: Path, pg_board_url: str) -> None:
+    """The claim's statement is prepared on the connection its first call opens, and only
+    then knows whether commits go the fast way (asynchronously under the events lock, then
+    a flush: see pg.db); made before, it held the lock over every fsync (8 claimers: 3x
+    slower)."""
+    with board_at(tmp_path, pg_board_url) as heavy:
+        heavy.add("a")
+    with PgBoard(Layout.at(tmp_path / "m1"), BoardConfig(url=pg_board_url, machine="m1"),
+                 light=True) as light:
+        assert light.get("task_001").status is Status.PENDING and not light.db.is_open
+        assert light.claim("bob") is not None and light.db.fast_commit
+        [text] = light.db.connection().execute(
+            "SELECT statement FROM pg_prepared_statements WHERE name = 'orch_claim'"
+        ).fetchone() or [""]
+        assert "set_config('synchronous_commit', 'off', true)" in str(text)
+
+
+def test_list_in_a_fresh_cli_process_never_imports_psycopg(tmp_path: Path,
+                                                           pg_board_url: str) -> None:
+    repo = tmp_path / "clone"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "orchestrator.toml").write_text(f'[board]\nurl = "{pg_board_url}"\n')
+    with board_at(tmp_path, pg_board_url) as b:
+        ids = [b.add(f"task {i}").id for i in range(3)]
+        t = b.claim("alice")
+        assert t is not None
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "orchestrator", "list",
+                        "--status", "pending"], cwd=repo, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert [line.split()[0] for line in p.stdout.splitlines()[1:]] == ids[1:]
+    assert "psycopg" not in p.stderr and " ctypes" in p.stderr  # the light way was taken
+    p = subprocess.run([sys.executable, "-m", "orchestrator", "show", ids[0]], cwd=repo,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "in_progress" in p.stdout and "alice" in p.stdout, p.stdout
+    # a long-lived process (a teammate) connects through psycopg at once: its first claim
+    # must not pay for importing it
+    code = ("import sys; from orchestrator.board import open_board; "
+            "from orchestrator.config import BoardConfig; from orchestrator.layout import Layout; "
+            f"b = open_board(Layout.at({str(repo)!r}), BoardConfig(url={pg_board_url!r}), "
+            "actor='alice'); print(b._lite is None, b.db.is_open, 'psycopg' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    assert p.stdout.split() == ["True", "True", "True"], p.stderr
+
+
+def test_the_light_way_refuses_what_the_usual_way_refuses(
+        tmp_path: Path, pg_cluster: Cluster, pg_url: str, pg_board_url: str) -> None:
+    """A password in the URL, a missing or old schema: the light way steps aside and psycopg
+    says what is wrong; an unreachable server is the usual one line, said at once."""
+    from orchestrator.board.pg import lite, schema
+    from orchestrator.errors import BoardUnavailable, ConfigError
+
+    lib = lite.libpq()
+    assert lib is not None
+    assert lite.has_password(lib, "postgresql://u:pw@h/d")
+    assert lite.has_password(lib, "postgresql://u@h/d?password=pw")
+    assert lite.has_password(lib, "host=h password=pw dbname=d")
+    assert lite.has_password(lib, "postgresql://u@h/d?bogus=1")  # unreadable: step aside
+    assert not lite.has_password(lib, pg_board_url)
+    with pytest.raises(ConfigError, match="holds a password"):  # past the config's own check
+        PgBoard(Layout.at(tmp_path), BoardConfig.model_construct(url=pg_board_url.replace(
+            "postgres@", "postgres:pw@")), light=True)
+    with pytest.raises(BoardUnavailable, match="no orchestrator schema"):
+        PgBoard(Layout.at(tmp_path), BoardConfig(url=pg_url), light=True)
+    with pytest.raises(lite.LiteUnavailable):
+        lite.LiteConnection(pg_url)
+    with pytest.raises(BoardUnavailable) as exc:
+        lite.LiteConnection(f"postgresql://orch@/app?host={tmp_path}/nothing")
+    with pytest.raises(BoardUnavailable) as usual:
+        schema.connect(f"postgresql://orch@/app?host={tmp_path}/nothing")
+    for e in (exc, usual):  # psycopg puts "connection is bad: " before libpq's words
+        text = str(e.value)
+        assert text.startswith("cannot reach the board database postgresql://orch@/app")
+        assert "No such file or directory (is PostgreSQL running" in text and "\n" not in text
+    pg_cluster.sql("UPDATE orchestrator.schema_version SET version = 99", db_of(pg_board_url))
+    with pytest.raises(BoardUnavailable, match="newer than this orchestrator"):
+        PgBoard(Layout.at(tmp_path), BoardConfig(url=pg_board_url), light=True)
+
+
+def test_the_light_way_reads_a_latin1_database_as_psycopg_does(tmp_path: Path,
+                                                               pg_cluster: Cluster) -> None:
+    from orchestrator.board.pg import schema
+
+    name = f"latin1_{os.getpid()}"
+    pg_cluster.sql(f'CREATE DATABASE "{name}" ENCODING \'LATIN1\' TEMPLATE template0 '
+                   "LC_COLLATE 'C' LC_CTYPE 'C'")
+    try:
+        url = pg_cluster.url(name)
+        schema.migrate(url)
+        with board_at(tmp_path, url) as heavy:
+            t = heavy.add("Grüße, façade, ½ ¼ - and ÿ", description="é" * 300)
+            with PgBoard(Layout.at(tmp_path / "m1"), BoardConfig(url=url, machine="m1"),
+                         light=True) as light:
+                assert light.get(t.id) == heavy.get(t.id) == t
+                assert light.list() == [t] and light._lite is not None
+    finally:
+        pg_cluster.sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -9,8 +9,10 @@ claim measured waits until it is on disk.
 - claims/s: 8 processes claim 2,000 tasks until none is left (0 double claims checked);
 - drop→claim: a task added by one process (one "machine") is claimed by an idle waiter
   in another (``wait_for_ready`` + ``claim``), p50/p99 over 100 tasks;
-- claim cost at 1,000,000 tasks vs 1,000 (median of 200 claims, fresh process);
-- ``orchestrator list --status pending`` in a fresh CLI process at 1,000,000 tasks.
+- claim cost at 1,000,000 tasks vs 1,000: median of 200 claims each, by fresh processes of 50
+  claims, the two boards in turns (with our own cluster) so both meet the same disk;
+- ``orchestrator list --status pending`` in a fresh CLI process at 1,000,000 tasks (1,000
+  pending, all printed: the output is a pipe), median of 5 runs, each run shown.
 
 Every figure is printed beside its goal with ✓/✗. Set-ups write rows in bulk; every
 measured operation goes through the board or the CLI.
@@ -19,8 +21,10 @@ measured operation goes through the board or the CLI.
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -72,7 +76,7 @@ with open_board(Layout.at(sys.argv[1]), BoardConfig(url=url, machine="B", rescan
 """
 
 CLAIM_COST = """
-import json, statistics, sys, time
+import json, sys, time
 from orchestrator.board import open_board
 from orchestrator.config import BoardConfig
 from orchestrator.layout import Layout
@@ -82,9 +86,9 @@ with open_board(Layout.at(sys.argv[1]), BoardConfig(url=sys.argv[2], machine="C"
     times = []
     for _ in range(int(sys.argv[3])):
         t0 = time.perf_counter()
-        board.claim("c", lease_seconds=600)
+        assert board.claim("c", lease_seconds=600) is not None
         times.append(time.perf_counter() - t0)
-    print(json.dumps(statistics.median(times)))
+    print(json.dumps(times))
 """
 
 
@@ -199,28 +203,54 @@ def main() -> int:
                   f"file p50 {pct(flat, 0.5) * 1000:.1f} ms, p99 "
                   f"{pct(flat, 0.99) * 1000:.1f} ms   goal p50 ≤ 20 ms, p99 ≤ 100 ms")
             # --- claim cost at scale ----------------------------------------------------
-            costs = {}
-            for size in (1000, big):
-                bulk_tasks(url, size, pending=min(size, 1000))
-                out = subprocess.run([sys.executable, "-c", CLAIM_COST, str(tmp / "pg"), url,
-                                      "200"], cwd=ROOT, capture_output=True, text=True,
+            # A claim waits for its fsync, whose time drifts with what else the machine's
+            # disk does: with a cluster of our own, both boards are set up first and then
+            # claimed from in turns (fresh processes), so both sizes meet the same disk.
+            small = url if cluster is None else cluster.url(cluster.new_database("small"))
+            schema.migrate(small)
+            times: dict[int, list[float]] = {1000: [], big: []}
+
+            def claims(on: str, size: int) -> None:
+                out = subprocess.run([sys.executable, "-c", CLAIM_COST, str(tmp / "pg"), on,
+                                      "50"], cwd=ROOT, capture_output=True, text=True,
                                      check=True)
-                costs[size] = json.loads(out.stdout)
+                times[size] += json.loads(out.stdout)
+
+            if small == url:  # a board given: one size at a time on it
+                for size in (1000, big):
+                    bulk_tasks(url, size, pending=1000 + 200 * (size == big))
+                    for _ in range(4):
+                        claims(url, size)
+            else:
+                bulk_tasks(small, 1000)
+                bulk_tasks(url, big, pending=1000 + 200)  # 1,000 left for the list below
+                for _ in range(4):
+                    claims(small, 1000)
+                    claims(url, big)
+            costs = {size: statistics.median(ts) for size, ts in times.items()}
             ratio = costs[big] / costs[1000]
-            print(f"claim at {big:,} tasks vs 1,000: {costs[big] * 1000:.2f} ms vs "
-                  f"{costs[1000] * 1000:.2f} ms = {ratio:.2f}x {mark(ratio <= 1.5)}   "
-                  "goal ≤ 1.5x (file board: not measured at this size)")
+            print(f"claim at {big:,} tasks vs 1,000 (median of {len(times[big])} each): "
+                  f"{costs[big] * 1000:.2f} ms vs {costs[1000] * 1000:.2f} ms = {ratio:.2f}x "
+                  f"{mark(ratio <= 1.5)}   goal ≤ 1.5x (file board: not measured at this size)")
             # --- list --status pending ------------------------------------------------------
-            bulk_tasks(url, big, pending=1000)
+            # An installed orchestrator has its bytecode (pip compiles it); a checkout run with
+            # PYTHONDONTWRITEBYTECODE set would compile every module edited since its last
+            # .pyc in each fresh process, which is not what a user waits for.
+            compileall.compile_dir(ROOT / "orchestrator", quiet=1)
             repo = fresh_repo(tmp, "cli")
             (repo / "orchestrator.toml").write_text(f'[board]\nurl = "{url}"\n')
-            t0 = time.perf_counter()
-            out = subprocess.run([sys.executable, "-m", "orchestrator", "list", "--status",
-                                  "pending"], cwd=repo, capture_output=True, text=True)
-            took = time.perf_counter() - t0
-            assert out.returncode == 0, out.stderr
+            runs = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                out = subprocess.run([sys.executable, "-m", "orchestrator", "list", "--status",
+                                      "pending"], cwd=repo, capture_output=True, text=True)
+                runs.append(time.perf_counter() - t0)
+                assert out.returncode == 0, out.stderr
+                assert len(out.stdout.splitlines()) == 1 + 1000, "not 1,000 pending tasks"
+            took = statistics.median(runs)
             print(f"`orchestrator list --status pending` at {big:,} tasks (1,000 pending), "
-                  f"fresh CLI process: {took:.2f} s {mark(took <= 0.3)}   goal ≤ 0.3 s")
+                  f"fresh CLI process, median of 5: {took:.2f} s {mark(took <= 0.3)} "
+                  f"({', '.join(f'{r:.2f}' for r in runs)})   goal ≤ 0.3 s")
     finally:
         if cluster is not None:
             cluster.stop("immediate")

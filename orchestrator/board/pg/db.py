@@ -23,6 +23,13 @@ claimer, whose flush failed, was never told it had it). A role without the right
 call ``pg_logical_emit_message`` gets plain synchronous commits under the lock (correct,
 slower).
 
+**A claim is one round trip.** `Database.trip` sends, as ONE simple query, ``BEGIN``, the
+claim as a server-side prepared statement (``PREPARE``d once per connection, its plan kept:
+``plan_cache_mode`` is forced to the generic plan for it, since PostgreSQL would otherwise
+plan it afresh on every call because of its optional task id), ``COMMIT`` and the `FLUSH`
+(the commit before it asynchronous as above): the server runs them in turn, so the claimer
+waits once, and its answer still comes only after the disk has it.
+
 `Listener` holds a second connection in autocommit that ``LISTEN``s on the board's
 channels (the triggers of ``0001_initial.sql`` notify at commit). Notifications are only
 hints: after a lost connection the listener reconnects and reports a change, so its
@@ -35,21 +42,27 @@ import threading
 import time
 from collections.abc import Callable, Collection
 from contextlib import nullcontext
-from typing import TypeVar
-
-import psycopg
+from typing import TYPE_CHECKING, TypeVar
 
 from orchestrator.board.pg import schema
 from orchestrator.errors import BoardUnavailable
 
+if TYPE_CHECKING:  # psycopg is imported when a connection is first made (see `lite`)
+    import psycopg
+    from psycopg.types.json import Jsonb
+
+    Cursor = psycopg.Cursor[tuple[object, ...]]
+    Conn = psycopg.Connection[tuple[object, ...]]
+
 T = TypeVar("T")
-Cursor = psycopg.Cursor[tuple[object, ...]]
-Conn = psycopg.Connection[tuple[object, ...]]
 
 FLUSH = "SELECT pg_logical_emit_message(true, 'orchestrator', 'flush')"
 """Commits with a WAL record of its own, so a synchronous commit waits for the disk."""
 CAN_FLUSH = ("SELECT has_function_privilege('pg_logical_emit_message(boolean, text, text)', "
              "'EXECUTE')")
+
+ANSWER = "orchestrator.answer"
+"""The session setting a `Database.trip` statement leaves its answer in."""
 
 EVENTS_LOCK = 0x6F726365
 """The advisory lock an event's transaction holds from its insert to its commit."""
@@ -57,6 +70,13 @@ EVENTS_LOCK = 0x6F726365
 RETRY_DELAYS = (0.0, 0.2, 0.5, 1.0, 2.0, 3.0, 5.0)
 """Back-off between reconnects while the database is unreachable (then give up: the caller
 sees `BoardUnavailable`, a daemon retries on its own schedule)."""
+
+
+def jsonb(value: object) -> Jsonb:
+    """``value`` as a ``jsonb`` parameter."""
+    from psycopg.types.json import Jsonb
+
+    return Jsonb(value)
 
 
 class Database:
@@ -67,10 +87,21 @@ class Database:
         self._conn: Conn | None = None
         self._checked = False
         self._lock = threading.RLock()
+        self.lock = self._lock
+        """Held by whoever talks to the database on this process's behalf."""
         self._after: list[Callable[[], None]] = []
         self._flush = False
+        self._prepared: set[str] = set()
+        """The statements `trip` has prepared on the current connection."""
+        self._trips: dict[tuple[str, tuple[object, ...]], bytes] = {}
+        """`trip`'s queries by statement and arguments, their literals rendered."""
         self.fast_commit = False
         """Whether event-ordered transactions commit asynchronously and then `FLUSH`."""
+
+    @property
+    def is_open(self) -> bool:
+        """Whether a connection was made (and not closed since)."""
+        return self._conn is not None
 
     def ordered(self) -> str:
         """SQL for the select list of a statement that appends an event: it takes the
@@ -100,6 +131,8 @@ class Database:
                 conn.close()
             self._conn = None
             conn = schema.connect(self.url, autocommit=True)
+            self._prepared = set()
+            self._trips.clear()  # literals are rendered for a connection's settings
             if not self._checked:
                 try:
                     schema.check(conn, self.url)
@@ -115,16 +148,69 @@ class Database:
     def run(self, fn: Callable[[Cursor], T]) -> T:
         """``fn(cursor)`` in one transaction; retried on a fresh connection when the old one
         was lost before the commit."""
-        return self._retried(fn, transaction=True, write=True)
+        return self._retried(lambda conn: _with_cursor(conn, fn), transaction=True, write=True)
 
     def statement(self, fn: Callable[[Cursor], T], *, write: bool) -> T:
         """``fn(cursor)``, which runs ONE statement, as its own transaction: one round trip
         (no BEGIN, no COMMIT). A read is retried on a fresh connection like `run`; a
         ``write`` lost on the way cannot tell whether it committed and raises
         `BoardUnavailable` (as a lost commit does in `run`)."""
-        return self._retried(fn, transaction=False, write=write)
+        return self._retried(lambda conn: _with_cursor(conn, fn), transaction=False,
+                             write=write)
 
-    def _retried(self, fn: Callable[[Cursor], T], *, transaction: bool, write: bool) -> T:
+    def trip(self, name: str, types: str, sql: Callable[[], str], args: tuple[object, ...],
+             then: Callable[[str], T]) -> T:
+        """``then(answer)`` of ``sql()``: ONE statement that appends an event with `ordered`
+        (``$1``… for ``args`` of the SQL ``types``) and leaves its answer, text, in the
+        session setting `ANSWER` (``set_config(ANSWER, …, false)``); run as its own
+        transaction and made durable in one round trip (see the module doc). ``sql`` is
+        called once connected (`ordered` depends on the connection); ``then`` runs before the
+        after-commit hooks. Like a write of `statement`: a connection lost on the way raises
+        `BoardUnavailable`.
+
+        The round trip is libpq's own ``PQexec`` (psycopg's ``pgconn.exec_``, which lets
+        other threads run while it waits): it answers the last statement's result, hence
+        the setting, read by the last statement."""
+        import psycopg
+        from psycopg.pq import ExecStatus, TransactionStatus
+        from psycopg.sql import Literal
+
+        def run(conn: Conn) -> T:
+            prepare = name not in self._prepared
+            query = self._trips.get((name, args))
+            if query is None:  # a claimer sends the same arguments each time: render once
+                if len(self._trips) > 64:
+                    self._trips.clear()
+                values = ", ".join(Literal(a).as_string(conn) for a in args)
+                query = self._trips[(name, args)] = (
+                    "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; "
+                    f"EXECUTE {name}({values}); COMMIT; SELECT current_setting('{ANSWER}')"
+                    f"{FLUSH.replace('SELECT', ',') if self.fast_commit else ''}"
+                ).encode()
+            head = f"PREPARE {name}({types}) AS {sql()}; ".encode() if prepare else b""
+            res = conn.pgconn.exec_(head + query)
+            if res.status != ExecStatus.TUPLES_OK:
+                if conn.broken:
+                    raise psycopg.OperationalError(
+                        (conn.pgconn.error_message or b"").decode(errors="replace"))
+                err = psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
+                if conn.info.transaction_status == TransactionStatus.INERROR:
+                    conn.execute("ROLLBACK")  # the BEGIN above is ours to end
+                if conn.execute("SELECT FROM pg_prepared_statements WHERE name = %s",
+                                (name,)).fetchone() is not None:
+                    self._prepared.add(name)
+                raise err
+            self._prepared.add(name)
+            answer = res.get_value(0, 0)
+            out = then(answer.decode() if answer else "")
+            self._flush = False  # the trip has flushed already
+            return out
+
+        return self._retried(run, transaction=False, write=True)
+
+    def _retried(self, fn: Callable[[Conn], T], *, transaction: bool, write: bool) -> T:
+        import psycopg
+
         last: BaseException | None = None
         for delay in RETRY_DELAYS:
             if delay:
@@ -137,8 +223,7 @@ class Database:
                     conn = self.connection()
                     with conn.transaction() if transaction else nullcontext():
                         committing = write and not transaction
-                        with conn.cursor() as cur:
-                            out = fn(cur)
+                        out = fn(conn)
                         committing = write
                     self._finish(conn)
                     return out
@@ -165,6 +250,11 @@ class Database:
             hook()
 
 
+def _with_cursor(conn: Conn, fn: Callable[[Cursor], T]) -> T:
+    with conn.cursor() as cur:
+        return fn(cur)
+
+
 class Listener:
     """Waits for NOTIFY on ``channels``; a (re)connect counts as a change. ``wanted``
     picks the payloads worth waking for (default: every one)."""
@@ -185,6 +275,8 @@ class Listener:
     def wait(self, timeout: float) -> bool:
         """True when a notification arrived (or the connection was new, so anything may
         have changed meanwhile); False when ``timeout`` passed quietly."""
+        import psycopg
+
         try:
             if self._conn is None or self._conn.closed or self._conn.broken:
                 self.close()

@@ -15,13 +15,11 @@ import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
-
-from psycopg.types.json import Jsonb
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.board.mailboxes import check_name
 from orchestrator.board.model import format_task_id
-from orchestrator.board.pg.db import Cursor, Database, Listener
+from orchestrator.board.pg.db import Database, Listener, jsonb
 from orchestrator.board.tasklogs import check_log_name
 from orchestrator.controlplane import (
     Answer,
@@ -36,6 +34,9 @@ from orchestrator.errors import InvalidInput, NotFound
 from orchestrator.events import redact, secret_values
 from orchestrator.fsutil import append_line
 from orchestrator.tasklog import MAX_FIELD_CHARS
+
+if TYPE_CHECKING:
+    from orchestrator.board.pg.db import Cursor
 
 PAGE = 1000
 
@@ -76,7 +77,7 @@ class PgEvents:
         cur.execute("INSERT INTO events (event, task, actor, machine, data) "
                     f"SELECT %s, %s, %s, %s, %s FROM (SELECT {self.db.ordered()}) l "
                     "RETURNING seq, ts",
-                    (event, task, actor or self.actor, self.machine, Jsonb(data)))
+                    (event, task, actor or self.actor, self.machine, jsonb(data)))
         row = cur.fetchone()
         assert row is not None
         return self.stored(row[0], row[1], event, task, actor, data)
@@ -187,7 +188,7 @@ class PgMailboxes:
 
         def insert(cur: Cursor) -> Message:
             cur.execute("INSERT INTO messages (id, mailbox, data) VALUES (%s, %s, %s) "
-                        "RETURNING n, ts", (msg_id, to, Jsonb(data)))
+                        "RETURNING n, ts", (msg_id, to, jsonb(data)))
             row = cur.fetchone()
             assert row is not None
             return _message(msg_id, to, row[1], data)
@@ -278,7 +279,7 @@ class PgTaskLogs:
             if isinstance(v, str) and len(v) > MAX_FIELD_CHARS:
                 v = v[:MAX_FIELD_CHARS] + f"\n… [{len(v) - MAX_FIELD_CHARS} more characters cut]"
             rec[k] = v
-        data = Jsonb(masked(rec, self.secrets))
+        data = jsonb(masked(rec, self.secrets))
         self.db.run(lambda cur: cur.execute(
             "INSERT INTO task_logs (task, data) VALUES (%s, %s)", (name, data)))
 
@@ -359,7 +360,7 @@ class PgTeamStatus:
                 "pid = excluded.pid, task = excluded.task, heartbeat = excluded.heartbeat, "
                 f"data = excluded.data RETURNING {TEAM_COLS}",
                 {"m": self.machine, "n": name, "h": self.host, "p": pid, "t": task,
-                 "d": Jsonb({**data, "state": state})})
+                 "d": jsonb({**data, "state": state})})
             row = cur.fetchone()
             assert row is not None
             return _state(row)
@@ -415,7 +416,7 @@ class PgRequests:
         def insert(cur: Cursor) -> Request:
             cur.execute("INSERT INTO requests (id, kind, task, data) VALUES (%s, %s, %s, %s) "
                         f"ON CONFLICT (id) DO NOTHING RETURNING {REQ_COLS}",
-                        (request_id, kind, task, Jsonb(data)))
+                        (request_id, kind, task, jsonb(data)))
             row = cur.fetchone()
             if row is None:
                 raise InvalidInput(f"request {request_id} exists already")
@@ -438,7 +439,7 @@ class PgRequests:
         def update(cur: Cursor) -> Request:
             cur.execute("UPDATE requests SET answer = %s, answered_at = now() "
                         f"WHERE id = %s AND answer IS NULL RETURNING {REQ_COLS}",
-                        (Jsonb(ans), request_id))
+                        (jsonb(ans), request_id))
             row = cur.fetchone()
             if row is None:
                 raise NotFound(f"no pending request {request_id}")

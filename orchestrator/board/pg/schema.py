@@ -13,9 +13,10 @@ passwords come from ``PGPASSWORD`` or ``~/.pgpass``, as everywhere in libpq.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
-from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import BoardUnavailable, ConfigError
@@ -25,8 +26,12 @@ if TYPE_CHECKING:
 
 SCHEMA = "orchestrator"
 MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+MIGRATIONS = Path(__file__).parent / "migrations"
+"""The numbered SQL files, shipped in the package."""
 MIGRATE_LOCK = 0x6F726368  # "orch": the advisory lock key migrations are applied under
 CONNECT_TIMEOUT = 5
+OPTIONS = f"-c search_path={SCHEMA} -c TimeZone=UTC"
+"""Every board connection's session settings: our schema first, and timestamps in UTC."""
 
 
 def is_pg_url(url: str | None) -> bool:
@@ -64,7 +69,8 @@ def _no_driver() -> ConfigError:
 
 
 def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[tuple[object, ...]]:
-    """A connection to the board's database with ``search_path`` set to our schema."""
+    """A connection to the board's database with its session `OPTIONS`, in UTF-8 whatever
+    the database's encoding (psycopg decodes JSON as UTF-8)."""
     try:
         import psycopg
     except ImportError:
@@ -72,8 +78,8 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[tuple[o
     check_url(url)
     try:
         return psycopg.connect(url, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT,
-                               application_name="orchestrator",
-                               options=f"-c search_path={SCHEMA}")
+                               application_name="orchestrator", client_encoding="UTF8",
+                               options=OPTIONS)
     except psycopg.OperationalError as exc:
         raise unavailable(url, exc) from None
 
@@ -111,7 +117,7 @@ class Migration:
 def migrations() -> list[Migration]:
     """Every migration shipped with this code, in order."""
     out = []
-    for entry in resources.files(__package__).joinpath("migrations").iterdir():
+    for entry in MIGRATIONS.iterdir():
         m = MIGRATION_RE.match(entry.name)
         if m:
             out.append(Migration(int(m.group(1)), m.group(2), entry.read_text()))
@@ -119,7 +125,9 @@ def migrations() -> list[Migration]:
 
 
 def latest_version() -> int:
-    return max((m.version for m in migrations()), default=0)
+    """The newest migration's version (from the files' names: none is read)."""
+    return max((int(m.group(1)) for m in map(MIGRATION_RE.match, os.listdir(MIGRATIONS))
+                if m), default=0)
 
 
 def current_version(conn: psycopg.Connection[tuple[object, ...]]) -> int | None:
@@ -142,6 +150,10 @@ def migrate(url: str) -> list[Migration]:
     applied: list[Migration] = []
     with connect(url) as conn:
         try:
+            # the SQL files are UTF-8 and go as bytes, in the database's own encoding (a
+            # LATIN1 database cannot take a "…" of a comment in the UTF-8 of our sessions)
+            conn.execute("SELECT set_config('client_encoding', "
+                         "current_setting('server_encoding'), false)")
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATE_LOCK,))
                 have = current_version(conn) or 0

@@ -19,14 +19,13 @@ and appends its event, so a change and its audit record commit together.
 from __future__ import annotations
 
 import builtins
+import json
 import os
-import socket
+import sys
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any
-
-from psycopg.types.json import Jsonb
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.board import graph
 from orchestrator.board.index import describe_error, task_number
@@ -39,7 +38,8 @@ from orchestrator.board.model import (
     normalize_task_id,
     parse_task_id,
 )
-from orchestrator.board.pg.db import Cursor, Database, Listener
+from orchestrator.board.pg.db import ANSWER, Database, Listener, jsonb
+from orchestrator.board.pg.lite import LiteConnection, LiteUnavailable
 from orchestrator.board.pg.parts import (
     PgEvents,
     PgIds,
@@ -63,6 +63,9 @@ from orchestrator.controlplane import BoardSummary
 from orchestrator.errors import InvalidInput, LeaseLost, NotFound
 from orchestrator.layout import Layout
 
+if TYPE_CHECKING:
+    from orchestrator.board.pg.db import Cursor
+
 COLUMNS = frozenset({"id", "status", "priority", "blocked_by", "owner", "fence", "lease",
                      "attempts", "created_at", "updated_at"})
 """Task fields kept in columns; the others live in ``data``."""
@@ -70,6 +73,18 @@ COLS = ("id, status, priority, blocked_by, owner, fence, lease_token, "
         "extract(epoch FROM lease_expires), lease_acquired, lease_renewed, attempts, data, "
         "created_at, updated_at")
 SELECT = f"SELECT {COLS} FROM tasks"
+_TS = "to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+ROW_JSON = (
+    "json_build_array(id, status, priority, blocked_by, owner, fence, lease_token, "
+    f"extract(epoch FROM lease_expires), {_TS.format('lease_acquired')}, "
+    f"{_TS.format('lease_renewed')}, attempts, data, {_TS.format('created_at')}, "
+    f"{_TS.format('updated_at')})")
+"""A row of ``tasks`` as a JSON array in the order of `COLS` (timestamps already in `iso`'s
+form), for `_task`."""
+SELECT_JSON = ("SELECT coalesce(json_agg(r ORDER BY k), '[]') FROM (SELECT id AS k, "
+               f"{ROW_JSON} AS r FROM tasks")
+"""`SELECT` for `orchestrator.board.pg.lite`: the rows as one JSON array (`ROW_JSON` each);
+close it with ``… ) x``."""
 _USAGE = "coalesce((data->'usage'->>'{}')::{}, 0)"
 SUMMARY = (
     "SELECT status, count(*), sum(" + _USAGE.format("cost_usd", "float8") + "), sum("
@@ -82,23 +97,30 @@ ones) what each waits for."""
 
 TASK_ID_SQL = "'task_' || CASE WHEN c.id < 100 THEN lpad(c.id::text, 3, '0') ELSE c.id::text END"
 """`format_task_id` in SQL, of the claimed row ``c``."""
-READY = ("status = 'pending' AND NOT EXISTS (SELECT 1 FROM unnest(t.blocked_by) b "
-         "LEFT JOIN tasks bt ON bt.id = b WHERE bt.status IS NULL "
-         "OR bt.status NOT IN ('review', 'merged'))")
-"""A pending task whose every blocker exists and is in review or merged (graph.is_ready)."""
+READY = ("status = 'pending' AND (cardinality(t.blocked_by) = 0 OR NOT EXISTS (SELECT 1 FROM "
+         "unnest(t.blocked_by) b LEFT JOIN tasks bt ON bt.id = b WHERE bt.status IS NULL "
+         "OR bt.status NOT IN ('review', 'merged')))")
+"""A pending task whose every blocker exists and is in review or merged (graph.is_ready);
+one without blockers is that at once (no subquery to start for it: most are that)."""
 CHANGE_CHANNELS = ["orch_tasks", "orch_messages", "orch_requests"]
 """What `wait_for_change` wakes on: tasks, mail and permission/plan requests."""
 
 
 def machine_name(layout: Layout, config: BoardSettings) -> str:
     """This clone's name on the shared board: ``[board] machine``, else host:folder."""
-    return config.machine or f"{socket.gethostname()}:{layout.root}"
+    return config.machine or f"{os.uname().nodename}:{layout.root}"
 
 
 class PgBoard:
     """Implements `orchestrator.controlplane.ControlPlane` on PostgreSQL."""
 
-    def __init__(self, layout: Layout, config: BoardSettings, actor: str = "cli") -> None:
+    def __init__(self, layout: Layout, config: BoardSettings, actor: str = "cli", *,
+                 light: bool | None = None) -> None:
+        """``light``: read through `orchestrator.board.pg.lite` until the first write. By
+        default for a command-line process (``actor`` "cli") that has not imported psycopg:
+        a one-shot command that only reads is spared ~0.15 s of importing it. A long-lived
+        process (a teammate, the lead) opens psycopg's connection at once, so its first
+        claim does not pay for the import."""
         if not config.url:
             raise InvalidInput("PgBoard needs [board] url")
         self.layout = layout
@@ -108,17 +130,27 @@ class PgBoard:
         self.url = config.url
         self.machine = machine_name(layout, config)
         self.db = Database(config.url)
-        self.db.connection()  # fail here, with one line, when the database cannot be used
+        self._lite: LiteConnection | None = None
+        """Reads go the light way (`orchestrator.board.pg.lite`) until psycopg is needed."""
+        if light if light is not None else actor == "cli" and "psycopg" not in sys.modules:
+            try:
+                self._lite = LiteConnection(config.url)
+            except LiteUnavailable:
+                pass  # the usual way, which says what is wrong
+        if self._lite is None:
+            self.db.connection()  # fail here, with one line, when the database cannot be used
         self.events = PgEvents(self.db, actor, self.machine, layout.events)
         self.mailboxes = PgMailboxes(self.db)
         self.logs = PgTaskLogs(self.db)
-        self.team = PgTeamStatus(self.db, self.machine, socket.gethostname())
+        self.team = PgTeamStatus(self.db, self.machine, os.uname().nodename)
         self.requests = PgRequests(self.db)
         self.ids = PgIds(self.db)
         self._listeners: dict[str, Listener] = {}
         """One per kind of wait: a teammate waits for changes in one thread (its waker's
         feed) and for ready tasks in another, and a connection serves one thread."""
         self._closed = False
+        self._claim_data: dict[str, tuple[dict[str, Any], str]] = {}
+        """Each claimer's part of its ``task_claimed`` event, masked once, and as JSON."""
 
     def __enter__(self) -> PgBoard:
         return self
@@ -128,6 +160,8 @@ class PgBoard:
 
     def close(self) -> None:
         self._closed = True
+        if self._lite is not None:
+            self._lite.close()
         for listener in self._listeners.values():
             listener.close()
         self.db.close()
@@ -135,6 +169,11 @@ class PgBoard:
     # --- reading -----------------------------------------------------------------
     def get(self, task_id: str) -> Task:
         n = parse_task_id(str(task_id))
+        light = self._light(f"{SELECT_JSON} WHERE id = $1) x", str(n))
+        if light is not None:
+            if not light:
+                raise NotFound(f"no task {format_task_id(n)}")
+            return _task(light[0])
 
         def select(cur: Cursor) -> Task:
             return _fetch(cur, n)
@@ -155,6 +194,18 @@ class PgBoard:
                f"{' LIMIT %(n)s' if limit is not None else ''}")
         params = {"w": wanted, "a": None if after is None else parse_task_id(str(after)),
                   "n": limit}
+        texts = {"w": None if wanted is None else "{" + ",".join(wanted) + "}",
+                 "a": None if after is None else str(params["a"]),
+                 "n": None if limit is None else str(limit)}
+        light_sql = f"{SELECT_JSON}{sql[len(SELECT):]}) x"
+        light_args: builtins.list[str | None] = []
+        for k, cast in (("w", "text[]"), ("a", "bigint"), ("n", "bigint")):
+            if f"%({k})s" in light_sql:
+                light_args.append(texts[k])
+                light_sql = light_sql.replace(f"%({k})s", f"${len(light_args)}::{cast}")
+        light = self._light(light_sql, *light_args)
+        if light is not None:
+            return [_task(r) for r in light]
 
         def select(cur: Cursor) -> builtins.list[Task]:
             cur.execute(sql, {k: v for k, v in params.items() if f"%({k})s" in sql})
@@ -176,11 +227,15 @@ class PgBoard:
         """Only unfinished tasks that wait for others, and what they wait for, are read:
         the rest can have no problem (see `graph.find_problems`), and a board of a million
         tasks is mostly finished ones."""
+        waiting = ("WITH w AS (SELECT id, blocked_by FROM tasks WHERE cardinality(blocked_by) > 0 "
+                   "AND status NOT IN ('merged', 'discarded', 'cancelled')) ")
+        among = " WHERE id IN (SELECT id FROM w UNION SELECT unnest(blocked_by) FROM w)"
+        light = self._light(f"{waiting}{SELECT_JSON}{among}) x")
+        if light is not None:
+            return graph.find_problems({t.id: t for t in map(_task, light)})
+
         def select(cur: Cursor) -> dict[str, Task]:
-            cur.execute(f"WITH w AS (SELECT id, blocked_by FROM tasks WHERE cardinality("
-                        "blocked_by) > 0 AND status NOT IN ('merged', 'discarded', "
-                        f"'cancelled')) {SELECT} WHERE id IN (SELECT id FROM w UNION "
-                        "SELECT unnest(blocked_by) FROM w)")
+            cur.execute(f"{waiting}{SELECT}{among}")
             return {t.id: t for t in map(_task, cur.fetchall())}
 
         return graph.find_problems(self.db.run(select))
@@ -239,7 +294,7 @@ class PgBoard:
             cur.execute("INSERT INTO tasks (id, status, priority, blocked_by, attempts, data) "
                         "VALUES (%s, 'pending', %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING "
                         "RETURNING created_at", (n, task.priority, blockers, task.attempts,
-                                                 Jsonb(_data(task))))
+                                                 jsonb(_data(task))))
             row = cur.fetchone()
             if row is None:
                 from orchestrator.errors import Conflict
@@ -265,8 +320,8 @@ class PgBoard:
                 f"CROSS JOIN LATERAL (SELECT {self.db.ordered()}) l RETURNING seq, ts) "
                 "SELECT c.id, c.created_at, e.seq, e.ts FROM c, e",
                 {"p": draft.priority, "b": blockers, "a": draft.attempts,
-                 "t": Jsonb(_data(draft)), "e": event, "o": actor, "m": self.machine,
-                 "d": Jsonb(data)})
+                 "t": jsonb(_data(draft)), "e": event, "o": actor, "m": self.machine,
+                 "d": jsonb(data)})
             row = cur.fetchone()
             assert row is not None
             self.events.stored(row[2], row[3], event, format_task_id(int(str(row[0]))), actor,
@@ -333,42 +388,51 @@ class PgBoard:
         seconds = lease_seconds or self.config.lease_seconds
         n = None if task_id is None else parse_task_id(str(task_id))
 
-        actor_data = masked({"owner": owner}, self.events.secrets)
+        known = self._claim_data.get(owner)
+        if known is None:
+            extra = masked({"owner": owner}, self.events.secrets)
+            known = self._claim_data[owner] = (extra, json.dumps(extra))
+        extra, data = known
+        # one statement, one round trip (see `Database.trip`): the row is taken (SKIP
+        # LOCKED: claimers never wait on each other), then the events lock, and the event
+        # appended; the answer comes once the claim is on disk
+        def took(answer: str) -> Task | None:
+            if not answer:
+                return None
+            row, seq, ts = json.loads(answer)
+            task = _task(tuple(row))
+            lease = task.lease
+            assert lease is not None
+            self.events.stored(seq, ts, "task_claimed", task.id, owner, {
+                **extra, "token": lease.token, "attempt": task.attempts + 1})
+            return task
 
-        def take(cur: Cursor) -> tuple[object, ...] | None:
-            # One statement, so one round trip and its own transaction: the row is taken
-            # (SKIP LOCKED: claimers never wait on each other), then the events lock, and
-            # the event appended (see `orchestrator.board.pg.db` for the commit).
-            cur.execute(
-                "WITH c AS (UPDATE tasks SET status = 'in_progress', owner = %(o)s, "
-                "machine = %(m)s, fence = fence + 1, lease_token = fence + 1, "
-                "lease_expires = now() + make_interval(secs => %(s)s), lease_acquired = now(), "
+        args = (owner, self.machine, seconds, data) + (() if n is None else (n,))
+        by_id = n is not None
+        task = self.db.trip(f"orch_claim{'_id' if by_id else ''}",
+                            f"text, text, float8, jsonb{', bigint' if by_id else ''}",
+                            lambda: self._claim_sql(by_id), args, took)
+        if task is None and n is not None and not self._exists(n):
+            raise NotFound(f"no task {format_task_id(n)}")
+        return task
+
+    def _claim_sql(self, by_id: bool) -> str:
+        """The claim's statement (``$5``: the task asked for, ``by_id``)."""
+        return ("WITH c AS (UPDATE tasks SET status = 'in_progress', owner = $1, machine = $2, "
+                "fence = fence + 1, lease_token = fence + 1, "
+                "lease_expires = now() + make_interval(secs => $3), lease_acquired = now(), "
                 "lease_renewed = now(), data = data - 'error', updated_at = now() "
                 f"WHERE id = (SELECT id FROM tasks t WHERE {READY} "
-                "AND (%(n)s::bigint IS NULL OR id = %(n)s) "
+                f"{'AND id = $5 ' if by_id else ''}"
                 "ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
-                f"RETURNING {COLS}), "
+                f"RETURNING id, fence, attempts, {ROW_JSON} AS j), "
                 "e AS (INSERT INTO events (event, task, actor, machine, data) "
-                f"SELECT 'task_claimed', {TASK_ID_SQL}, %(o)s, %(m)s, %(d)s::jsonb || "
+                f"SELECT 'task_claimed', {TASK_ID_SQL}, $1, $2, $4 || "
                 "jsonb_build_object('token', c.fence, 'attempt', c.attempts + 1) FROM c "
                 f"CROSS JOIN LATERAL (SELECT {self.db.ordered()} WHERE c.id IS NOT NULL) l "
-                "RETURNING seq, ts, data) "
-                "SELECT c.*, e.seq, e.ts, e.data FROM c, e",
-                {"o": owner, "m": self.machine, "s": seconds, "n": n,
-                 "d": Jsonb(actor_data)})
-            row = cur.fetchone()
-            if row is not None:
-                seq, ts, data = row[-3:]
-                self.events.stored(seq, ts, "task_claimed", format_task_id(int(str(row[0]))),
-                                   owner, dict(data) if isinstance(data, dict) else {})
-            return row
-
-        row = self.db.statement(take, write=True)
-        if row is None:
-            if n is not None and not self._exists(n):
-                raise NotFound(f"no task {format_task_id(n)}")
-            return None
-        return _task(row[:-3])
+                "RETURNING seq, ts) "
+                f"SELECT set_config('{ANSWER}', coalesce((SELECT json_build_array(c.j, e.seq, "
+                f"{_TS.format('e.ts')})::text FROM c, e), ''), false)")
 
     def renew(self, task_id: str, token: int, *, lease_seconds: float | None = None) -> Task:
         seconds = lease_seconds or self.config.lease_seconds
@@ -475,6 +539,22 @@ class PgBoard:
             listener.wait(min(remaining, self.config.rescan_seconds))
 
     # --- internals -----------------------------------------------------------------
+    def _light(self, sql: str, *params: str | None) -> builtins.list[tuple[object, ...]] | None:
+        """The rows of ``sql`` (a `SELECT_JSON` query: one JSON array of rows) read the light
+        way; None when it is not open (any more): then psycopg reads them."""
+        if self._lite is None:
+            return None
+        with self.db.lock:
+            try:
+                if self.db.is_open:  # psycopg is in use: one connection is enough
+                    raise LiteUnavailable("psycopg is connected")
+                rows = json.loads(self._lite.value(sql, *params) or "[]")
+            except LiteUnavailable:
+                self._lite.close()
+                self._lite = None
+                return None
+        return [tuple(r) for r in rows]
+
     def _listen(self, kind: str, channels: builtins.list[str],
                 wanted: Callable[[str], bool] | None = None) -> Listener:
         if self._closed:
@@ -554,7 +634,7 @@ class PgBoard:
             f"RETURNING {COLS}",
             {"st": str(task.status), "p": task.priority,
              "b": [parse_task_id(b) for b in task.blocked_by], "o": task.owner,
-             "live": live, "f": task.fence, "a": task.attempts, "d": Jsonb(_data(task)),
+             "live": live, "f": task.fence, "a": task.attempts, "d": jsonb(_data(task)),
              "id": n})
         row = cur.fetchone()
         assert row is not None
