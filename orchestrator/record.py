@@ -96,7 +96,7 @@ def full(record: Record) -> Record | dict[str, Any]:
     return record
 
 
-def decode_list(data: str | bytes, cls: type[R]) -> list[R]:
+def decode_list(data: str | bytes | memoryview, cls: type[R]) -> list[R]:
     """A JSON array of ``cls`` records, checked like `Record.model_validate_json`.
 
     The cycle collector is paused meanwhile: decoding makes millions of objects (none of

@@ -376,11 +376,15 @@ class TaskIndex:
         """Tasks as of the last snapshot, keyed by their file's stat; the scan that follows
         re-reads every file whose stat differs, so the snapshot is never trusted blindly."""
         try:
-            head, _, body = (self.dir / SNAPSHOT).read_bytes().partition(b"\n")
-            meta = msgspec.json.decode(head, type=_SnapshotHead)
+            raw = (self.dir / SNAPSHOT).read_bytes()
+            cut = raw.find(b"\n")
+            if cut < 0:
+                return
+            view = memoryview(raw)  # the two parts decoded where they lie, not copied out
+            meta = msgspec.json.decode(view[:cut], type=_SnapshotHead)
             if meta.version != SNAPSHOT_VERSION:
                 return
-            tasks = decode_list(body, Task)  # one call: 50,000 tasks in a tenth of a second
+            tasks = decode_list(view[cut + 1:], Task)  # one call: 50,000 tasks in 0.1 s
             keys = meta.keys
             if len(keys) != len(tasks):
                 return

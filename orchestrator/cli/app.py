@@ -59,7 +59,8 @@ def print_table(table: Any) -> None:
 def page(text: str) -> None:
     """Show ``text`` through the pager with its colours, as ``git log`` does: ``$PAGER``,
     else ``less`` (given ``LESS=-R`` unless the user set ``LESS`` or options); printed as it
-    is when stdin or stdout is not a terminal, TERM is dumb, or the pager is not found.
+    is when stdin or stdout is not a terminal, TERM is dumb, the pager is ``cat`` or is not
+    found.
     (click's pager does the same, but importing the click package costs every paged list.)"""
     import shlex
     import shutil
@@ -68,7 +69,8 @@ def page(text: str) -> None:
     argv = shlex.split(os.environ.get("PAGER", ""))
     if not argv and os.environ.get("TERM") not in ("dumb", "emacs"):
         argv = ["less"]
-    found = shutil.which(argv[0]) if argv else None
+    # PAGER=cat pages nothing: written straight out, as git does, not through a cat
+    found = shutil.which(argv[0]) if argv and argv != ["cat"] else None
     if found is None or not (sys.stdin.isatty() and sys.stdout.isatty()):
         sys.stdout.write(text)
         sys.stdout.flush()

@@ -142,7 +142,7 @@ def draw_columns(console: Screen, headers: Sequence[str],
     yield from _row(console, header, list(headers), widths, no_wrap, render, header=True)
     if _all_fit(texts, widths):  # no cell needs wrapping: each row is one line
         padded = [list(map(str.ljust, text, repeat(w, len(text)))) if col is text or
-                  render is None else _styled_column(col, text, w, render)
+                  render is None else _styled_column(col, w, render)
                   for col, text, w in zip(columns, texts, widths, strict=True)]
         yield from map(_JOIN.join, zip(*padded, strict=True))
         return
@@ -157,21 +157,18 @@ def _plain_column(cells: Sequence[Cell]) -> list[str]:
     return list(map(texts.__getitem__, cells))
 
 
-def _styled_column(cells: Sequence[Cell], texts: Sequence[str], width: int,
-                   render: _Render) -> list[str]:
-    """A column's cells padded to ``width``, each distinct styled cell rendered once."""
-    rendered: dict[tuple[Segment, ...], str] = {}
-    out = []
-    for cell, t in zip(cells, texts, strict=True):
-        if cell.__class__ is str:
-            out.append(t.ljust(width))
-            continue
-        assert isinstance(cell, tuple)
-        done = rendered.get(cell)
-        if done is None:
-            done = rendered[cell] = "".join(render(s, style) for s, style in cell)
-        out.append(done + " " * (width - len(t)))
-    return out
+def _styled_column(cells: Sequence[Cell], width: int, render: _Render) -> list[str]:
+    """A column's cells (each one ASCII line, at most ``width``) padded to ``width``, each
+    distinct cell rendered and padded once: a status column holds a handful of distinct
+    cells however long the table."""
+    done: dict[Cell, str] = {}
+    for cell in set(cells):
+        if isinstance(cell, str):
+            done[cell] = cell.ljust(width)
+        else:
+            shown = "".join(render(text, style) for text, style in cell)
+            done[cell] = shown + " " * (width - len(plain(cell)))
+    return list(map(done.__getitem__, cells))
 
 
 def _all_fit(texts: Sequence[Sequence[str]], widths: list[int]) -> bool:
