@@ -13,14 +13,27 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.board.settings import BoardSettings
-from orchestrator.board.store import FileBoard
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import UserError
 from orchestrator.layout import TASKS_DIR, Layout
 
+if TYPE_CHECKING:
+    from orchestrator.board.store import FileBoard
+
 __all__ = ["FileBoard", "board_paths", "init_repo", "open_board"]
+
+
+def __getattr__(name: str) -> Any:
+    """`FileBoard` is imported when first asked for: a module that needs only the task model
+    (``orchestrator.board.model``) or a PostgreSQL board does not load the file board."""
+    if name == "FileBoard":
+        from orchestrator.board.store import FileBoard
+
+        return FileBoard
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_board(layout: Layout, config: BoardSettings | None = None,
@@ -35,6 +48,8 @@ def open_board(layout: Layout, config: BoardSettings | None = None,
         from orchestrator.board.pg.store import PgBoard
 
         return PgBoard(layout, config, actor)
+    from orchestrator.board.store import FileBoard
+
     return FileBoard(layout, config, actor)
 
 

@@ -53,9 +53,12 @@ def _board(repo: Path | None, *, one_task: bool = False) -> ControlPlane:
 def say_rejected(board: ControlPlane) -> None:
     """One line on stderr for the dropped files this command's intake rejected (a board
     with no inbox of files has none)."""
+    rejected = board.rejected_drops()
+    if not rejected:
+        return
     from orchestrator.board.intake import rejected_line
 
-    line = rejected_line(board.rejected_drops())
+    line = rejected_line(rejected)
     if line:
         typer.echo(line, err=True)
 
