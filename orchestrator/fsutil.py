@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import sys
 from pathlib import Path
 
 
@@ -124,17 +125,9 @@ def read_regular_bytes(path: Path, limit: int | None = None) -> bytes:
     its name raises `OSError` instead of hanging the reader."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise OSError(f"{path} is not a regular file")
-        chunks = []
-        left = limit
-        while left is None or left > 0:
-            chunk = os.read(fd, 1 << 16 if left is None else min(1 << 16, left))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            if left is not None:
-                left -= len(chunk)
+        return read_open_file(fd, st.st_size, sys.maxsize if limit is None else limit)
     finally:
         os.close(fd)
-    return b"".join(chunks)

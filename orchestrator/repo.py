@@ -55,9 +55,9 @@ def open_repo(repo: Path | None = None, *, ensure: bool = True, lenient: bool = 
     the board settings and worktree root come from there and `Repo.config` is loaded only
     when a command uses more."""
     root = find_root(repo)
-    key = _settings_key(root)
+    key, present = _settings_key(root)
     cached = _cached(root, key)
-    if cached is None and _no_settings(root):
+    if cached is None and not present:
         from orchestrator.board.settings import DEFAULT_BOARD
 
         cached = DEFAULT_BOARD, None  # nothing to check: a new user's first commands
@@ -75,23 +75,6 @@ def open_repo(repo: Path | None = None, *, ensure: bool = True, lenient: bool = 
     if key is not None and checked:
         _remember(root, key, config)
     return Repo(layout, config, lenient=lenient)
-
-
-def _no_settings(root: Path) -> bool:
-    """No settings file and no ``ORCH_*`` variable: the configuration is the defaults."""
-    from orchestrator.config_files import config_paths
-
-    if any(name.startswith("ORCH_") for name in os.environ):
-        return False
-    for path in config_paths(root):
-        try:
-            path.lstat()
-            return False
-        except FileNotFoundError:
-            continue
-        except OSError:
-            return False
-    return True
 
 
 def _load(root: Path, lenient: bool) -> tuple[Config, bool]:
@@ -114,10 +97,12 @@ root. Only orchestrator processes write there (agents cannot); a stale or unread
 cache is ignored, so it costs speed only."""
 
 
-def _settings_key(root: Path) -> str | None:
+def _settings_key(root: Path) -> tuple[str | None, bool]:
     """What the configuration depends on, hashed: the settings files' bytes, the
     ``ORCH_*`` variables, and this code. None when a file cannot be read or is over
-    `CONFIG_MAX_BYTES` (no caching: a key of part of a file would miss a change past it)."""
+    `CONFIG_MAX_BYTES` (no caching: a key of part of a file would miss a change past it).
+    Second: whether there is any setting at all (a file, or an ``ORCH_*`` variable);
+    without one the configuration is the defaults."""
     try:  # hashlib's own blake2b, without hashlib's OpenSSL start-up (5 ms of each command)
         from _blake2 import blake2b
     except ImportError:
@@ -132,20 +117,23 @@ def _settings_key(root: Path) -> str | None:
     with contextlib.suppress(OSError):
         st = code.stat()
         h.update(f"{st.st_mtime_ns}:{st.st_size}".encode())
+    present = False
     for path in config_paths(root):
         h.update(b"\0" + str(path).encode() + b"\0")
         try:
             data = read_regular_bytes(path, CONFIG_MAX_BYTES + 1)
             if len(data) > CONFIG_MAX_BYTES:
-                return None
+                return None, True
             h.update(data)
+            present = True
         except FileNotFoundError:
             h.update(b"missing")
         except (OSError, ValueError):
-            return None
+            return None, True
     for name in sorted(k for k in os.environ if k.startswith("ORCH_")):
         h.update(f"\0{name}={os.environ[name]}".encode())
-    return h.hexdigest()
+        present = True
+    return h.hexdigest(), present
 
 
 CONFIG_MAX_BYTES = 4 << 20
@@ -197,21 +185,28 @@ def _head_has_commit(root: Path) -> bool:
     """True when ``.git`` is a folder whose HEAD names a branch that has a commit id, loose
     or packed: the usual case, answered without starting git. False means only "ask git"
     (a linked worktree, a detached HEAD, reftable refs, no commit yet)."""
+    from orchestrator.fsutil import read_regular_bytes
+
     git = root / ".git"
-    try:
-        head = (git / "HEAD").read_bytes().strip() if git.is_dir() else b""
-        if not head.startswith(b"ref: refs/heads/") or b".." in head:
+    try:  # regular files only, read up to a bound: a FIFO or a huge file is for git to judge
+        raw = read_regular_bytes(git / "HEAD", 4097) if git.is_dir() else b""
+        head = raw.strip()
+        if not head.startswith(b"ref: refs/heads/") or b".." in head or len(raw) > 4096:
             return False
         ref = head[5:]
         loose = git / ref.decode()
-        if loose.is_file():
-            return _COMMIT_ID.fullmatch(loose.read_bytes().strip()) is not None
-        packed = git / "packed-refs"
-        return packed.is_file() and any(
+        if loose.exists():  # a commit id and a newline: anything longer is not one
+            return _COMMIT_ID.fullmatch(read_regular_bytes(loose, 100).strip()) is not None
+        packed = read_regular_bytes(git / "packed-refs", PACKED_REFS_MAX_BYTES + 1)
+        return len(packed) <= PACKED_REFS_MAX_BYTES and any(
             line.endswith(b" " + ref) and _COMMIT_ID.fullmatch(line.partition(b" ")[0])
-            for line in packed.read_bytes().splitlines())
+            for line in packed.splitlines())
     except (OSError, UnicodeDecodeError):
         return False
+
+
+PACKED_REFS_MAX_BYTES = 4 << 20
+"""Past this, `require_commit` asks git rather than read the packed refs itself."""
 
 
 _COMMIT_ID = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")

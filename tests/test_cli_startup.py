@@ -189,6 +189,8 @@ def test_the_repository_root_and_its_first_commit_are_found_as_git_finds_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every command finds its repository without starting git when it can; what it finds
     is what ``git rev-parse`` answers, in the plain case and the ones left to git."""
+    import os
+
     from orchestrator.errors import UserError
     from orchestrator.layout import _plain_toplevel, find_root
     from orchestrator.repo import _head_has_commit, require_commit
@@ -226,6 +228,23 @@ def test_the_repository_root_and_its_first_commit_are_found_as_git_finds_them(
         find_root(tmp_path / "plain")
     monkeypatch.setenv("GIT_DIR", str(repo / ".git"))
     assert _plain_toplevel(repo / "a") is None  # the variable changes git's search
+    for hostile in ("fifo", "huge"):  # left to git, never read whole or waited on
+        head = repo / ".git" / "HEAD"
+        head.unlink()
+        if hostile == "fifo":
+            os.mkfifo(head)
+        else:
+            head.write_bytes(b"ref: refs/heads/main" + b" " * (1 << 20))
+        assert not _head_has_commit(repo)
+        head.unlink()
+        head.write_text("ref: refs/heads/main\n")
+    packed = repo / ".git" / "packed-refs"
+    refs = packed.read_bytes()
+    packed.write_bytes(refs + b"#" * (5 << 20))
+    assert not _head_has_commit(repo)  # over the bound: left to git
+    packed.write_bytes(refs)
+    assert _head_has_commit(repo)
+    require_commit(repo)
     (tmp_path / "fake" / ".git").mkdir(parents=True)  # no HEAD: not a repository to git
     monkeypatch.delenv("GIT_DIR")
     assert _plain_toplevel(tmp_path / "fake") is None

@@ -131,6 +131,9 @@ def test_a_long_table_goes_through_the_pager_on_a_terminal_only(repo: Path,
     assert "\x1b" not in piped.stdout
     run_on_terminal(repo, ["list"], {**env, "LINES": "40"}, rows=40)  # fits: printed, not paged
     assert not paged.exists()
+    for pager in ("less '", "cat", "no-such-pager"):  # broken quoting, cat, none: printed
+        out = run_on_terminal(repo, ["list"], {**env, "PAGER": pager})
+        assert "task number 29" in out and "Traceback" not in out, pager
 
 
 ENVS = [{}, {"FORCE_COLOR": "1"}, {"FORCE_COLOR": ""}, {"TTY_COMPATIBLE": "1"},

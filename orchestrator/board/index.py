@@ -91,12 +91,6 @@ def read_task_file(path: Path | str, dir_fd: int | None = None) -> tuple[Task, K
 
     Raises FileNotFoundError, or ValueError with the reason the file is unreadable.
     """
-    return decode_task_file(path, *read_task_bytes(path, dir_fd))
-
-
-def read_task_bytes(path: Path | str, dir_fd: int | None = None
-                    ) -> tuple[bytes, os.stat_result]:
-    """The bytes of a task file and its stat (the reading half of `read_task_file`)."""
     try:  # O_NONBLOCK: a FIFO named like a task file never blocks the board
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError as exc:
@@ -112,10 +106,6 @@ def read_task_bytes(path: Path | str, dir_fd: int | None = None
         data = read_open_file(fd, st.st_size, MAX_TASK_BYTES + 1)
     finally:
         os.close(fd)
-    return data, st
-
-
-def decode_task_file(path: Path | str, data: bytes, st: os.stat_result) -> tuple[Task, Key]:
     try:
         task = Task.model_validate_json(data)
     except InvalidRecord as exc:

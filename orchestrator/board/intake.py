@@ -619,14 +619,15 @@ class _Claims:
             self.folder.mkdir(parents=True, exist_ok=True)
         self.n += 1
         mine = self.folder / f"{_safe_name(path.name)}.{self.tag}x{self.n}"
-        try:
-            os.rename(path, mine)
-        except FileNotFoundError:
-            if self.folder.is_dir() or not path.parent.is_dir():
-                return None  # the file is gone: another process took it
-            self.folder.mkdir(parents=True, exist_ok=True)
-            return self.claim(path)
-        return mine
+        for _ in range(3):  # someone may remove the folder meanwhile: make it again
+            try:
+                os.rename(path, mine)
+                return mine
+            except FileNotFoundError:
+                if self.folder.is_dir() or not path.parent.is_dir():
+                    return None  # the file is gone: another process took it
+                self.folder.mkdir(parents=True, exist_ok=True)
+        return None  # the folder keeps vanishing: the file stays, for the next pass
 
 
 def _recover_stale(inbox: Path) -> None:

@@ -66,7 +66,10 @@ def page(text: str) -> None:
     import shutil
     import subprocess
 
-    argv = shlex.split(os.environ.get("PAGER", ""))
+    try:
+        argv = shlex.split(os.environ.get("PAGER", ""))
+    except ValueError:  # unbalanced quotes: no pager to start, the text is not lost
+        argv = ["cat"]
     if not argv and os.environ.get("TERM") not in ("dumb", "emacs"):
         argv = ["less"]
     # PAGER=cat pages nothing: written straight out, as git does, not through a cat
