@@ -141,9 +141,13 @@ def main(argv: list[str] | None = None) -> None:
         import gc
 
         gc.disable()  # see SHORT_LIVED
-    _load_commands(args[:1])  # args[0] is a known command: _answer_without_typer checked
     as_json = "--json" in args
     try:
+        from orchestrator.cli import quick
+
+        if quick.run(args):  # the everyday board commands, read without typer
+            sys.exit(0)
+        _load_commands(args[:1])  # args[0] is a known command: _answer_without_typer checked
         with _only(args[0]):
             if as_json:
                 _run_for_json(args)

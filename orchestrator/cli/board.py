@@ -1,70 +1,31 @@
 """Board commands: init, add, list (alias board), show, cancel, events.
 
-Each runs intake first, so files dropped into ``.tasks/inbox/`` show up at once.
+Each runs intake first, so files dropped into ``.tasks/inbox/`` show up at once. The bodies
+of add, list, show and cancel are in `orchestrator.cli.tasks` (run without typer too, see
+`orchestrator.cli.quick`).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Iterable
-from operator import attrgetter
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from orchestrator.agent.todos import progress, render
 from orchestrator.backends import BACKENDS
 from orchestrator.board import board_paths, init_repo, open_board
-from orchestrator.board.model import Budget, Status, Task, Usage, normalize_task_id
-from orchestrator.budget import describe
+from orchestrator.board.model import Status, normalize_task_id
+from orchestrator.cli import tasks
 from orchestrator.cli.app import (
     JsonOpt,
     RepoOpt,
     app,
     open_repo,
     print_json,
-    to_jsonable,
 )
-from orchestrator.controlplane import ControlPlane, Event
-
-STATUS_STYLE = {
-    Status.PENDING: "yellow", Status.IN_PROGRESS: "cyan", Status.REVIEW: "magenta",
-    Status.MERGED: "green", Status.FAILED: "red", Status.CANCELLED: "dim",
-    Status.DISCARDED: "dim",
-}
-_STATE_CELLS = {s: ((s._value_, style),) for s, style in STATUS_STYLE.items()}
-"""The status cell of each status, on a terminal (one tuple shared by every row)."""
-_USAGE, _BUDGET, _TODOS = (attrgetter(name) for name in ("usage", "budget", "todos"))
-
-
-def _board(repo: Path | None, *, one_task: bool = False) -> ControlPlane:
-    """The board, with dropped files taken in. ``one_task`` commands (add, show, cancel)
-    leave the repair of hand-broken task files to the next list: it scans every file."""
-    r = open_repo(repo, lenient=True)
-    board = open_board(r.layout, r.board, actor="cli")
-    board.intake(repair=not one_task)
-    say_rejected(board)
-    return board
-
-
-def say_rejected(board: ControlPlane) -> None:
-    """One line on stderr for the dropped files this command's intake rejected (a board
-    with no inbox of files has none)."""
-    rejected = board.rejected_drops()
-    if not rejected:
-        return
-    from orchestrator.board.intake import rejected_line
-
-    line = rejected_line(rejected)
-    if line:
-        typer.echo(line, err=True)
-
-
-def _with_problem(task: Task, problems: dict[str, str]) -> dict[str, Any]:
-    return {**to_jsonable(task), "problem": problems.get(task.id)}
+from orchestrator.controlplane import Event
 
 
 @app.command("init")
@@ -159,23 +120,10 @@ def add(
     json_: JsonOpt = False,
 ) -> None:
     """Add a task to the board."""
-    from orchestrator.board.adding import add_task
-    from orchestrator.budget import make_budget
-
-    budget = make_budget(budget_usd, budget_tokens, timeout)
-    r = open_repo(repo, lenient=True)
-    with open_board(r.layout, r.board, actor="cli") as board:
-        board.intake(repair=False)
-        say_rejected(board)
-        task = add_task(r.layout, r.config if agent else None, board, subject,
-                        description=description, blocked_by=blocked_by or [],
-                        priority=priority, backend=backend, agent=agent,
-                        plan_first=plan_first, expect_changes=not no_changes, budget=budget,
-                        actor="cli")
-    if json_:
-        print_json(task)
-    else:
-        typer.echo(f"added {task.id}: {task.subject}")
+    tasks.add(subject=subject, description=description, blocked_by=blocked_by,
+              priority=priority, backend=backend, agent=agent, no_changes=no_changes,
+              plan_first=plan_first, budget_usd=budget_usd, budget_tokens=budget_tokens,
+              timeout=timeout, repo=repo, json_=json_)
 
 
 def list_tasks(
@@ -195,71 +143,7 @@ def list_tasks(
         r = open_repo(repo)
         watch_board(r.layout, r.config, frames=frames)
         return
-    with _board(repo) as board:
-        # the board filters: a shared board of a million tasks sends only those asked for
-        tasks = board.list(status or None)
-        problems = board.problems()
-    if json_:
-        from orchestrator.record import encode_with
-
-        out = sys.stdout.buffer  # each task in full, with its problem
-        out.write(encode_with(tasks, "problem", (problems.get(t.id) for t in tasks)) + b"\n")
-        out.flush()
-        return
-    if not tasks:
-        typer.echo("no tasks" + (f" in {', '.join(status)}" if status else ""))
-        return
-    from orchestrator.cli.table import Cell, Piped, Terminal, draw_columns
-
-    piped = not sys.stdout.isatty()  # piped: one line per row, never wrapped, no styles
-    # column by column, each a comprehension: a board of 50,000 tasks makes 300,000 cells
-    states: list[Cell] = [t.status._value_ for t in tasks] if piped else \
-        [_STATE_CELLS[t.status] for t in tasks]  # `.value` is a descriptor call per row
-    for i, t in enumerate(tasks):
-        if t.waiting_for or t.id in problems:
-            segments: list[tuple[str, str | None]] = [(t.status._value_,
-                                                       STATUS_STYLE[t.status])]
-            if t.id in problems:
-                segments += [(" ", None), ("!", "red")]
-            if t.waiting_for:
-                segments += [(" ", None), (f"(waiting: {_waiting(t)})", "yellow")]
-            states[i] = tuple(segments)
-    columns: list[list[Cell]] = [
-        [t.id for t in tasks], states, [str(t.priority) for t in tasks],
-        [t.subject for t in tasks], [t.owner or "" for t in tasks],
-        [", ".join(t.blocked_by) if t.blocked_by else "" for t in tasks]]
-    headers = ["id", "status", "pri", "subject", "owner", "blocked by"]
-    nothing, no_limit = Usage(), Budget()
-    if any(map(nothing.__ne__, map(_USAGE, tasks))) or \
-            any(map(no_limit.__ne__, map(_BUDGET, tasks))):
-        headers.append("spent")
-        columns.append([describe(t.budget, t.usage) for t in tasks])
-    if any(map(_TODOS, tasks)):
-        headers.append("todo")
-        columns.append([progress(t.todos) for t in tasks])
-    from orchestrator.cli.app import PIPED_WIDTH
-
-    console = Piped(PIPED_WIDTH) if piped else Terminal()
-    drawn = draw_columns(console, headers, columns, [h == "status" for h in headers])
-    lines = list(map(str.rstrip, drawn) if piped else drawn)
-    # problems of the tasks shown, and (unfiltered) of task files too broken to list at all
-    ids = set(columns[0])
-    shown = ids | (set() if status else set(problems) - ids)
-    lines += [f"! {tid}: {problems[tid]}" for tid in sorted(set(problems) & shown)]
-    _page(console, lines)
-
-
-def _page(console: Any, lines: list[str]) -> None:
-    """Print ``lines``; on a terminal, more than a screenful goes through the pager
-    (``$PAGER``, else ``less``), as ``git log`` does."""
-    text = "\n".join(lines) + "\n"
-    if console.is_terminal and len(lines) >= console.height:
-        from orchestrator.cli.app import page
-
-        page(text)
-        return
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    tasks.list_tasks(status=status, repo=repo, json_=json_)
 
 
 app.command("list")(list_tasks)
@@ -273,67 +157,7 @@ def show(
     json_: JsonOpt = False,
 ) -> None:
     """Show one task in full."""
-    import textwrap
-    from datetime import UTC, datetime
-
-    with _board(repo, one_task=True) as board:
-        task = board.get(task_id)
-        problem = board.problem(task.id)
-        asked = _asked(board, task) if task.waiting_for else None
-    if json_:
-        print_json(_with_problem(task, {task.id: problem} if problem else {}))
-        return
-    typer.echo(f"{task.id}  {task.status}  {task.subject}")
-    if problem:
-        typer.echo(f"problem: {problem}")
-    if task.waiting_for and task.status is Status.FAILED:
-        typer.echo(f"waiting: {task.waiting_for}: orchestrator resume {task.id} "
-                   f"[--budget-usd N …] | resume {task.id} --review | discard {task.id}")
-    elif task.waiting_for:
-        typer.echo(f"waiting for {_waiting(task)} approval: orchestrator approve {task.id} "
-                   f"| orchestrator deny {task.id} -m WHY")
-        if asked:
-            typer.echo(textwrap.indent(asked, "  "))
-    if task.usage != Usage() or task.budget != Budget():
-        typer.echo(f"spent: {describe(task.budget, task.usage)}")
-    if task.lease is not None:
-        left = task.lease.expires_at - time.time()
-        at = datetime.fromtimestamp(task.lease.expires_at, UTC).strftime("%H:%M:%S UTC")
-        typer.echo(f"lease: {task.lease.owner}, token {task.lease.token}, expires {at} "
-                   f"({f'in {left:.0f}s' if left >= 0 else f'{-left:.0f}s ago'})")
-    shown = task.model_dump(mode="json", exclude={"id", "status", "subject", "todos", "plan",
-                                                  "lease"},
-                            exclude_defaults=True)
-    for key, value in shown.items():
-        if value not in (None, "", [], {}) and key != "description":
-            typer.echo(f"{key}: {json.dumps(value) if isinstance(value, dict | list) else value}")
-    if task.todos:
-        typer.echo(f"todos ({progress(task.todos)} done):")
-        typer.echo(textwrap.indent(render(task.todos), "  "))
-    if task.description:
-        typer.echo("\n" + task.description)
-    if task.plan:
-        typer.echo("\napproved plan:\n" + textwrap.indent(task.plan, "  "))
-
-
-def _asked(board: ControlPlane, task: Task) -> str | None:
-    """What a waiting task's agent asked: the tool call, or the plan it submitted."""
-    from orchestrator.agent.permission_flow import pending
-
-    for req in pending(board):
-        if req.get("request_id") == task.waiting_for:
-            if req.get("kind") == "plan_request":
-                return "the plan:\n" + str(req.get("plan") or req.get("body") or "")
-            return f"asks to run {req.get('body')}"
-    return None
-
-
-def _waiting(task: Task) -> str:
-    """What a waiting task waits for: ``plan`` (request ids ``plan-…``), ``permission``, or
-    the reason its run was stopped (``budget: $2.00 of $2.00 spent``)."""
-    if task.status is Status.FAILED:
-        return task.waiting_for or ""
-    return "plan" if (task.waiting_for or "").startswith("plan-") else "permission"
+    tasks.show(task_id=task_id, repo=repo, json_=json_)
 
 
 @app.command("cancel")
@@ -343,12 +167,7 @@ def cancel(
     json_: JsonOpt = False,
 ) -> None:
     """Cancel a task (a running one loses its lease; its worktree is kept)."""
-    with _board(repo, one_task=True) as board:
-        task = board.cancel(task_id, actor="cli")
-    if json_:
-        print_json(task)
-    else:
-        typer.echo(f"cancelled {task.id}: {task.subject}")
+    tasks.cancel(task_id=task_id, repo=repo, json_=json_)
 
 
 @app.command("events")

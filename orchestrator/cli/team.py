@@ -106,17 +106,9 @@ def down(
 @app.command("status")
 def status_cmd(json_out: JsonOpt = False, repo: RepoOpt = None) -> None:
     """The daemon, what each teammate is doing, and the board counts."""
-    r = open_repo(repo, lenient=True)
-    board = open_board(r.layout, r.board, actor="cli")
-    try:
-        totals = board.summary()
-        st = status.team_status(r.layout, board, totals.counts, status.spending(totals))
-    finally:
-        board.close()
-    if json_out:
-        print_json(st)
-    else:
-        typer.echo(status.format_status(st))
+    from orchestrator.cli import tasks
+
+    tasks.status(json_out=json_out, repo=repo)
 
 
 class SendKind(StrEnum):

@@ -1,0 +1,72 @@
+"""What the commands print, without typer: the JSON line, plain lines, the pager.
+
+The board commands that run without typer (`orchestrator.cli.quick`) print through these,
+and so do their typer forms (`orchestrator.cli.app` re-exports them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from orchestrator.repo import to_jsonable
+
+PIPED_WIDTH = 100_000
+"""Piped output is never wrapped (the terminal's width applies on a terminal)."""
+
+
+def echo(text: str, *, err: bool = False) -> None:
+    """One line (``text`` and a newline) on stdout, or stderr with ``err``."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + "\n")
+    stream.flush()
+
+
+def page(text: str) -> None:
+    """Show ``text`` through the pager with its colours, as ``git log`` does: ``$PAGER``,
+    else ``less`` (given ``LESS=-R`` unless the user set ``LESS`` or options); printed as it
+    is when stdin or stdout is not a terminal, TERM is dumb, the pager is ``cat`` or is not
+    found.
+    (click's pager does the same, but importing the click package costs every paged list.)"""
+    import shlex
+    import shutil
+    import subprocess
+
+    try:
+        argv = shlex.split(os.environ.get("PAGER", ""))
+    except ValueError:  # unbalanced quotes: no pager to start, the text is not lost
+        argv = ["cat"]
+    if not argv and os.environ.get("TERM") not in ("dumb", "emacs"):
+        argv = ["less"]
+    # PAGER=cat pages nothing: written straight out, as git does, not through a cat
+    found = shutil.which(argv[0]) if argv and argv != ["cat"] else None
+    if found is None or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    env = None
+    if Path(found).name == "less" and len(argv) == 1 and not os.environ.get("LESS"):
+        env = {**os.environ, "LESS": "-R"}
+    sys.stdout.flush()
+    pager = subprocess.Popen([found, *argv[1:]], stdin=subprocess.PIPE, env=env)
+    assert pager.stdin is not None
+    with contextlib.suppress(BrokenPipeError):  # the user quit the pager before the end
+        try:
+            pager.stdin.write(text.encode(sys.stdout.encoding or "utf-8", errors="replace"))
+        finally:
+            pager.stdin.close()
+    while True:  # less takes Ctrl-C for itself: wait until the user quits it
+        try:
+            pager.wait()
+            return
+        except KeyboardInterrupt:
+            pass
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(to_jsonable(obj), indent=None, default=str) + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,244 @@
+"""The board commands that read or change one task or list them: add, list, show, cancel
+and status, as plain functions.
+
+Their typer commands (`orchestrator.cli.board`, `orchestrator.cli.team`) call these, and
+`orchestrator.cli.quick` calls them straight from the command line without importing typer.
+Nothing here imports typer or rich.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from operator import attrgetter
+from pathlib import Path
+from typing import Any
+
+from orchestrator.agent.todos import progress, render
+from orchestrator.board import open_board
+from orchestrator.board.model import Budget, Status, Task, Usage
+from orchestrator.budget import describe
+from orchestrator.cli.output import PIPED_WIDTH, echo, page, print_json
+from orchestrator.controlplane import ControlPlane
+from orchestrator.repo import open_repo, to_jsonable
+
+STATUS_STYLE = {
+    Status.PENDING: "yellow", Status.IN_PROGRESS: "cyan", Status.REVIEW: "magenta",
+    Status.MERGED: "green", Status.FAILED: "red", Status.CANCELLED: "dim",
+    Status.DISCARDED: "dim",
+}
+_STATE_CELLS = {s: ((s._value_, style),) for s, style in STATUS_STYLE.items()}
+"""The status cell of each status, on a terminal (one tuple shared by every row)."""
+_USAGE, _BUDGET, _TODOS = (attrgetter(name) for name in ("usage", "budget", "todos"))
+
+
+def open_with_intake(repo: Path | None, *, one_task: bool = False) -> ControlPlane:
+    """The board, with dropped files taken in. ``one_task`` commands (add, show, cancel)
+    leave the repair of hand-broken task files to the next list: it scans every file."""
+    r = open_repo(repo, lenient=True)
+    board = open_board(r.layout, r.board, actor="cli")
+    board.intake(repair=not one_task)
+    say_rejected(board)
+    return board
+
+
+def say_rejected(board: ControlPlane) -> None:
+    """One line on stderr for the dropped files this command's intake rejected (a board
+    with no inbox of files has none)."""
+    rejected = board.rejected_drops()
+    if not rejected:
+        return
+    from orchestrator.board.intake import rejected_line
+
+    line = rejected_line(rejected)
+    if line:
+        echo(line, err=True)
+
+
+def _with_problem(task: Task, problems: dict[str, str]) -> dict[str, Any]:
+    return {**to_jsonable(task), "problem": problems.get(task.id)}
+
+
+
+def add(subject: str, description: str = "", blocked_by: list[str] | None = None,
+        priority: int = 0, backend: str | None = None, agent: str | None = None,
+        no_changes: bool = False, plan_first: bool = False, budget_usd: str | None = None,
+        budget_tokens: str | None = None, timeout: str | None = None,
+        repo: Path | None = None, json_: bool = False) -> None:
+    """``orchestrator add``."""
+    from orchestrator.board.adding import add_task
+    from orchestrator.budget import make_budget
+
+    budget = make_budget(budget_usd, budget_tokens, timeout)
+    r = open_repo(repo, lenient=True)
+    with open_board(r.layout, r.board, actor="cli") as board:
+        board.intake(repair=False)
+        say_rejected(board)
+        task = add_task(r.layout, r.config if agent else None, board, subject,
+                        description=description, blocked_by=blocked_by or [],
+                        priority=priority, backend=backend, agent=agent,
+                        plan_first=plan_first, expect_changes=not no_changes, budget=budget,
+                        actor="cli")
+    if json_:
+        print_json(task)
+    else:
+        echo(f"added {task.id}: {task.subject}")
+
+
+def list_tasks(status: list[Status] | None = None, repo: Path | None = None,
+               json_: bool = False) -> None:
+    """``orchestrator list`` (its ``--watch`` is `orchestrator.cli.watch`)."""
+    with open_with_intake(repo) as board:
+        # the board filters: a shared board of a million tasks sends only those asked for
+        tasks = board.list(status or None)
+        problems = board.problems()
+    if json_:
+        from orchestrator.record import encode_with
+
+        out = sys.stdout.buffer  # each task in full, with its problem
+        out.write(encode_with(tasks, "problem", (problems.get(t.id) for t in tasks)) + b"\n")
+        out.flush()
+        return
+    if not tasks:
+        echo("no tasks" + (f" in {', '.join(status)}" if status else ""))
+        return
+    from orchestrator.cli.table import Cell, Piped, Terminal, draw_columns
+
+    piped = not sys.stdout.isatty()  # piped: one line per row, never wrapped, no styles
+    # column by column, each a comprehension: a board of 50,000 tasks makes 300,000 cells
+    states: list[Cell] = [t.status._value_ for t in tasks] if piped else \
+        [_STATE_CELLS[t.status] for t in tasks]  # `.value` is a descriptor call per row
+    for i, t in enumerate(tasks):
+        if t.waiting_for or t.id in problems:
+            segments: list[tuple[str, str | None]] = [(t.status._value_,
+                                                       STATUS_STYLE[t.status])]
+            if t.id in problems:
+                segments += [(" ", None), ("!", "red")]
+            if t.waiting_for:
+                segments += [(" ", None), (f"(waiting: {_waiting(t)})", "yellow")]
+            states[i] = tuple(segments)
+    columns: list[list[Cell]] = [
+        [t.id for t in tasks], states, [str(t.priority) for t in tasks],
+        [t.subject for t in tasks], [t.owner or "" for t in tasks],
+        [", ".join(t.blocked_by) if t.blocked_by else "" for t in tasks]]
+    headers = ["id", "status", "pri", "subject", "owner", "blocked by"]
+    nothing, no_limit = Usage(), Budget()
+    if any(map(nothing.__ne__, map(_USAGE, tasks))) or \
+            any(map(no_limit.__ne__, map(_BUDGET, tasks))):
+        headers.append("spent")
+        columns.append([describe(t.budget, t.usage) for t in tasks])
+    if any(map(_TODOS, tasks)):
+        headers.append("todo")
+        columns.append([progress(t.todos) for t in tasks])
+    console = Piped(PIPED_WIDTH) if piped else Terminal()
+    drawn = draw_columns(console, headers, columns, [h == "status" for h in headers])
+    lines = list(map(str.rstrip, drawn) if piped else drawn)
+    # problems of the tasks shown, and (unfiltered) of task files too broken to list at all
+    ids = set(columns[0])
+    shown = ids | (set() if status else set(problems) - ids)
+    lines += [f"! {tid}: {problems[tid]}" for tid in sorted(set(problems) & shown)]
+    _page(console, lines)
+
+
+def _page(console: Any, lines: list[str]) -> None:
+    """Print ``lines``; on a terminal, more than a screenful goes through the pager
+    (``$PAGER``, else ``less``), as ``git log`` does."""
+    text = "\n".join(lines) + "\n"
+    if console.is_terminal and len(lines) >= console.height:
+        page(text)
+        return
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def show(task_id: str, repo: Path | None = None, json_: bool = False) -> None:
+    """``orchestrator show``."""
+    import textwrap
+    from datetime import UTC, datetime
+
+    with open_with_intake(repo, one_task=True) as board:
+        task = board.get(task_id)
+        problem = board.problem(task.id)
+        asked = _asked(board, task) if task.waiting_for else None
+    if json_:
+        print_json(_with_problem(task, {task.id: problem} if problem else {}))
+        return
+    echo(f"{task.id}  {task.status}  {task.subject}")
+    if problem:
+        echo(f"problem: {problem}")
+    if task.waiting_for and task.status is Status.FAILED:
+        echo(f"waiting: {task.waiting_for}: orchestrator resume {task.id} "
+                   f"[--budget-usd N …] | resume {task.id} --review | discard {task.id}")
+    elif task.waiting_for:
+        echo(f"waiting for {_waiting(task)} approval: orchestrator approve {task.id} "
+                   f"| orchestrator deny {task.id} -m WHY")
+        if asked:
+            echo(textwrap.indent(asked, "  "))
+    if task.usage != Usage() or task.budget != Budget():
+        echo(f"spent: {describe(task.budget, task.usage)}")
+    if task.lease is not None:
+        left = task.lease.expires_at - time.time()
+        at = datetime.fromtimestamp(task.lease.expires_at, UTC).strftime("%H:%M:%S UTC")
+        echo(f"lease: {task.lease.owner}, token {task.lease.token}, expires {at} "
+                   f"({f'in {left:.0f}s' if left >= 0 else f'{-left:.0f}s ago'})")
+    shown = task.model_dump(mode="json", exclude={"id", "status", "subject", "todos", "plan",
+                                                  "lease"},
+                            exclude_defaults=True)
+    for key, value in shown.items():
+        if value not in (None, "", [], {}) and key != "description":
+            echo(f"{key}: {json.dumps(value) if isinstance(value, dict | list) else value}")
+    if task.todos:
+        echo(f"todos ({progress(task.todos)} done):")
+        echo(textwrap.indent(render(task.todos), "  "))
+    if task.description:
+        echo("\n" + task.description)
+    if task.plan:
+        echo("\napproved plan:\n" + textwrap.indent(task.plan, "  "))
+
+
+def cancel(task_id: str, repo: Path | None = None, json_: bool = False) -> None:
+    """``orchestrator cancel``."""
+    with open_with_intake(repo, one_task=True) as board:
+        task = board.cancel(task_id, actor="cli")
+    if json_:
+        print_json(task)
+    else:
+        echo(f"cancelled {task.id}: {task.subject}")
+
+
+def status(json_out: bool = False, repo: Path | None = None) -> None:
+    """``orchestrator status``."""
+    from orchestrator.team import status as team
+
+    r = open_repo(repo, lenient=True)
+    board = open_board(r.layout, r.board, actor="cli")
+    try:
+        totals = board.summary()
+        st = team.team_status(r.layout, board, totals.counts, team.spending(totals))
+    finally:
+        board.close()
+    if json_out:
+        print_json(st)
+    else:
+        echo(team.format_status(st))
+
+
+def _asked(board: ControlPlane, task: Task) -> str | None:
+    """What a waiting task's agent asked: the tool call, or the plan it submitted."""
+    from orchestrator.agent.permission_flow import pending
+
+    for req in pending(board):
+        if req.get("request_id") == task.waiting_for:
+            if req.get("kind") == "plan_request":
+                return "the plan:\n" + str(req.get("plan") or req.get("body") or "")
+            return f"asks to run {req.get('body')}"
+    return None
+
+
+def _waiting(task: Task) -> str:
+    """What a waiting task waits for: ``plan`` (request ids ``plan-…``), ``permission``, or
+    the reason its run was stopped (``budget: $2.00 of $2.00 spent``)."""
+    if task.status is Status.FAILED:
+        return task.waiting_for or ""
+    return "plan" if (task.waiting_for or "").startswith("plan-") else "permission"
