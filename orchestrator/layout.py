@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -110,6 +109,8 @@ def find_root(start: Path | str | None = None) -> Path:
     found = _plain_toplevel(start)
     if found is not None:
         return found
+    import subprocess  # here: most repositories are found without git (`_plain_toplevel`)
+
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--show-toplevel"],

@@ -11,7 +11,6 @@ Only modules in this package know how the control plane is stored (paths under
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +63,8 @@ def init_repo(root: Path, worktree_root: Path | None = None) -> Layout:
 
     Idempotent. A worktree root outside the repository needs no exclude line.
     """
+    import subprocess  # here: the board's readers never run git
+
     layout = Layout.at(root, worktree_root).ensure()
     out = subprocess.run(["git", "rev-parse", "--git-common-dir"], cwd=layout.root,
                          capture_output=True, text=True, check=False)
