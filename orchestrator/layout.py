@@ -148,10 +148,17 @@ def _plain_toplevel(start: Path) -> Path | None:
         if stat.S_ISDIR(st.st_mode):
             return folder if (marker / "HEAD").is_file() else None
         if stat.S_ISREG(st.st_mode):
+            try:  # opened without blocking and checked again: a FIFO swapped in meanwhile
+                fd = os.open(marker, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+            except OSError:  # cannot hang the read, it is only asked of git
+                return None
             try:
-                with marker.open("rb") as fh:
-                    return folder if fh.read(8) == b"gitdir: " else None
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return None
+                return folder if os.read(fd, 8) == b"gitdir: " else None
             except OSError:
                 return None
+            finally:
+                os.close(fd)
         return None
     return None

@@ -248,3 +248,35 @@ def test_the_repository_root_and_its_first_commit_are_found_as_git_finds_them(
     (tmp_path / "fake" / ".git").mkdir(parents=True)  # no HEAD: not a repository to git
     monkeypatch.delenv("GIT_DIR")
     assert _plain_toplevel(tmp_path / "fake") is None
+
+
+def test_a_fifo_swapped_in_for_a_git_file_after_its_check_does_not_hang_the_search(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``.git`` seen as a regular file by ``lstat``, then replaced by a FIFO before it is
+    read (the race is forced: ``lstat`` is made to answer for the regular file)."""
+    import os
+    import threading
+
+    from orchestrator.layout import _plain_toplevel
+
+    regular = tmp_path / "regular"
+    regular.write_text("gitdir: elsewhere\n")
+    (tmp_path / "w").mkdir()
+    os.mkfifo(tmp_path / "w" / ".git")
+    real_lstat = Path.lstat
+
+    def lstat(self: Path) -> os.stat_result:
+        return real_lstat(regular) if self.name == ".git" else real_lstat(self)
+
+    monkeypatch.setattr(Path, "lstat", lstat)
+    found: list[Path | None] = []
+    t = threading.Thread(target=lambda: found.append(_plain_toplevel(tmp_path / "w")),
+                         daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "the search waited on a FIFO"
+    assert found == [None]  # left to git
+    monkeypatch.undo()
+    os.unlink(tmp_path / "w" / ".git")
+    os.rename(regular, tmp_path / "w" / ".git")
+    assert _plain_toplevel(tmp_path / "w") == tmp_path / "w"  # a real gitdir file still works
