@@ -396,3 +396,82 @@ def test_an_intake_killed_mid_batch_loses_no_drop(board: FileBoard) -> None:
     created = [e.task for e in board.events.read() if e.event == "task_created"]
     assert sorted(created) == sorted(ids)
     assert int(board.layout.seq.read_text()) == max(int(i[5:]) for i in ids)
+
+
+def spares_of(board: FileBoard) -> dict[int, Path]:
+    folder = board.layout.tasks / ".tmp"
+    return {p.stat().st_ino: p for p in folder.iterdir() if p.name.startswith(".spare.")}
+
+
+def test_a_burst_keeps_its_drops_as_spares_and_the_next_burst_writes_over_them(
+        board: FileBoard) -> None:
+    """Taken drops are renamed into .tasks/.tmp, not deleted (deletes cost, and slow later
+    creates on ext4 without a journal); the next burst's task files are those files,
+    written over to the exact new content, mode 0600."""
+    for i in range(20):
+        drop(board, f"a{i:02d}.json", json.dumps({"title": f"first {i}"}))
+    drop(board, "big.json", json.dumps({"title": "padded", "metadata": {"pad": "x" * 9000}}))
+    assert len(board.intake()) == 21
+    kept = spares_of(board)
+    assert len(kept) == 21 and not list((board.layout.inbox / ".processing").iterdir())
+    assert any(p.stat().st_size > 9000 for p in kept.values())  # written over, then cut
+    for i in range(21):
+        drop(board, f"b{i:02d}.json", json.dumps({"title": f"second {i}"}))
+    made = board.intake()
+    assert [t.subject for t in made] == [f"second {i}" for i in range(21)]
+    files = {board.layout.task_file(t.id).stat().st_ino: board.layout.task_file(t.id)
+             for t in made}
+    assert set(files) == set(kept)  # every spare became a task file
+    for t in made:
+        path = board.layout.task_file(t.id)
+        assert json.loads(path.read_text())["subject"] == t.subject  # no old bytes left
+        assert path.stat().st_mode & 0o777 == 0o600 and path.stat().st_nlink == 1
+    assert len(spares_of(board)) == 21 and not set(spares_of(board)) & set(kept)
+    # a later reader sees the same board, and a single add still makes its own file
+    with open_board(board.layout) as other:
+        assert {t.subject for t in other.list()} >= {f"second {i}" for i in range(21)}
+    assert board.add("one more").subject == "one more"
+
+
+def test_a_file_linked_elsewhere_is_never_kept_or_written_over(board: FileBoard,
+                                                               tmp_path: Path) -> None:
+    """Writing over a spare writes its inode: a drop hard-linked from the user's own file,
+    or a spare someone linked elsewhere, must be neither kept nor reused."""
+    outside = tmp_path / "notes.json"
+    outside.write_text(json.dumps({"title": "my notes"}))
+    os.link(outside, board.layout.inbox / "linked.json")
+    old = outside.stat().st_mtime - 10
+    os.utime(outside, (old, old))
+    for i in range(19):
+        drop(board, f"a{i:02d}.json", json.dumps({"title": f"first {i}"}))
+    assert len(board.intake()) == 20
+    assert outside.stat().st_nlink == 1 and json.loads(outside.read_text()) == {
+        "title": "my notes"}  # our link went, the file did not
+    kept = spares_of(board)
+    assert len(kept) == 19 and outside.stat().st_ino not in kept
+    victim = tmp_path / "victim"
+    one = next(iter(kept.values()))
+    os.link(one, victim)
+    before = victim.read_bytes()
+    for i in range(19):
+        drop(board, f"b{i:02d}.json", json.dumps({"title": f"second {i}"}))
+    made = board.intake()
+    assert len(made) == 19 and victim.read_bytes() == before
+    assert victim.stat().st_ino not in {board.layout.task_file(t.id).stat().st_ino
+                                        for t in made}
+
+
+def test_spares_are_capped_and_a_small_batch_deletes_as_before(
+        board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
+    import orchestrator.fsutil as fsutil
+
+    monkeypatch.setattr(fsutil, "MAX_SPARES", 17)
+    monkeypatch.setattr(fsutil.Spares.__init__, "__defaults__", (17,))
+    for i in range(20):
+        drop(board, f"a{i:02d}.json", json.dumps({"title": f"first {i}"}))
+    assert len(board.intake()) == 20
+    assert len(spares_of(board)) == 17  # the rest were deleted
+    for i in range(3):
+        drop(board, f"s{i}.json", json.dumps({"title": f"small {i}"}))
+    assert len(board.intake()) == 3
+    assert len(spares_of(board)) == 17 and not list((board.layout.inbox / ".processing").iterdir())

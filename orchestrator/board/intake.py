@@ -301,7 +301,7 @@ def take_dropped(board: Any, actor: str, moved: list[Path], *,
         return created
     claims = _Claims(layout.inbox)
     deferred = getattr(board, "deferred_sync", None)  # the file board: one flush, not 2 a file
-    with deferred() if deferred is not None else contextlib.nullcontext():
+    with deferred(len(found)) if deferred is not None else contextlib.nullcontext():
         for path, rel in found:
             try:
                 task = _take(board, path, rel, actor, moved, taken, claims)
@@ -312,7 +312,9 @@ def take_dropped(board: Any, actor: str, moved: list[Path], *,
                 continue
             if task is not None:
                 created.append(task)
-    _delete(taken)  # only now are their tasks durable
+    # only now are their tasks durable; the file board keeps them to write over
+    retire = getattr(board, "retire_files", None)
+    _delete(retire(taken) if retire is not None else taken)
     return created
 
 
