@@ -405,16 +405,17 @@ def spares_of(board: FileBoard) -> dict[int, Path]:
 
 def test_a_burst_keeps_its_drops_as_spares_and_the_next_burst_writes_over_them(
         board: FileBoard) -> None:
-    """Taken drops are renamed into .tasks/.tmp, not deleted (deletes cost, and slow later
-    creates on ext4 without a journal); the next burst's task files are those files,
-    written over to the exact new content, mode 0600."""
+    """Taken drops are renamed into .tasks/.tmp and emptied, not deleted (deletes cost,
+    and slow later creates on ext4 without a journal); the next burst's task files are
+    those files, holding exactly the new content, mode 0600."""
     for i in range(20):
         drop(board, f"a{i:02d}.json", json.dumps({"title": f"first {i}"}))
     drop(board, "big.json", json.dumps({"title": "padded", "metadata": {"pad": "x" * 9000}}))
     assert len(board.intake()) == 21
     kept = spares_of(board)
     assert len(kept) == 21 and not list((board.layout.inbox / ".processing").iterdir())
-    assert any(p.stat().st_size > 9000 for p in kept.values())  # written over, then cut
+    assert all(p.stat().st_size == 0 for p in kept.values())  # no old text kept
+    next(iter(kept.values())).write_text("{" + "x" * 5000)  # written to since: emptied on use
     for i in range(21):
         drop(board, f"b{i:02d}.json", json.dumps({"title": f"second {i}"}))
     made = board.intake()
@@ -466,7 +467,6 @@ def test_spares_are_capped_and_a_small_batch_deletes_as_before(
     import orchestrator.fsutil as fsutil
 
     monkeypatch.setattr(fsutil, "MAX_SPARES", 17)
-    monkeypatch.setattr(fsutil.Spares.__init__, "__defaults__", (17,))
     for i in range(20):
         drop(board, f"a{i:02d}.json", json.dumps({"title": f"first {i}"}))
     assert len(board.intake()) == 20

@@ -51,7 +51,7 @@ from orchestrator.board.index import (
 from orchestrator.board.model import InvalidRecord, Status, Task, normalize_task_id
 from orchestrator.budget import make_budget
 from orchestrator.errors import Conflict, InvalidInput, NotFound
-from orchestrator.fsutil import atomic_write, read_open_file
+from orchestrator.fsutil import atomic_write, each_in_threads, read_open_file
 from orchestrator.procutil import pid_alive
 
 if TYPE_CHECKING:
@@ -318,28 +318,14 @@ def take_dropped(board: Any, actor: str, moved: list[Path], *,
     return created
 
 
-DELETERS = 8
-"""Threads deleting a burst's taken files (see `_delete`)."""
-
-
 def _delete(paths: list[Path]) -> None:
-    """Delete ``paths`` (gone already is fine). A burst's go from a few threads at once:
-    where the file system trims a file's freed blocks as it is deleted (``discard``, as
-    on this project's test machines) each delete of a flushed file waits on the disk,
-    ~0.4 ms, and those waits overlap (8 threads: ~0.15 ms a file)."""
-    def delete(some: list[Path]) -> None:
-        for path in some:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+    """Delete ``paths`` (gone already is fine), from a few threads (`each_in_threads`)."""
+    each_in_threads(_unlink, paths)
 
-    if len(paths) < 4 * DELETERS:
-        delete(paths)
-        return
-    from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(DELETERS, thread_name_prefix="intake-delete") as pool:
-        for _ in pool.map(delete, (paths[i::DELETERS] for i in range(DELETERS))):
-            pass
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def settling(layout: Layout) -> float | None:
