@@ -56,9 +56,9 @@ def parse(args: list[str]) -> tuple[str, dict[str, Any]] | None:
     given: list[str] = []
     rest = iter(args[1:])
     for arg in rest:
-        if not arg.startswith("-") or arg == "-":
-            if arg == "-":
-                return None
+        if arg == "-":
+            return None  # click reads a lone "-" as an argument: typer's rules, not ours
+        if not arg.startswith("-"):
             given.append(arg)
             continue
         found = options.get(arg)
