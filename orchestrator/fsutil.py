@@ -188,8 +188,23 @@ def _reusable(st: os.stat_result) -> bool:
 
 
 def _empty(path: str) -> None:
+    """Empty a spare just kept, by its descriptor: a name swapped for a symlink, or a file
+    linked elsewhere since its check, is dropped from the spares, never cut."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        fd = -1
+    try:
+        if fd >= 0 and _reusable(os.fstat(fd)):
+            os.ftruncate(fd, 0)
+            return
+    except OSError:
+        pass
+    finally:
+        if fd >= 0:
+            os.close(fd)
     with contextlib.suppress(OSError):
-        os.truncate(path, 0)
+        os.unlink(path)  # our name only
 
 
 THREADS = 8

@@ -475,3 +475,22 @@ def test_spares_are_capped_and_a_small_batch_deletes_as_before(
         drop(board, f"s{i}.json", json.dumps({"title": f"small {i}"}))
     assert len(board.intake()) == 3
     assert len(spares_of(board)) == 17 and not list((board.layout.inbox / ".processing").iterdir())
+
+
+def test_a_spare_swapped_or_linked_before_it_is_emptied_is_dropped_not_cut(
+        tmp_path: Path) -> None:
+    """Emptying a kept spare goes by its descriptor: a symlink or a file linked elsewhere
+    under the spare's name loses that name and keeps every byte."""
+    from orchestrator.fsutil import _empty
+
+    mine = tmp_path / "user.txt"
+    mine.write_text("the user's text")
+    (tmp_path / ".spare.link.tmp").symlink_to(mine)
+    os.link(mine, tmp_path / ".spare.hard.tmp")
+    (tmp_path / ".spare.plain.tmp").write_text("a taken drop")
+    for name in ("link", "hard", "plain"):
+        _empty(str(tmp_path / f".spare.{name}.tmp"))
+    assert mine.read_text() == "the user's text" and mine.stat().st_nlink == 1
+    assert not (tmp_path / ".spare.link.tmp").is_symlink()
+    assert not (tmp_path / ".spare.hard.tmp").exists()
+    assert (tmp_path / ".spare.plain.tmp").stat().st_size == 0

@@ -83,6 +83,7 @@ class BoardClosed(RuntimeError):
 SPARES_FROM = 16
 """A batch of at least this many new tasks writes them over spare files (`Spares`)."""
 
+
 class FileBoard:
     """Implements `orchestrator.protocols.Board` on the file system."""
 
