@@ -114,9 +114,8 @@ class Spares:
     own (one process wins), then written as a new temp file is; its mode becomes 0600.
     """
 
-    def __init__(self, folder: Path, limit: int | None = None) -> None:
+    def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.limit = MAX_SPARES if limit is None else limit
         self._names: list[str] | None = None
 
     def _spares(self) -> list[str]:
@@ -165,7 +164,7 @@ class Spares:
         rest: list[Path] = []
         for path in paths:
             try:
-                ok = len(names) < self.limit and _reusable(os.lstat(path))
+                ok = len(names) < MAX_SPARES and _reusable(os.lstat(path))
             except OSError:
                 continue  # gone already
             name = f"{SPARE_PREFIX}{os.urandom(6).hex()}.tmp"

@@ -25,6 +25,7 @@ from orchestrator.cli.app import (
     open_repo,
     print_json,
 )
+from orchestrator.cli.output import plain
 from orchestrator.controlplane import Event
 
 
@@ -209,7 +210,7 @@ def events(
             if json_:
                 print_json(e.to_dict())
             else:
-                typer.echo(_event_line(e.to_dict()))
+                typer.echo(plain(_event_line(e.to_dict())))
     finally:
         board.close()
 

@@ -19,10 +19,21 @@ PIPED_WIDTH = 100_000
 """Piped output is never wrapped (the terminal's width applies on a terminal)."""
 
 
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c not in (9, 10)}
+
+
+def plain(text: str) -> str:
+    """``text`` with its control characters (all but tab and newline) written out as
+    ``\\xNN``: a subject, message or event field an agent or a dropped file wrote cannot
+    move the cursor, set the title or the clipboard, or hide what follows on a terminal."""
+    return text if text.isprintable() else text.translate(_CONTROLS)
+
+
 def echo(text: str, *, err: bool = False) -> None:
-    """One line (``text`` and a newline) on stdout, or stderr with ``err``."""
+    """One line (``text`` and a newline, its control characters written out: `plain`) on
+    stdout, or stderr with ``err``."""
     stream = sys.stderr if err else sys.stdout
-    stream.write(text + "\n")
+    stream.write(plain(text) + "\n")
     stream.flush()
 
 

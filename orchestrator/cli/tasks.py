@@ -19,7 +19,7 @@ from orchestrator.agent.todos import progress, render
 from orchestrator.board import open_board
 from orchestrator.board.model import Budget, Status, Task, Usage
 from orchestrator.budget import describe
-from orchestrator.cli.output import PIPED_WIDTH, echo, page, print_json
+from orchestrator.cli.output import PIPED_WIDTH, echo, page, plain, print_json
 from orchestrator.controlplane import ControlPlane
 from orchestrator.repo import open_repo, to_jsonable
 
@@ -120,7 +120,7 @@ def list_tasks(status: list[Status] | None = None, repo: Path | None = None,
             states[i] = tuple(segments)
     columns: list[list[Cell]] = [
         [t.id for t in tasks], states, [str(t.priority) for t in tasks],
-        [t.subject for t in tasks], [t.owner or "" for t in tasks],
+        [plain(t.subject) for t in tasks], [t.owner or "" for t in tasks],
         [", ".join(t.blocked_by) if t.blocked_by else "" for t in tasks]]
     headers = ["id", "status", "pri", "subject", "owner", "blocked by"]
     nothing, no_limit = Usage(), Budget()
@@ -137,7 +137,7 @@ def list_tasks(status: list[Status] | None = None, repo: Path | None = None,
     # problems of the tasks shown, and (unfiltered) of task files too broken to list at all
     ids = set(columns[0])
     shown = ids | (set() if status else set(problems) - ids)
-    lines += [f"! {tid}: {problems[tid]}" for tid in sorted(set(problems) & shown)]
+    lines += [plain(f"! {tid}: {problems[tid]}") for tid in sorted(set(problems) & shown)]
     _page(console, lines)
 
 
