@@ -369,3 +369,20 @@ def test_diff_on_a_terminal_goes_through_the_pager_in_colour(repo: Path, tmp_pat
     assert "+hello" in re.sub(r"\x1b\[[0-9;]*m", "", text)
     missing = run_on_terminal(repo, ["diff", t.id], {"PAGER": "no-such-pager-here"})
     assert "hello" in missing  # no pager found: printed as it is
+
+
+def test_review_and_discard_write_out_control_characters_an_agent_put_in_names(
+        repo: Path) -> None:
+    """A subject and a file name (an agent chooses both) with terminal escapes: the review
+    table, its overlap line and discard print them written out, never raw."""
+    evil_name = "f\x1b]52;c;eA==\x07.txt"
+    a = keep(repo, "edit \x1b[2J cleared", {evil_name: "one\n"})
+    keep(repo, "other", {evil_name: "two\n"})
+    res = orch(repo, "review")
+    assert res.returncode == 0, res.stderr
+    assert "\x1b" not in res.stdout and "\x07" not in res.stdout, res.stdout
+    assert "edit \\x1b[2J cleared" in res.stdout
+    assert "f\\x1b]52;c;eA==\\x07.txt" in res.stdout  # the overlap line names the file
+    res = orch(repo, "discard", a.id, "--force")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith(f"discarded {a.id}: edit \\x1b[2J cleared\n"), res.stdout

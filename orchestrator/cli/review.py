@@ -12,6 +12,7 @@ from rich.table import Table
 
 from orchestrator.board.model import Status
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, page, print_json, print_table
+from orchestrator.cli.output import echo, plain
 from orchestrator.errors import InvalidInput
 from orchestrator.review import diff_text, discard_task, merge_task, retry_task, review_rows
 
@@ -33,7 +34,8 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
     for col in ("id", "subject", "branch", "commits", "changes", "checks", "spent", "age"):
         table.add_column(col)
     for row in rows:
-        table.add_row(row["id"], row["subject"], row["branch"] or "", _str(row["commits"]),
+        table.add_row(row["id"], plain(row["subject"]), row["branch"] or "",
+                      _str(row["commits"]),
                       _changes(row["diffstat"]), _checks(row["checks"]),
                       row["spent"], _age(row["age_seconds"]))
     print_table(table)
@@ -44,20 +46,20 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
             if pair in told:
                 continue
             told.add(pair)
-            typer.echo(f"! {row['id']} and {o['task']} ({o['status']}) both change: "
-                       f"{', '.join(o['files'])}")
+            echo(f"! {row['id']} and {o['task']} ({o['status']}) both change: "
+                 f"{', '.join(o['files'])}")
         merge = row["merge"]
         if merge and merge["conflicts"]:
-            typer.echo(f"! {row['id']} would conflict with {merge['into']} in: "
-                       f"{', '.join(merge['conflicts'])}")
+            echo(f"! {row['id']} would conflict with {merge['into']} in: "
+                 f"{', '.join(merge['conflicts'])}")
         if row.get("error"):
-            typer.echo(f"! {row['error']}")
+            echo(f"! {row['error']}")
         for warning in row.get("warnings", []):
-            typer.echo(f"! {row['id']}: {warning}")
+            echo(f"! {row['id']}: {warning}")
         land = row.get("land")
         if land and land["event"] in ("land_rejected", "land_skipped"):
             what = "rejected" if land["event"] == "land_rejected" else "skipped"
-            typer.echo(f"! {row['id']} was {what} by land: {land.get('reason')}")
+            echo(f"! {row['id']} was {what} by land: {land.get('reason')}")
 
 
 @app.command("diff")
@@ -192,10 +194,10 @@ def discard(
         print_json(result)
         return
     if result.task.status is Status.CANCELLED:
-        typer.echo(f"removed the worktree and branch of cancelled {result.task.id}: "
-                   f"{result.task.subject}")
+        echo(f"removed the worktree and branch of cancelled {result.task.id}: "
+             f"{result.task.subject}")
     else:
-        typer.echo(f"discarded {result.task.id}: {result.task.subject}")
+        echo(f"discarded {result.task.id}: {result.task.subject}")
     if result.snapshot:
         typer.echo(f"its work is kept under {result.snapshot}")
     if result.kept_ignored:
