@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import stat
 import sys
 from collections.abc import Callable, Sequence
@@ -65,9 +66,12 @@ def atomic_write(path: Path, data: bytes | str, *, durable: bool = True,
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
+            st = os.fstat(fd)
+            if st.st_size > len(data):  # a spare's zeroed blocks past the new text
+                os.ftruncate(fd, len(data))
+                st = os.fstat(fd)
             if durable:
                 os.fsync(fd)
-            st = os.fstat(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -95,23 +99,32 @@ def _temp_file(folder: Path, name: str) -> tuple[int, str]:
 SPARE_PREFIX = ".spare."
 MAX_SPARES = 4096
 """Spare files a folder keeps at most (a burst of 2,000 drops leaves 2,000)."""
+SPARE_BYTES = 4096
+"""A file is kept as a spare only up to this size (one block): spares keep their bytes
+until they are written over, and 4,096 big drops must not keep gigabytes."""
 
 
 class Spares:
-    """Files no longer needed, kept empty in a folder to be written over by later atomic
-    writes, instead of being deleted now and new files made then.
+    """Files no longer needed, kept in a folder to be written over by later atomic writes,
+    instead of being deleted now and new files made then.
 
-    On ext4 without a journal (this project's test machines) every new file costs up to
-    ~1.4 ms more for minutes after a burst of deletes nearby: the allocator passes over
-    each inode freed lately (``recently_deleted``). Intake deleted every drop it took and
-    made a new temp file for every task, so each burst slowed the next. It now keeps the
-    taken drops here (``.spare.<random>.tmp``), emptied, and the next burst writes its
-    tasks into them: no inode is freed or made. Emptied, so that a task written into one
-    gets new blocks, whose data a journalling file system writes before the rename that
-    shows the file (old bytes never show through after a power cut). Only a regular file
-    of ours with no other link is kept or reused: writing into a file linked elsewhere
-    would change that file too. A spare is claimed by renaming it to a temp name of its
-    own (one process wins), then written as a new temp file is; its mode becomes 0600.
+    Deleting a file and making one both cost on this project's test machines (ext4 without
+    a journal, mounted with ``discard``): a delete, or any cut that frees a block, waits
+    ~0.3 ms for the disk's trim, and for minutes after a burst of deletes every new file
+    nearby costs up to ~1.4 ms more (the allocator passes over each inode freed lately,
+    ``recently_deleted``). Intake deleted every drop it took and made a new temp file for
+    every task, so each burst paid twice and slowed the next. It now keeps the taken drops
+    (up to `SPARE_BYTES` each) here as ``.spare.<random>.tmp``, as they are, and the next
+    burst writes its tasks into them: no inode is freed or made, no block freed.
+
+    A spare is claimed by renaming it to a temp name of its own (one process wins). It is
+    reused only when it is a regular file of ours with no other link (writing into a file
+    linked elsewhere would change that file too) that no other process has open (a writer
+    still holding a dropped file must never write into a task file): see `_alone`. Its old
+    bytes are then zeroed without freeing its block (`_zero`: on ext4 and XFS the block
+    becomes unwritten, read as zeros until the new data is on disk, so after a power cut a
+    task file shows the new text or zeros, never a spare's old text), or cut where the file
+    system cannot. Its mode becomes 0600.
     """
 
     def __init__(self, folder: Path) -> None:
@@ -127,8 +140,9 @@ class Spares:
         return self._names
 
     def take(self, name: str) -> tuple[int, str] | None:
-        """A spare claimed as an empty temp file for ``name``, open for writing: its
-        descriptor and path; None when there is none left."""
+        """A spare claimed as a temp file for ``name``, open for writing at its start, its
+        old bytes zeroed (the writer cuts what is left past its own data; `atomic_write`
+        does): its descriptor and path; None when there is none left."""
         names = self._spares()
         while names:
             mine = os.path.join(self.folder, f".{name}.{os.urandom(6).hex()}.tmp")
@@ -142,43 +156,44 @@ class Spares:
                 with contextlib.suppress(OSError):
                     os.unlink(mine)
                 continue
-            st = os.fstat(fd)
-            if not _reusable(st):
+            try:
+                st = os.fstat(fd)
+                ok = _reusable(st) and _alone(fd)
+                if ok and st.st_size and not _zero(fd, st.st_size, st.st_blksize):
+                    os.ftruncate(fd, 0)
+                if ok and stat.S_IMODE(st.st_mode) != 0o600:
+                    os.fchmod(fd, 0o600)
+            except OSError:
+                ok = False
+            if not ok:
                 os.close(fd)
                 with contextlib.suppress(OSError):
                     os.unlink(mine)  # our name only: the file lives on where it is linked
                 continue
-            if st.st_size:
-                os.ftruncate(fd, 0)  # kept empty; written to since (see the class)
-            if stat.S_IMODE(st.st_mode) != 0o600:
-                os.fchmod(fd, 0o600)
             return fd, mine
         return None
 
     def keep(self, paths: list[Path]) -> list[Path]:
-        """Rename each of ``paths`` in as a spare while there is room, and empty them (from
-        a few threads: see `each_in_threads`); the ones not kept are returned, for the
-        caller to delete."""
+        """Rename each of ``paths`` in as a spare while there is room (a regular file of
+        ours, unlinked elsewhere, up to `SPARE_BYTES`); the ones not kept are returned,
+        for the caller to delete."""
         names = self._spares()
-        kept: list[str] = []
         rest: list[Path] = []
         for path in paths:
             try:
-                ok = len(names) < MAX_SPARES and _reusable(os.lstat(path))
+                st = os.lstat(path)
             except OSError:
                 continue  # gone already
-            name = f"{SPARE_PREFIX}{os.urandom(6).hex()}.tmp"
-            if ok:
-                try:
-                    os.rename(path, os.path.join(self.folder, name))
-                except OSError:
-                    rest.append(path)
-                    continue
-                names.append(name)
-                kept.append(os.path.join(self.folder, name))
-            else:
+            if len(names) >= MAX_SPARES or not _reusable(st) or st.st_size > SPARE_BYTES:
                 rest.append(path)
-        each_in_threads(_empty, kept)
+                continue
+            name = f"{SPARE_PREFIX}{os.urandom(6).hex()}.tmp"
+            try:
+                os.rename(path, os.path.join(self.folder, name))
+            except OSError:
+                rest.append(path)
+                continue
+            names.append(name)
         return rest
 
 
@@ -186,24 +201,53 @@ def _reusable(st: os.stat_result) -> bool:
     return stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_uid == os.geteuid()
 
 
-def _empty(path: str) -> None:
-    """Empty a spare just kept, by its descriptor: a name swapped for a symlink, or a file
-    linked elsewhere since its check, is dropped from the spares, never cut."""
+def _alone(fd: int) -> bool:
+    """Whether no other open file has ``fd``'s file open (a process that kept a dropped
+    file open, or mapped it, to write on later): Linux grants a write lease (``F_SETLEASE``)
+    only then. It is given up at once. While it is held, someone opening the file would
+    break it and the kernel would signal us: SIGURG (``F_SETSIG``), which is ignored unless
+    handled, not SIGIO, which would end the process. False where leases are not
+    available: the file is not reused."""
+    import fcntl
+
+    setlease = getattr(fcntl, "F_SETLEASE", None)
+    if setlease is None:
+        return False
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)
+        fcntl.fcntl(fd, setlease, fcntl.F_WRLCK)
     except OSError:
-        fd = -1
-    try:
-        if fd >= 0 and _reusable(os.fstat(fd)):
-            os.ftruncate(fd, 0)
-            return
-    except OSError:
-        pass
-    finally:
-        if fd >= 0:
-            os.close(fd)
-    with contextlib.suppress(OSError):
-        os.unlink(path)  # our name only
+        return False
+    fcntl.fcntl(fd, setlease, fcntl.F_UNLCK)
+    return True
+
+
+_ZERO_RANGE = 0x10  # FALLOC_FL_ZERO_RANGE (linux/falloc.h)
+_fallocate: Callable[[int, int, int, int], int] | None = None
+_no_fallocate = False
+
+
+def _zero(fd: int, size: int, block: int) -> bool:
+    """Zero the first ``size`` bytes of ``fd``, whole blocks, without freeing them
+    (``fallocate(FALLOC_FL_ZERO_RANGE)``; the file then spans those blocks, for the writer to
+    cut). False where the C library or the file system cannot (tmpfs): cut it then."""
+    global _fallocate, _no_fallocate
+    if _fallocate is None:
+        if _no_fallocate:
+            return False
+        import ctypes
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fn = getattr(libc, "fallocate64", None) or libc.fallocate
+        except (OSError, AttributeError):
+            _no_fallocate = True
+            return False
+        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        fn.restype = ctypes.c_int
+        _fallocate = fn
+    block = block if block > 0 else 4096
+    return _fallocate(fd, _ZERO_RANGE, 0, -(-size // block) * block) == 0
 
 
 THREADS = 8

@@ -405,27 +405,30 @@ def spares_of(board: FileBoard) -> dict[int, Path]:
 
 def test_a_burst_keeps_its_drops_as_spares_and_the_next_burst_writes_over_them(
         board: FileBoard) -> None:
-    """Taken drops are renamed into .tasks/.tmp and emptied, not deleted (deletes cost,
-    and slow later creates on ext4 without a journal); the next burst's task files are
-    those files, holding exactly the new content, mode 0600."""
+    """Taken drops are renamed into .tasks/.tmp as they are, not deleted (deletes cost, and
+    slow later creates on ext4 without a journal); a drop over one block is deleted. The
+    next burst's task files are those files, holding exactly the new content, mode 0600."""
     for i in range(20):
-        drop(board, f"a{i:02d}.json", json.dumps({"title": f"first {i}"}))
+        drop(board, f"a{i:02d}.json", json.dumps({"title": f"olddrop {i}"}))
     drop(board, "big.json", json.dumps({"title": "padded", "metadata": {"pad": "x" * 9000}}))
     assert len(board.intake()) == 21
     kept = spares_of(board)
-    assert len(kept) == 21 and not list((board.layout.inbox / ".processing").iterdir())
-    assert all(p.stat().st_size == 0 for p in kept.values())  # no old text kept
-    next(iter(kept.values())).write_text("{" + "x" * 5000)  # written to since: emptied on use
+    assert len(kept) == 20 and not list((board.layout.inbox / ".processing").iterdir())
+    assert sorted(json.loads(p.read_text())["title"] for p in kept.values()) == sorted(
+        f"olddrop {i}" for i in range(20))  # kept as they were; the big one was deleted
+    next(iter(kept.values())).write_text("{" + "x" * 5000)  # grown since: zeroed on use
     for i in range(21):
         drop(board, f"b{i:02d}.json", json.dumps({"title": f"second {i}"}))
     made = board.intake()
     assert [t.subject for t in made] == [f"second {i}" for i in range(21)]
     files = {board.layout.task_file(t.id).stat().st_ino: board.layout.task_file(t.id)
              for t in made}
-    assert set(files) == set(kept)  # every spare became a task file
+    assert set(files) > set(kept)  # every spare became a task file, and one new file
     for t in made:
         path = board.layout.task_file(t.id)
-        assert json.loads(path.read_text())["subject"] == t.subject  # no old bytes left
+        text = path.read_bytes()
+        assert json.loads(text)["subject"] == t.subject and b"\0" not in text
+        assert b"olddrop" not in text and b"xxx" not in text  # no old bytes left
         assert path.stat().st_mode & 0o777 == 0o600 and path.stat().st_nlink == 1
     assert len(spares_of(board)) == 21 and not set(spares_of(board)) & set(kept)
     # a later reader sees the same board, and a single add still makes its own file
@@ -477,20 +480,72 @@ def test_spares_are_capped_and_a_small_batch_deletes_as_before(
     assert len(spares_of(board)) == 17 and not list((board.layout.inbox / ".processing").iterdir())
 
 
-def test_a_spare_swapped_or_linked_before_it_is_emptied_is_dropped_not_cut(
-        tmp_path: Path) -> None:
-    """Emptying a kept spare goes by its descriptor: a symlink or a file linked elsewhere
-    under the spare's name loses that name and keeps every byte."""
-    from orchestrator.fsutil import _empty
+def _zeroes_in_place(folder: Path) -> bool:
+    """Whether ``folder``'s file system zeroes a range in place (not tmpfs)."""
+    from orchestrator.fsutil import _zero
 
+    probe = folder / "zero-probe"
+    probe.write_text("x")
+    with open(probe, "r+b") as f:
+        ok = _zero(f.fileno(), 1, 4096)
+    probe.unlink()
+    return ok
+
+
+@pytest.mark.parametrize("zero_range", [True, False], ids=["zeroed", "cut"])
+def test_a_spare_is_reused_only_when_plain_ours_unlinked_and_open_nowhere_else(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zero_range: bool) -> None:
+    """Taking a spare goes by its descriptor: a symlink, a file linked elsewhere and a file
+    another process still has open (a writer that kept a dropped file open) lose their spare
+    name and keep every byte; a plain spare is written over from empty, whether its old
+    bytes are zeroed in place (ext4) or cut (where the file system cannot zero)."""
+    import orchestrator.fsutil as fsutil
+    from orchestrator.fsutil import Spares, atomic_write
+
+    if not zero_range:
+        monkeypatch.setattr(fsutil, "_zero", lambda fd, size, block: False)
+    spares = tmp_path / "spares"
+    spares.mkdir()
     mine = tmp_path / "user.txt"
     mine.write_text("the user's text")
-    (tmp_path / ".spare.link.tmp").symlink_to(mine)
-    os.link(mine, tmp_path / ".spare.hard.tmp")
-    (tmp_path / ".spare.plain.tmp").write_text("a taken drop")
-    for name in ("link", "hard", "plain"):
-        _empty(str(tmp_path / f".spare.{name}.tmp"))
+    (spares / ".spare.link.tmp").symlink_to(mine)
+    os.link(mine, spares / ".spare.hard.tmp")
+    held = spares / ".spare.held.tmp"
+    held.write_text("a drop its writer still holds")
+    writer = subprocess.Popen(
+        [sys.executable, "-c", "import sys; f = open(sys.argv[1], 'a'); print('open', flush=True);"
+         " sys.stdin.readline(); f.write(' and writes later'); f.close()", str(held)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "open\n"
+        held_ino = held.stat().st_ino
+        (spares / ".spare.plain.tmp").write_text("old text of a taken drop " * 20)
+        plain_ino = (spares / ".spare.plain.tmp").stat().st_ino
+        (spares / "loose").write_text("old text of another drop " * 20)
+        took = Spares(spares)
+        took._names = ["loose"]
+        taken = took.take("task_000.json")
+        assert taken is not None
+        os.close(taken[0])
+        left = Path(taken[1]).read_bytes()  # before anything is written: zeros, or nothing
+        assert left == b"\0" * len(left)
+        if zero_range and _zeroes_in_place(tmp_path):  # ext4, XFS: the block stays, zeroed
+            assert len(left) == 4096
+        else:
+            assert not left
+        os.unlink(taken[1])
+        outs = []
+        for i in range(4):  # each from the spares left, in the order the folder lists them
+            outs.append(tmp_path / f"task_{i:03d}.json")
+            atomic_write(outs[-1], f'{{"new": {i}}}\n', durable=False, spares=Spares(spares))
+        inos = [o.stat().st_ino for o in outs]
+        assert plain_ino in inos and held_ino not in inos and mine.stat().st_ino not in inos
+        assert not [p for p in spares.iterdir() if p.name.startswith(".spare.")]
+        writer.communicate("go\n", timeout=30)
+    finally:
+        writer.kill()
+        writer.wait()
     assert mine.read_text() == "the user's text" and mine.stat().st_nlink == 1
-    assert not (tmp_path / ".spare.link.tmp").is_symlink()
-    assert not (tmp_path / ".spare.hard.tmp").exists()
-    assert (tmp_path / ".spare.plain.tmp").stat().st_size == 0
+    for i, out in enumerate(outs):  # the held file's late write went nowhere near them
+        assert out.read_text() == f'{{"new": {i}}}\n' and out.stat().st_mode & 0o777 == 0o600
+    assert not list(spares.glob(".spare.*")) and not list(spares.glob(".*.tmp"))
