@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -83,3 +84,32 @@ def test_logs_follow_ends_when_the_run_ends(repo: Path) -> None:
         proc.kill()
     assert proc.returncode == 0
     assert "committed abababababab" in out and "checks passed: exit code 0" in out
+
+
+HOSTILE = "done \x1b]52;c;cHduZWQ=\x07 \x1b[2J\x1b[8mhidden\x1b[0m \x9b31m end"
+
+
+def test_what_an_agent_wrote_reaches_the_terminal_with_its_control_characters_written_out(
+        repo: Path) -> None:
+    """A transcript holds what an agent and its commands wrote: an OSC 52 clipboard write,
+    a screen clear or hidden text there must not act on the reader's terminal (`logs`,
+    `logs --raw`, and `approve`'s line naming the command asked about); `--json` keeps the
+    text as it is."""
+    with open_board(Layout.at(repo)) as board:
+        task = board.add("Fix it")
+        board.requests.ask("permission", request_id="r-hostile", sender="alice",
+                           task=task.id, body="may I?", tool="bash", subject=f"ls; {HOSTILE}")
+    log = TaskLog(Layout.at(repo), task.id, actor="alice")
+    log.write("response", turn=1, content=[{"type": "text", "text": HOSTILE}])
+    log.write("tool_result", id="t1", name="bash", content=HOSTILE, is_error=False)
+    log.write("output", text=f"out: {HOSTILE}\n")
+    for args in (("logs", task.id), ("logs", task.id, "--raw"), ("approve", "r-hostile")):
+        out = orch(repo, *args)
+        assert out.returncode == 0, out.stderr
+        text = out.stdout
+        assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text, args
+        assert "\\x1b]52;c;cHduZWQ=\\x07" in text and "\\x1b[8mhidden" in text, args
+    assert "approved bash(ls; done \\x1b]52" in text
+    lines = orch(repo, "logs", task.id, "--json").stdout.splitlines()
+    records = [json.loads(line) for line in lines]
+    assert {"kind": "output", "text": f"out: {HOSTILE}\n"}.items() <= records[-1].items()

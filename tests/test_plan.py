@@ -199,3 +199,15 @@ def test_the_anthropic_lead_plans_through_the_real_sdk(
     assert [t["name"] for t in api.requests[0]["tools"]][-1] == "task_create"
     assert "Split the work" in json.dumps(api.requests[0]["system"])
     assert not api.errors
+
+
+def test_a_subject_the_lead_model_wrote_reaches_the_terminal_written_out(
+        capsys: pytest.CaptureFixture[str], repo: Path, tmp_path: Path) -> None:
+    """The lead model's task subjects are its own text: an OSC 52 clipboard write or a
+    screen clear in one is printed written out; the board keeps the text as it is."""
+    hostile = "Add it \x1b]52;c;cHduZWQ=\x07\x1b[2J now"
+    steps = [[create("api", hostile)], "One task."]
+    out = ok(capsys, repo, "plan", GOAL, "--script", script(tmp_path, steps))
+    assert "\x1b" not in out and "\x07" not in out
+    assert "Add it \\x1b]52;c;cHduZWQ=\\x07\\x1b[2J now" in out
+    assert [t.subject for t in board_tasks(repo)] == [hostile]

@@ -11,6 +11,7 @@ import typer
 from orchestrator.agent import permission_flow
 from orchestrator.board import open_board
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
+from orchestrator.cli.output import echo
 
 
 def _answer(ident: str, approved: bool, message: str, repo: RepoOpt, as_json: bool) -> None:
@@ -23,9 +24,9 @@ def _answer(ident: str, approved: bool, message: str, repo: RepoOpt, as_json: bo
         return
     verb = "approved" if approved else "denied"
     if req.get("kind") == "plan_request":
-        typer.echo(f"{verb} the plan of {req.get('task')} [{req['request_id']}]")
+        echo(f"{verb} the plan of {req.get('task')} [{req['request_id']}]")
         return
-    typer.echo(f"{verb} {req.get('tool')}({req.get('subject') or ''}) for {req.get('task')} "
+    echo(f"{verb} {req.get('tool')}({req.get('subject') or ''}) for {req.get('task')} "
                f"[{req['request_id']}]")
 
 

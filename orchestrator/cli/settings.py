@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
+from orchestrator.cli.output import echo
 from orchestrator.config import Config
 from orchestrator.errors import InvalidInput
 from orchestrator.layout import find_root
@@ -147,11 +148,11 @@ def plan_cmd(
     if json_:
         print_json(plan.to_dict())
         return
-    typer.echo(f"{'planned' if dry_run else 'added'} {len(plan.tasks)} tasks for: {plan.goal}")
-    for t in plan.tasks:
+    echo(f"{'planned' if dry_run else 'added'} {len(plan.tasks)} tasks for: {plan.goal}")
+    for t in plan.tasks:  # what the lead's model wrote: control characters written out
         blocked = f"  (blocked by {', '.join(t.blocked_by)})" if t.blocked_by else ""
         who = f"  [{t.agent}]" if t.agent else ""
-        typer.echo(f"  {t.id or t.ref:<9} {t.subject}{blocked}{who}")
+        echo(f"  {t.id or t.ref:<9} {t.subject}{blocked}{who}")
     if dry_run:
         typer.echo("dry run: nothing was written")
 

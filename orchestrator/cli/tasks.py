@@ -116,7 +116,7 @@ def list_tasks(status: list[Status] | None = None, repo: Path | None = None,
             if t.id in problems:
                 segments += [(" ", None), ("!", "red")]
             if t.waiting_for:
-                segments += [(" ", None), (f"(waiting: {_waiting(t)})", "yellow")]
+                segments += [(" ", None), (f"(waiting: {plain(_waiting(t))})", "yellow")]
             states[i] = tuple(segments)
     columns: list[list[Cell]] = [
         [t.id for t in tasks], states, [str(t.priority) for t in tasks],

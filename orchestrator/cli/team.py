@@ -15,6 +15,7 @@ from orchestrator.backends import BACKENDS
 from orchestrator.board import open_board
 from orchestrator.board.model import normalize_task_id
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json, require_commit
+from orchestrator.cli.output import echo
 from orchestrator.errors import InvalidInput, NotFound
 from orchestrator.team import status
 from orchestrator.team.mailbox import check_name
@@ -187,8 +188,8 @@ def logs(
                 typer.echo(json.dumps(rec, ensure_ascii=False))
                 continue
             line = format_log(rec) if raw else render(rec)
-            if line is not None:
-                typer.echo(line)
+            if line is not None:  # what an agent wrote: its control characters written out
+                echo(line)
 
 
 def _run_ended(r: Any, task_id: str, grace: float = 0.6) -> threading.Event:
