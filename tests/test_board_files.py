@@ -209,3 +209,35 @@ def test_a_stale_torn_or_missing_key_file_is_never_trusted(tmp_path: Path) -> No
     log.emit("fresh", "task_001")
     assert _keys_cover_the_index(log)
     assert [e.seq for e in log.read(task="task_001")] == [1, 2]
+
+
+def test_events_appended_together_read_as_if_appended_one_by_one(tmp_path: Path) -> None:
+    """`emit_many` (a batch of new tasks: one write, one lock) gives consecutive seqs and
+    keeps the index and key file in step, held or not, after a torn fragment too: every
+    way of reading the log agrees with a line-by-line scan, and with a rebuilt index."""
+    log = EventLog(tmp_path / "events.jsonl", "t", secrets=["s3cret-value"])
+    log.emit("first", "task_001")
+    log.emit_many([("made", TASKS[i % len(TASKS)], {"n": i, "note": "s3cret-value"})
+                   for i in range(25)], actor="intake")
+    with log.path.open("ab") as fh:
+        fh.write(b'{"seq": 99, "ts": "x", "ev')  # a writer killed mid-line
+    with log.hold():
+        log.emit("held", "task_002")
+        log.emit_many([("made", TASKS[(i * 5) % len(TASKS)], {"n": i}) for i in range(30)])
+        log.emit_many([])
+        log.emit("held", "task_001")
+    log.emit_many([("made", "task_001", {"last": True})])
+    events = list(log.read())
+    assert [e.seq for e in events] == list(range(1, 60)) and log.last_seq() == 59
+    assert [e.event for e in events[:3]] == ["first", "made", "made"]
+    assert events[1].actor == "intake" and events[1].fields["note"] == "***"
+    assert events[-1].fields == {"last": True} and _keys_cover_the_index(log)
+    for task in TASKS[:-1]:  # (None: every event)
+        seqs = _by_scan(log, task)
+        assert [e.seq for e in log.read(task=task)] == seqs, task
+        assert [e.seq for e in log.tail(4, task=task)] == seqs[-4:], task
+    assert [e.seq for e in log.read(since=50)] == list(range(51, 60))
+    os.remove(log.index_path)  # rebuilt from the log alone: the same events
+    assert [e.seq for e in log.read()] == list(range(1, 60))
+    for task in TASKS[:-1]:  # (None: every event)
+        assert [e.seq for e in log.read(task=task)] == _by_scan(log, task), task

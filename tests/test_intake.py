@@ -331,8 +331,12 @@ def test_a_fresh_drop_is_read_once_unless_it_changed_before_its_claim(
 def test_an_id_mark_moved_by_another_process_mid_batch_is_honoured(
         board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
     """Inside a batch ``.seq`` is not read again while it is the same file; when another
-    process replaces it (its allocations), the next id goes past its mark."""
+    process replaces it (its allocations, between two groups of tasks made together),
+    the next id goes past its mark."""
+    import orchestrator.board.intake as intake
     from orchestrator.board.index import staged_write
+
+    monkeypatch.setattr(intake, "BATCH", 3)
 
     for i in range(6):
         drop(board, f"d{i}.json", json.dumps({"title": f"d{i}"}))
@@ -382,9 +386,12 @@ def test_an_intake_killed_mid_batch_loses_no_drop(board: FileBoard) -> None:
         assert proc.stdout.readline() == "written\n"
         proc.kill()  # SIGKILL
         proc.wait(30)
+    from orchestrator.board.intake import BATCH
+
     claimed = list((board.layout.inbox / ".processing").iterdir())
-    assert len(claimed) == 17  # claimed before the kill, none deleted
-    assert len(list(board.layout.inbox.glob("d*.json"))) == 23
+    left = len(list(board.layout.inbox.glob("d*.json")))
+    assert len(claimed) + left == 40 and 17 <= len(claimed) <= 17 + BATCH  # none deleted
+    assert len(list(board.layout.tasks.glob("task_*.json"))) == 17
     board.intake()
     assert list((board.layout.inbox / ".processing").iterdir()) == []
     assert list(board.layout.inbox.glob("*.json")) == []
@@ -393,8 +400,14 @@ def test_an_intake_killed_mid_batch_loses_no_drop(board: FileBoard) -> None:
     assert len(ids) == len(set(ids)) == 40 + 17  # the 17 taken twice (at least once)
     subjects = sorted(t.subject for t in tasks)
     assert sorted(set(subjects)) == sorted(f"drop {i}" for i in range(40))
-    created = [e.task for e in board.events.read() if e.event == "task_created"]
-    assert sorted(created) == sorted(ids)
+    created: dict[str, list[str]] = {}  # each id's task_created subjects, oldest first
+    for e in board.events.read():
+        if e.event == "task_created":
+            created.setdefault(e.task or "", []).append(e.fields["subject"])
+    assert all(created[t.id][-1] == t.subject for t in tasks)  # its own event, the last
+    # the killed process's last group logged its events before writing its files: those
+    # ids were never written, and were given again
+    assert sum(len(s) for s in created.values()) - len(tasks) <= BATCH
     assert int(board.layout.seq.read_text()) == max(int(i[5:]) for i in ids)
 
 
@@ -549,3 +562,47 @@ def test_a_spare_is_reused_only_when_plain_ours_unlinked_and_open_nowhere_else(
     for i, out in enumerate(outs):  # the held file's late write went nowhere near them
         assert out.read_text() == f'{{"new": {i}}}\n' and out.stat().st_mode & 0o777 == 0o600
     assert not list(spares.glob(".spare.*")) and not list(spares.glob(".*.tmp"))
+
+
+def test_tasks_made_together_answer_each_item_in_order(board: FileBoard,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """`create_many`: each item gets its task or the error that kept it from being made
+    (a protected field, an invalid value, an id taken on disk or earlier in the same
+    group, a write that fails); the rest are made, their task_created events logged
+    together in item order, a failed write's task_create_failed after them."""
+    from orchestrator.errors import Conflict
+
+    board.create({"subject": "already there"}, actor="t", task_id="task_009")
+    real_write = FileBoard._write
+
+    def write(self: FileBoard, task: object, **kw: object) -> None:
+        if task.subject == "disk says no":  # type: ignore[attr-defined]
+            raise OSError(28, "No space left on device")
+        real_write(self, task, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FileBoard, "_write", write)
+    items = [({"subject": "one"}, None, {"source": "a"}),
+             ({"subject": "owned", "owner": "mallory"}, None, {}),
+             ({"subject": "wanted"}, "task_020", {}),
+             ({"subject": "again"}, "task_020", {}),
+             ({"subject": "taken"}, "task_009", {}),
+             ({"subject": "bad", "priority": "high"}, None, {}),
+             ({"subject": "disk says no"}, None, {}),
+             ({"subject": "two"}, None, {"source": "b"})]
+    out = board.create_many(items, actor="intake")
+    assert len(out) == len(items)
+    made = {i: t for i, t in enumerate(out) if not isinstance(t, Exception)}
+    assert {i: t.subject for i, t in made.items()} == {0: "one", 2: "wanted", 7: "two"}
+    assert made[2].id == "task_020" and made[0].id != made[7].id
+    assert isinstance(out[1], InvalidInput) and "owner" in str(out[1])
+    assert isinstance(out[3], Conflict) and isinstance(out[4], Conflict)
+    assert isinstance(out[5], InvalidInput) and isinstance(out[6], OSError)
+    for t in made.values():
+        assert board.get(t.id).subject == t.subject
+    log = [e for e in board.events.read() if e.actor == "intake"]
+    created = [e for e in log if e.event == "task_created"]
+    assert [e.fields["subject"] for e in created] == ["one", "wanted", "disk says no", "two"]
+    assert [e.seq for e in created] == list(range(created[0].seq, created[0].seq + 4))
+    assert created[0].fields["source"] == "a" and created[3].fields["source"] == "b"
+    assert [e.event for e in log][-1] == "task_create_failed"
+    assert board.create_many([], actor="intake") == []

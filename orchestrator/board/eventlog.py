@@ -34,7 +34,7 @@ import re
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,57 +117,80 @@ class EventLog:
     # --- writing -----------------------------------------------------------------
     def emit(self, event: str, task: str | None = None, actor: str | None = None,
              **fields: Any) -> Event:
-        fields.pop("seq", None)
-        record: dict[str, Any] = {"seq": 0, "ts": utcnow(), "event": event, "task": task,
-                                  "actor": actor or self.actor}
-        for k, v in fields.items():
-            if k not in record:
-                record[k] = v
-        try:
-            body = self._append(record, task)
-        except FileNotFoundError:  # the folder is not there (yet)
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            body = self._append(record, task)
+        [body] = self._emit([(event, task, fields)], actor)
         return Event.from_dict(json.loads(body))
 
-    def _append(self, record: dict[str, Any], task: str | None) -> bytes:
-        """Write ``record`` with the next seq, and its index record (under the lock)."""
+    def emit_many(self, events: Sequence[tuple[str, str | None, dict[str, Any]]],
+                  actor: str | None = None) -> None:
+        """Append ``events`` (each ``(event, task, fields)``, as `emit` takes them) with
+        consecutive seqs, in one write under one lock: a batch of new tasks logs its
+        ``task_created`` events at the cost of one."""
+        if events:
+            self._emit(events, actor)
+
+    def _emit(self, events: Sequence[tuple[str, str | None, dict[str, Any]]],
+              actor: str | None) -> list[bytes]:
+        ts = utcnow()
+        records: list[tuple[dict[str, Any], str | None]] = []
+        for event, task, fields in events:
+            record: dict[str, Any] = {"seq": 0, "ts": ts, "event": event, "task": task,
+                                      "actor": actor or self.actor}
+            for k, v in fields.items():
+                if k not in record:
+                    record[k] = v
+            records.append((record, task))
+        try:
+            return self._append(records)
+        except FileNotFoundError:  # the folder is not there (yet)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return self._append(records)
+
+    def _append(self, records: list[tuple[dict[str, Any], str | None]]) -> list[bytes]:
+        """Write ``records`` with the next seqs, and their index records (under the lock)."""
         held = self._held
         if held is not None and held[0] == threading.get_ident():
-            return self._append_held(record, task)
+            return self._append_held(records)
         with self._locked():
             log_fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 idx_fd = self._open_index(log_fd)
                 try:
-                    return self._write_record(log_fd, idx_fd, record, task)
+                    return self._write_records(log_fd, idx_fd, records)
                 finally:
                     os.close(idx_fd)
             finally:
                 os.close(log_fd)
 
-    def _write_record(self, log_fd: int, idx_fd: int, record: dict[str, Any],
-                      task: str | None, *, held: bool = False) -> bytes:
+    def _write_records(self, log_fd: int, idx_fd: int,
+                       records: list[tuple[dict[str, Any], str | None]], *,
+                       held: bool = False) -> list[bytes]:
         known = self._tail if held else None
         last, end, size, idx_size = self._catch_up(log_fd, idx_fd, known)
         in_step = known is not None and known[0] == idx_size  # no record since ours
         self._tail = None
-        record["seq"] = seq = last + 1
-        body = redact(json.dumps(record, default=str, ensure_ascii=False),
-                      self.secrets).encode() + b"\n"
-        prefix = b"\n" if size > end else b""  # a torn fragment: start afresh
-        os.write(log_fd, prefix + body)
-        start = size + len(prefix)
-        key = task_key(task)
-        os.write(idx_fd, REC.format(seq, start, start + len(body), key).encode())
+        bodies: list[bytes] = []
+        index: list[bytes] = []
+        keys: list[bytes] = []
+        start = size + (size > end)  # after a torn fragment: a newline, then afresh
+        for seq, (record, task) in enumerate(records, last + 1):
+            record["seq"] = seq
+            body = redact(json.dumps(record, default=str, ensure_ascii=False),
+                          self.secrets).encode() + b"\n"
+            key = task_key(task)
+            index.append(REC.format(seq, start, start + len(body), key).encode())
+            keys.append(_packed(key))
+            bodies.append(body)
+            start += len(body)
+        os.write(log_fd, (b"\n" if size > end else b"") + b"".join(bodies))
+        os.write(idx_fd, b"".join(index))
         with contextlib.suppress(OSError):  # a cache: its readers fall back on the index
             if held and self._held_keys >= 0 and in_step:
-                os.write(self._held_keys, _packed(key))
+                os.write(self._held_keys, b"".join(keys))
             else:
                 self._sync_keys(log_fd, idx_fd, self._held_keys if held else -1)
             if held:  # under the lock, nobody else wrote any of the files meanwhile
-                self._tail = (idx_size + W, seq, start + len(body), start + len(body))
-        return body
+                self._tail = (idx_size + W * len(records), last + len(records), start, start)
+        return bodies
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
@@ -195,7 +218,8 @@ class EventLog:
                 os.close(fd)
             lock.close()
 
-    def _append_held(self, record: dict[str, Any], task: str | None) -> bytes:
+    def _append_held(self, records: list[tuple[dict[str, Any], str | None]]
+                     ) -> list[bytes]:
         assert self._held is not None
         _, lock, log_fd, idx_fd = self._held
         with self._tlock, lock.locked(LOCK_TIMEOUT):
@@ -217,7 +241,7 @@ class EventLog:
                         fresh = self._open_keys()
                         os.dup2(fresh, self._held_keys)
                         os.close(fresh)
-            return self._write_record(log_fd, idx_fd, record, task, held=True)
+            return self._write_records(log_fd, idx_fd, records, held=True)
 
     # --- reading -----------------------------------------------------------------
     def read(self, *, since: int = 0, task: str | None = None) -> Iterator[Event]:

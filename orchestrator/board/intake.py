@@ -288,9 +288,9 @@ def take_dropped(board: Any, actor: str, moved: list[Path], *,
                  strays: bool = True) -> list[Task]:
     """The dropped files of ``board.layout``'s inbox (and, with ``strays``, files dropped
     straight into ``.tasks/``: finding them reads the whole folder, so commands about one
-    task leave them to the next list) made tasks with ``board.create`` — for any board
-    implementation whose clone has an inbox; each rejected file's new place is appended
-    to ``moved``."""
+    task leave them to the next list) made tasks with ``board.create_many`` (`BATCH` at a
+    time), or ``board.create`` — for any board implementation whose clone has an inbox;
+    each rejected file's new place is appended to ``moved``."""
     layout = board.layout
     with contextlib.suppress(OSError):
         _recover_stale(layout.inbox)
@@ -302,16 +302,26 @@ def take_dropped(board: Any, actor: str, moved: list[Path], *,
     claims = _Claims(layout.inbox)
     deferred = getattr(board, "deferred_sync", None)  # the file board: one flush, not 2 a file
     with deferred(len(found)) if deferred is not None else contextlib.nullcontext():
-        for path, rel in found:
-            try:
-                task = _take(board, path, rel, actor, moved, taken, claims)
-            except Exception as exc:  # one file never stops the others
-                if _machine_trouble(exc):
-                    raise  # a full or read-only disk: the caller backs off
-                _warn("intake: left %s in place: %s", _printable(rel), _reason(exc))
-                continue
-            if task is not None:
-                created.append(task)
+        batch: list[_Claimed] = []  # claimed and read, their tasks not yet made
+        try:
+            for path, rel in found:
+                try:
+                    got = _claim(board, path, rel, claims)
+                except Exception as exc:  # one file never stops the others
+                    if _machine_trouble(exc):
+                        raise  # a full or read-only disk: the caller backs off
+                    _warn("intake: left %s in place: %s", _printable(rel), _reason(exc))
+                    continue
+                if got is not None:
+                    batch.append(got)
+                if len(batch) >= BATCH:
+                    created += _make(board, actor, batch, moved, taken)
+            created += _make(board, actor, batch, moved, taken)
+        except BaseException:
+            for item in batch:  # claimed, no task made: back where the user put them
+                with contextlib.suppress(OSError):
+                    os.rename(item.mine, item.path)
+            raise
     # only now are their tasks durable; the file board keeps them to write over
     retire = getattr(board, "retire_files", None)
     _delete(retire(taken) if retire is not None else taken)
@@ -398,11 +408,26 @@ def _problem(path: Path, st: os.stat_result, root: Path) -> str | None:
     return None
 
 
-def _take(board: FileBoard, path: Path, rel: str, actor: str, moved: list[Path],
-          taken: list[Path], claims: _Claims) -> Task | None:
-    """Make ``path`` a task (or reject it, its new place appended to ``moved``); its
-    claimed copy goes to ``taken``, for the caller to delete once the task file is
-    durable."""
+BATCH = 16
+"""Drops whose tasks are made together (`_make`): their events logged in one append, then
+their files written. A process killed in between leaves events of tasks never written
+(at most this many); their drops are taken in again."""
+
+
+@dataclass
+class _Claimed:
+    """A dropped file claimed (renamed to ``mine``) and read, its task not yet made; or,
+    with ``error``, to be rejected (in its turn, so the log keeps the files' order)."""
+
+    path: Path
+    rel: str
+    mine: Path
+    draft: Draft | Exception
+
+
+def _claim(board: FileBoard, path: Path, rel: str, claims: _Claims) -> _Claimed | None:
+    """Claim ``path`` and read it; None when another process took it or when it is still
+    being written."""
     try:
         st = path.lstat()
     except FileNotFoundError:
@@ -425,22 +450,75 @@ def _take(board: FileBoard, path: Path, rel: str, actor: str, moved: list[Path],
             draft = early[0]  # the very file read above, unchanged since: not read again
         else:
             draft = parse_drop(path.name, _read(mine))
-        task = board.create(dict(draft.fields, source=rel), actor=actor,
-                            task_id=draft.task_id, source=rel)
-    except Exception as exc:  # ours or the file's: the file is rejected, the reason kept
+    except Exception as exc:
         if _machine_trouble(exc):
             os.rename(mine, path)  # not the file's fault: taken in when the fault is gone
             raise
-        try:
-            moved.append(reject(board, mine, path.name, rel, _reason(exc), actor))
-        except Exception:
-            with contextlib.suppress(OSError):
-                os.rename(mine, path)  # back where the user put it
-            raise
-        return None
-    taken.append(mine)
-    _add_blocks(board, task.id, draft.blocks)
+        return _Claimed(path, rel, mine, exc)
+    return _Claimed(path, rel, mine, draft)
+
+
+def _make(board: FileBoard, actor: str, batch: list[_Claimed], moved: list[Path],
+          taken: list[Path]) -> list[Task]:
+    """The tasks of ``batch`` (emptied), made together where the board can (`create_many`);
+    each file whose task could not be made is rejected, and its claimed copy goes to
+    ``taken`` otherwise, for the caller to delete once the task files are durable."""
+    items = [(dict(d.fields, source=c.rel), d.task_id, {"source": c.rel})
+             for c in batch if isinstance(d := c.draft, Draft)]
+    many = getattr(board, "create_many", None)
+    results = iter(many(items, actor=actor) if many is not None else [
+        _create_one(board, actor, *item) for item in items])
+    done = [(c, next(results) if isinstance(c.draft, Draft) else c.draft) for c in batch]
+    batch[:] = []  # answered: from here each file is rejected, kept or put back below
+    created: list[Task] = []
+    trouble: BaseException | None = None
+    for item, made in done:
+        if isinstance(made, Exception) and trouble is None and _machine_trouble(made):
+            trouble = made
+        if isinstance(made, Exception) and trouble is not None:
+            with contextlib.suppress(OSError):  # not the file's fault: taken in later
+                os.rename(item.mine, item.path)
+            continue
+        try:  # one file never stops the others
+            if isinstance(made, Exception):
+                _refuse(board, item.path, item.rel, item.mine, made, actor, moved)
+                continue
+            taken.append(item.mine)
+            created.append(made)
+            assert isinstance(item.draft, Draft)
+            _add_blocks(board, made.id, item.draft.blocks)
+        except Exception as exc:
+            if _machine_trouble(exc):
+                trouble = trouble or exc
+                continue
+            _warn("intake: left %s in place: %s", _printable(item.rel), _reason(exc))
+    if trouble is not None:
+        raise trouble
+    return created
+
+
+def _create_one(board: Any, actor: str, fields: dict[str, Any], task_id: str | None,
+                event_fields: dict[str, Any]) -> Task | Exception:
+    try:
+        task: Task = board.create(fields, actor=actor, task_id=task_id, **event_fields)
+    except Exception as exc:
+        return exc
     return task
+
+
+def _refuse(board: FileBoard, path: Path, rel: str, mine: Path, exc: Exception, actor: str,
+            moved: list[Path]) -> None:
+    """Reject the claimed ``mine`` (its new place appended to ``moved``) for ``exc``: the
+    file's fault, or ours; a full disk is the machine's, and raised with the file put back."""
+    if _machine_trouble(exc):
+        os.rename(mine, path)  # not the file's fault: taken in when the fault is gone
+        raise exc
+    try:
+        moved.append(reject(board, mine, path.name, rel, _reason(exc), actor))
+    except Exception:
+        with contextlib.suppress(OSError):
+            os.rename(mine, path)  # back where the user put it
+        raise
 
 
 MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EMFILE,

@@ -18,7 +18,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from functools import cached_property
 from operator import attrgetter, itemgetter
 from pathlib import Path
@@ -236,34 +236,75 @@ class FileBoard:
     def create(self, fields: dict[str, Any], *, actor: str, task_id: str | None = None,
                event: str = "task_created", **event_fields: Any) -> Task:
         """Allocate an id (or take ``task_id`` when free) and write a new pending task."""
-        fields.setdefault("max_attempts", self.config.max_attempts)
-        bad = PROTECTED & fields.keys()
-        if bad:
-            raise InvalidInput(f"cannot set {', '.join(sorted(bad))} on a new task")
-        try:
-            draft = Task.model_validate({**fields, "id": "task_000"})  # before an id is spent
-        except InvalidRecord as exc:
-            raise InvalidInput(f"invalid task: {describe_error(exc)}") from None
+        [made] = self.create_many([(fields, task_id, event_fields)], actor=actor, event=event)
+        if isinstance(made, Exception):
+            raise made
+        return made
+
+    def create_many(self, items: Sequence[tuple[dict[str, Any], str | None, dict[str, Any]]],
+                    *, actor: str, event: str = "task_created") -> builtins.list[Task | Exception]:
+        """`create` for each ``(fields, task_id, event_fields)``, in order: each item's new
+        task, or the error that kept it from being made (one item never stops the others;
+        only an interrupt does). Their events are logged in one append, then their files
+        written (a burst of drops: one event write, not one per task)."""
+        out: builtins.list[Task | Exception | None] = [None] * len(items)
+        drafts: builtins.list[tuple[int, Task, str | None]] = []
+        for i, (fields, wanted, _) in enumerate(items):
+            fields.setdefault("max_attempts", self.config.max_attempts)
+            bad = PROTECTED & fields.keys()
+            if bad:
+                out[i] = InvalidInput(f"cannot set {', '.join(sorted(bad))} on a new task")
+                continue
+            try:
+                draft = Task.model_validate({**fields, "id": "task_000"})  # before an id is spent
+            except InvalidRecord as exc:
+                out[i] = InvalidInput(f"invalid task: {describe_error(exc)}")
+                continue
+            drafts.append((i, draft, wanted))
         with self._seq_locked():
             # The mark's rename is made durable by the task file's fsync of .tasks (one
             # fsync of the folder, not two); on a failure, by its own.
-            new_id = self._allocate(task_id, sync_dir=False)
-            task = draft.model_copy(update={"id": new_id})
-            # The event first: once the file is written a teammate may claim the task,
+            made: builtins.list[tuple[int, Task]] = []
+            ids: set[str] = set()
+            for i, draft, wanted in drafts:
+                try:
+                    if wanted is not None and wanted in ids:  # allocated above, not yet written
+                        raise Conflict(f"duplicate id {wanted}: that task already exists")
+                    new_id = self._allocate(wanted, sync_dir=False)
+                except Exception as exc:
+                    out[i] = exc
+                    continue
+                ids.add(new_id)
+                made.append((i, draft.model_copy(update={"id": new_id})))
+            # The events first: once a file is written a teammate may claim the task,
             # and its task_claimed must come after this in the log.
-            self.events.emit(event, task.id, actor=actor, subject=task.subject,
-                             **event_fields)
-            try:
-                self._write(task)
-            except BaseException as exc:
-                with contextlib.suppress(Exception):
-                    self.events.emit("task_create_failed", task.id, actor=actor,
-                                     error=f"{type(exc).__name__}: {exc}")
-                if self._durable:
-                    with contextlib.suppress(OSError):
-                        fsync_dir(self.layout.tasks)
-                raise
-        return task
+            self.events.emit_many([(event, t.id, {"subject": t.subject, **items[i][2]})
+                                   for i, t in made], actor=actor)
+            written: builtins.list[Task] = []
+            for i, task in made:
+                try:
+                    self._write(task, hint=False)
+                except BaseException as exc:
+                    with contextlib.suppress(Exception):
+                        self.events.emit("task_create_failed", task.id, actor=actor,
+                                         error=f"{type(exc).__name__}: {exc}")
+                    if self._durable:
+                        with contextlib.suppress(OSError):
+                            fsync_dir(self.layout.tasks)
+                    if not isinstance(exc, Exception):
+                        raise
+                    out[i] = exc
+                    continue
+                out[i] = task
+                written.append(task)
+            if written:
+                with contextlib.suppress(OSError):  # hints (see `_write`), one append
+                    self._journal(written)
+        answered: builtins.list[Task | Exception] = []
+        for x in out:
+            assert x is not None  # every item was answered above
+            answered.append(x)
+        return answered
 
     def edit(self, task_id: str, *, actor: str, **fields: Any) -> Task:
         bad = PROTECTED & fields.keys()
@@ -612,7 +653,7 @@ class FileBoard:
             raise InvalidInput(f"{task_id}: unreadable task file: {exc}") from None
         return task
 
-    def _write(self, task: Task, *, forgettable: bool = False) -> None:
+    def _write(self, task: Task, *, forgettable: bool = False, hint: bool = True) -> None:
         """Replace the task file atomically and durably.
 
         ``forgettable`` (claims and renewals) skips the folder fsync: after a power
@@ -627,8 +668,10 @@ class FileBoard:
         self._index.put(task, (st.st_mtime_ns, st.st_size, st.st_ino))
         # The file is written: that is the change. The journal only hints it to other
         # processes (their rescans find it anyway), so a full disk must not fail the write.
-        with contextlib.suppress(OSError):
-            self._journal(task)
+        # (``hint=False``: the caller hints a group of writes at once.)
+        if hint:
+            with contextlib.suppress(OSError):
+                self._journal([task])
 
     def retire_files(self, paths: builtins.list[Path]) -> builtins.list[Path]:
         """Files done with (intake's taken drops, once their tasks are durable) kept as
@@ -646,9 +689,9 @@ class FileBoard:
             return self._seq_lock.locked()
         return flocked(self.layout.locks / "seq.lock")
 
-    def _journal(self, task: Task) -> None:
+    def _journal(self, tasks: builtins.list[Task]) -> None:
         path = self.layout.tasks / JOURNAL
-        line = f"{task.id} {task.status} {task.priority}\n".encode()
+        line = "".join(f"{t.id} {t.status} {t.priority}\n" for t in tasks).encode()
         held = self._journal_fd if self._deferred == threading.get_ident() else None
         if held is not None and self._journal_ino != _inode(path):
             held = None  # rotated meanwhile: append to the new one
