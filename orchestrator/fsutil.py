@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import stat
@@ -158,7 +159,10 @@ class Spares:
                 continue
             try:
                 st = os.fstat(fd)
-                ok = _reusable(st) and _alone(fd)
+                alone = _alone(fd) if _reusable(st) else False
+                if alone is None:  # this file system cannot tell (no leases): none is reused
+                    names.clear()
+                ok = bool(alone)
                 if ok and st.st_size and not _zero(fd, st.st_size, st.st_blksize):
                     os.ftruncate(fd, 0)
                 if ok and stat.S_IMODE(st.st_mode) != 0o600:
@@ -201,23 +205,23 @@ def _reusable(st: os.stat_result) -> bool:
     return stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_uid == os.geteuid()
 
 
-def _alone(fd: int) -> bool:
+def _alone(fd: int) -> bool | None:
     """Whether no other open file has ``fd``'s file open (a process that kept a dropped
     file open, or mapped it, to write on later): Linux grants a write lease (``F_SETLEASE``)
     only then. It is given up at once. While it is held, someone opening the file would
     break it and the kernel would signal us: SIGURG (``F_SETSIG``), which is ignored unless
-    handled, not SIGIO, which would end the process. False where leases are not
-    available: the file is not reused."""
+    handled, not SIGIO, which would end the process. None where leases are not available
+    (another system, NFS, some FUSE file systems): no file is reused there."""
     import fcntl
 
     setlease = getattr(fcntl, "F_SETLEASE", None)
     if setlease is None:
-        return False
+        return None
     try:
         fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)
         fcntl.fcntl(fd, setlease, fcntl.F_WRLCK)
-    except OSError:
-        return False
+    except OSError as exc:
+        return False if exc.errno == errno.EAGAIN else None
     fcntl.fcntl(fd, setlease, fcntl.F_UNLCK)
     return True
 

@@ -606,3 +606,21 @@ def test_tasks_made_together_answer_each_item_in_order(board: FileBoard,
     assert created[0].fields["source"] == "a" and created[3].fields["source"] == "b"
     assert [e.event for e in log][-1] == "task_create_failed"
     assert board.create_many([], actor="intake") == []
+
+
+def test_where_leases_are_not_available_no_spare_is_reused_nor_all_deleted_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the file system cannot say whether a spare is open elsewhere (no leases: NFS,
+    some FUSE), writes make new files; the spares are not all deleted by one write."""
+    import orchestrator.fsutil as fsutil
+    from orchestrator.fsutil import Spares, atomic_write
+
+    monkeypatch.setattr(fsutil, "_alone", lambda fd: None)
+    for i in range(5):
+        (tmp_path / f".spare.{i}.tmp").write_text(f"drop {i}")
+    spares = Spares(tmp_path)
+    for i in range(3):
+        atomic_write(tmp_path / f"task_00{i}.json", "{}\n", durable=False, spares=spares)
+        assert (tmp_path / f"task_00{i}.json").read_text() == "{}\n"
+    left = sorted(p.read_text() for p in tmp_path.glob(".spare.*"))
+    assert len(left) == 4 and all(t.startswith("drop ") for t in left)  # one tried, unlinked
