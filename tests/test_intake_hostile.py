@@ -115,14 +115,16 @@ def test_bad_task_files_in_tasks_do_not_stop_the_board(board: FileBoard) -> None
 
 def test_an_error_of_ours_for_one_file_rejects_that_file_only(
         board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = board.create
+    from orchestrator.board.model import Task
 
-    def create(fields, **kw):  # type: ignore[no-untyped-def]
-        if fields.get("subject") == "trips a bug":
+    real = Task.model_validate
+
+    def validate(data):  # type: ignore[no-untyped-def]
+        if data.get("subject") == "trips a bug":
             raise RuntimeError("a bug in intake")
-        return real(fields, **kw)
+        return real(data)
 
-    monkeypatch.setattr(board, "create", create)
+    monkeypatch.setattr(Task, "model_validate", validate)
     drop(board.layout.inbox, "a.json", b'{"title": "trips a bug"}')
     drop(board.layout.inbox, "b.json", b'{"title": "fine"}')
     assert [t.subject for t in board.intake()] == ["fine"]

@@ -260,6 +260,9 @@ class FileBoard:
             except InvalidRecord as exc:
                 out[i] = InvalidInput(f"invalid task: {describe_error(exc)}")
                 continue
+            except Exception as exc:  # a bug of ours, for this item only
+                out[i] = exc
+                continue
             drafts.append((i, draft, wanted))
         with self._seq_locked():
             # The mark's rename is made durable by the task file's fsync of .tasks (one
@@ -298,7 +301,7 @@ class FileBoard:
                 out[i] = task
                 written.append(task)
             if written:
-                with contextlib.suppress(OSError):  # hints (see `_write`), one append
+                with contextlib.suppress(Exception):  # hints (see `_write`), one append
                     self._journal(written)
         answered: builtins.list[Task | Exception] = []
         for x in out:
