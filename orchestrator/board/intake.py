@@ -416,8 +416,8 @@ their files written. A process killed in between leaves events of tasks never wr
 
 @dataclass
 class _Claimed:
-    """A dropped file claimed (renamed to ``mine``) and read, its task not yet made; or,
-    with ``error``, to be rejected (in its turn, so the log keeps the files' order)."""
+    """A dropped file claimed (renamed to ``mine``) and read, its task not yet made; or
+    the error it is rejected for, once its group's tasks are made (`_make`)."""
 
     path: Path
     rel: str
@@ -508,11 +508,8 @@ def _create_one(board: Any, actor: str, fields: dict[str, Any], task_id: str | N
 
 def _refuse(board: FileBoard, path: Path, rel: str, mine: Path, exc: Exception, actor: str,
             moved: list[Path]) -> None:
-    """Reject the claimed ``mine`` (its new place appended to ``moved``) for ``exc``: the
-    file's fault, or ours; a full disk is the machine's, and raised with the file put back."""
-    if _machine_trouble(exc):
-        os.rename(mine, path)  # not the file's fault: taken in when the fault is gone
-        raise exc
+    """Reject the claimed ``mine`` (its new place appended to ``moved``) for ``exc``, the
+    file's fault or ours; when even that fails, the file goes back where the user put it."""
     try:
         moved.append(reject(board, mine, path.name, rel, _reason(exc), actor))
     except Exception:
