@@ -624,3 +624,38 @@ def test_where_leases_are_not_available_no_spare_is_reused_nor_all_deleted_at_on
         assert (tmp_path / f"task_00{i}.json").read_text() == "{}\n"
     left = sorted(p.read_text() for p in tmp_path.glob(".spare.*"))
     assert len(left) == 4 and all(t.startswith("drop ") for t in left)  # one tried, unlinked
+
+
+def test_a_disk_that_fills_mid_burst_keeps_every_drop_once(
+        board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk fills after the first group of tasks: intake stops with the error, the
+    tasks made are kept and their drops are done with (not left claimed, to be taken in a
+    second time after a restart); the other drops are back in the inbox, and the next
+    intake, with room again, makes each of them once."""
+    import errno
+
+    from orchestrator.board.intake import BATCH
+
+    for i in range(40):
+        drop(board, f"d{i:02d}.json", json.dumps({"title": f"drop {i}"}))
+    real_write = FileBoard._write
+    room = [BATCH + 3]
+
+    def write(self: FileBoard, task: object, **kw: object) -> None:
+        if room[0] <= 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        room[0] -= 1
+        real_write(self, task, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FileBoard, "_write", write)
+    with pytest.raises(OSError, match="No space"):
+        board.intake()
+    made = len(list(board.layout.tasks.glob("task_*.json")))
+    assert made == BATCH + 3
+    assert list((board.layout.inbox / ".processing").iterdir()) == []
+    assert len(list(board.layout.inbox.glob("d*.json"))) == 40 - made
+    room[0] = 1000
+    board.intake()
+    subjects = sorted(t.subject for t in board.list())
+    assert subjects == sorted(f"drop {i}" for i in range(40))  # each once
+    assert list(board.layout.inbox.glob("*.json")) == []

@@ -301,6 +301,7 @@ def take_dropped(board: Any, actor: str, moved: list[Path], *,
         return created
     claims = _Claims(layout.inbox)
     deferred = getattr(board, "deferred_sync", None)  # the file board: one flush, not 2 a file
+    failed: BaseException | None = None  # a full disk: the caller backs off
     with deferred(len(found)) if deferred is not None else contextlib.nullcontext():
         batch: list[_Claimed] = []  # claimed and read, their tasks not yet made
         try:
@@ -309,7 +310,7 @@ def take_dropped(board: Any, actor: str, moved: list[Path], *,
                     got = _claim(board, path, rel, claims)
                 except Exception as exc:  # one file never stops the others
                     if _machine_trouble(exc):
-                        raise  # a full or read-only disk: the caller backs off
+                        raise
                     _warn("intake: left %s in place: %s", _printable(rel), _reason(exc))
                     continue
                 if got is not None:
@@ -317,14 +318,17 @@ def take_dropped(board: Any, actor: str, moved: list[Path], *,
                 if len(batch) >= BATCH:
                     created += _make(board, actor, batch, moved, taken)
             created += _make(board, actor, batch, moved, taken)
-        except BaseException:
+        except BaseException as exc:
             for item in batch:  # claimed, no task made: back where the user put them
                 with contextlib.suppress(OSError):
                     os.rename(item.mine, item.path)
-            raise
-    # only now are their tasks durable; the file board keeps them to write over
+            failed = exc
+    # Only now (the flush on the way out did not fail) are the tasks made durable, even
+    # when a full disk stopped the burst; the file board keeps their drops to write over.
     retire = getattr(board, "retire_files", None)
     _delete(retire(taken) if retire is not None else taken)
+    if failed is not None:
+        raise failed
     return created
 
 
