@@ -400,8 +400,12 @@ class WorktreeManager:
     def _new(self, path: Path, branch: str, start: str) -> None:
         """A worktree on a new ``branch`` from ``start``, in one ``git worktree add -b``
         (git itself then runs branch, symbolic-ref and reset). A kill inside it leaves the
-        worktree locked "initializing", which `_checkout` clears and makes again."""
-        self._add(path, ["--no-track", "-b", branch], [start])
+        worktree locked "initializing", which `_checkout` clears and makes again.
+        ``--force`` skips git's search of every worktree for one on the branch (a branch
+        made here is on none; 45 ms with 600 worktrees kept); a path registered to a
+        worktree was dealt with before (`_checkout`), and ``-b`` still refuses a branch
+        that exists."""
+        self._add(path, ["--force", "--no-track", "-b", branch], [start])
 
     def _populate(self, path: Path) -> None:
         """Set the sparse patterns (when configured) and check the files out."""

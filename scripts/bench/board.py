@@ -405,19 +405,26 @@ open(log, "a").write("--- create\\n")
 t0 = time.perf_counter()
 m.create(task)
 took = time.perf_counter() - t0
-open(log, "a").write("--- remove\\n")
-m.remove(task)
+if sys.argv[5] == "remove":
+    open(log, "a").write("--- remove\\n")
+    m.remove(task)
 print(took)
 """
 
 
+WT_RUNS = 5
+"""Rounds of worktree creates (see `worktrees`): the disk's noise needs more than 3."""
+
+
 def worktrees(tmp: Path, kept: Sequence[int]) -> None:
+    """Git processes per create+remove, and create time with few and many worktrees kept.
+    The timed creates are not removed until the end: a remove deletes a checkout of 2,000
+    files, and on ext4 without a journal (this machine's) each new file then costs up to
+    tenfold while freed inodes are recent (for a minute once written out, six while not),
+    so the next create would time the disk's mood, not the kept count. (A journalling ext4
+    has no such cost.) Each kept count has a repository of its own, and their creates
+    alternate, one first then the other (`WT_RUNS` rounds)."""
     print("worktrees", flush=True)
-    wt_src = tmp / "wtsrc"
-    wt_src.mkdir()
-    repo = generate_repo(wt_src)  # 2,000 files, as scripts/bench/worktree.py makes
-    wt_root = tmp / "wt"
-    wt_root.mkdir()
     env, log = git_shim(tmp)
 
     def calls() -> list[str]:
@@ -425,36 +432,60 @@ def worktrees(tmp: Path, kept: Sequence[int]) -> None:
         log.unlink(missing_ok=True)
         return lines
 
+    def repos_in(base: Path) -> dict[int, tuple[Path, Path]]:
+        repos = {}
+        for k in kept:
+            (base / f"wtsrc{k}").mkdir()
+            repo = generate_repo(base / f"wtsrc{k}")  # 2,000 files, as bench/worktree.py
+            (base / f"wt{k}").mkdir()
+            repos[k] = repo, base / f"wt{k}"
+        return repos
+
+    def cycle(repo: Path, wt_root: Path, task_id: str, then: str = "remove"
+              ) -> tuple[float, list[str]]:
+        out = subprocess.run([sys.executable, "-c", WT_CYCLE, str(repo), str(wt_root),
+                              task_id, str(log), then], cwd=ROOT, env=env, check=True,
+                             capture_output=True, text=True).stdout
+        lines = calls()
+        create = lines.index("--- create")
+        return float(out), [c for c in lines[create:] if not c.startswith("---")]
+
+    def creates(repos: dict[int, tuple[Path, Path]]) -> dict[int, list[float]]:
+        for k, (repo, wt_root) in repos.items():
+            for made in range(1, k + 1):  # kept worktrees, as earlier tasks leave them
+                git(repo, "worktree", "add", "-q", "--no-checkout", "-b", f"task/keep{made}",
+                    str(wt_root / f"keep{made}"), "HEAD")
+        samples: dict[int, list[float]] = {k: [] for k in kept}
+        for i in range(WT_RUNS):  # alternating, one first then the other: the same disk
+            for k in (kept if i % 2 == 0 else kept[::-1]):
+                samples[k].append(cycle(*repos[k], f"task_99{k:04d}{i}", "keep")[0])
+        return samples
+
+    repos = repos_in(tmp)
+    repo, wt_root = repos[min(kept)]
+    samples = creates(repos)  # first: the removes below delete checkouts (see above)
     # raw git: add -b + remove + branch -D
     calls()
     for args in (["worktree", "add", "-q", "-b", "bench/raw", str(wt_root / "raw"), "HEAD"],
                  ["worktree", "remove", str(wt_root / "raw")], ["branch", "-q", "-D", "bench/raw"]):
         subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
     raw = len(calls())
-
-    def cycle(task_id: str) -> tuple[float, list[str]]:
-        out = subprocess.run([sys.executable, "-c", WT_CYCLE, str(repo), str(wt_root),
-                              task_id, str(log)], cwd=ROOT, env=env, check=True,
-                             capture_output=True, text=True).stdout
-        lines = calls()
-        create = lines.index("--- create")
-        return float(out), [c for c in lines[create:] if not c.startswith("---")]
-
-    _, orch = cycle("task_990001")
+    _, orch = cycle(repo, wt_root, "task_990001")
     verdict("git processes, worktree create+remove", len(orch), raw + 1, "",
             note=f"raw git: {raw}; ran: " + "; ".join(c.split()[0] if c.split()[0] != "-C"
                                                      else c.split()[2] for c in orch))
-    made = 0
-    times: dict[int, float] = {}
+    times = {k: statistics.median(v) for k, v in samples.items()}
     for k in kept:
-        while made < k:  # kept worktrees, as earlier tasks leave them (own branch each)
-            made += 1
-            git(repo, "worktree", "add", "-q", "--no-checkout", "-b", f"task/keep{made}",
-                str(wt_root / f"keep{made}"), "HEAD")
-        times[k] = median(lambda i, k=k: cycle(f"task_99{k:04d}{i}")[0])
-        info(f"worktree create, {k} worktrees kept", f"{times[k]:.3f} s")
+        info(f"worktree create, {k} worktrees kept",
+             f"{times[k]:.3f} s  ({' / '.join(f'{x:.2f}' for x in samples[k])})")
     lo, hi = min(kept), max(kept)
     verdict(f"create at {hi} kept / at {lo} kept", times[hi] / times[lo], 1.5, "x")
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):  # the same where files cost ~nothing
+        with tempfile.TemporaryDirectory(prefix="orch-bench-", dir=shm) as d:
+            on = {k: statistics.median(v) for k, v in creates(repos_in(Path(d))).items()}
+        info("the same on tmpfs (what is not the disk)",
+             f"{on[lo]:.3f} / {on[hi]:.3f} s = {on[hi] / on[lo]:.2f} x")
 
 
 # --- the library figures of issue 2 -------------------------------------------------------------
