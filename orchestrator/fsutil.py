@@ -146,16 +146,16 @@ class Spares:
         does): its descriptor and path; None when there is none left."""
         names = self._spares()
         while names:
+            spare = os.path.join(self.folder, names.pop())
             mine = os.path.join(self.folder, f".{name}.{os.urandom(6).hex()}.tmp")
             try:
-                os.rename(os.path.join(self.folder, names.pop()), mine)
+                os.rename(spare, mine)
             except OSError:
                 continue  # another process took it
             try:
                 fd = os.open(mine, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.unlink(mine)
+            except OSError:  # a symlink, a FIFO, a folder someone put under a spare's name
+                _let_go(mine, spare)
                 continue
             try:
                 st = os.fstat(fd)
@@ -171,8 +171,7 @@ class Spares:
                 ok = False
             if not ok:
                 os.close(fd)
-                with contextlib.suppress(OSError):
-                    os.unlink(mine)  # our name only: the file lives on where it is linked
+                _let_go(mine, spare)
                 continue
             return fd, mine
         return None
@@ -188,7 +187,7 @@ class Spares:
                 st = os.lstat(path)
             except OSError:
                 continue  # gone already
-            if len(names) >= MAX_SPARES or not _reusable(st) or st.st_size > SPARE_BYTES:
+            if len(names) >= MAX_SPARES or not _reusable(st):
                 rest.append(path)
                 continue
             name = f"{SPARE_PREFIX}{os.urandom(6).hex()}.tmp"
@@ -202,7 +201,24 @@ class Spares:
 
 
 def _reusable(st: os.stat_result) -> bool:
-    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_uid == os.geteuid()
+    """A spare may be kept and written over: a regular file of ours, linked nowhere else,
+    of at most `SPARE_BYTES` and holding no more disk than that (a file grown or sparse
+    since, or with room allocated past its end, could make a task file hold gigabytes)."""
+    return (stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_uid == os.geteuid()
+            and st.st_size <= SPARE_BYTES
+            and st.st_blocks * 512 <= max(SPARE_BYTES, st.st_blksize))
+
+
+def _let_go(mine: str, spare: str) -> None:
+    """A spare not to reuse loses the name we gave it (the file lives on where else it is
+    linked); a folder goes back under its old name, as it was."""
+    try:
+        os.unlink(mine)
+    except IsADirectoryError:
+        with contextlib.suppress(OSError):
+            os.rename(mine, spare)
+    except OSError:
+        pass
 
 
 def _alone(fd: int) -> bool | None:
@@ -260,9 +276,9 @@ THREADS = 8
 
 def each_in_threads(fn: Callable[[T], None], items: Sequence[T]) -> None:
     """``fn(item)`` for each item, from `THREADS` threads once there are enough items.
-    For deletes and truncations: where the file system trims a file's freed blocks at
-    once (``discard``, as on this project's test machines) each waits on the disk,
-    ~0.3 ms, and those waits overlap (8 threads: ~0.15 ms a file)."""
+    For deletes: where the file system trims a file's freed blocks at once (``discard``,
+    as on this project's test machines) each waits on the disk, ~0.3 ms, and those waits
+    overlap (8 threads: ~0.15 ms a file)."""
     def run(some: Sequence[T]) -> None:
         for item in some:
             fn(item)

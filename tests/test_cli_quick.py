@@ -191,7 +191,7 @@ def test_control_characters_from_a_subject_never_reach_the_terminal_raw(repo: Pa
     written out, never raw."""
     from tests.helpers import run_on_terminal
 
-    hostile = "fix \x1b]52;c;cHduZWQ=\x07 \x1b[2J gone \x9b31m end"
+    hostile = "fix \x1b]52;c;cHduZWQ=\x07 \x1b[2J gone \x9b31m \u202eend"
 
     def orch(*args: str) -> str:
         p = subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True,
@@ -207,7 +207,7 @@ def test_control_characters_from_a_subject_never_reach_the_terminal_raw(repo: Pa
     stopped = repo / ".tasks" / f"{stopped_id}.json"  # a hostile reason to wait
     stopped.write_text(json.dumps({**json.loads(stopped.read_text()), "status": "failed",
                                    "waiting_for": "budget \x1b]0;t\x07"}))
-    written = "fix \\x1b]52;c;cHduZWQ=\\x07 \\x1b[2J gone \\x9b31m end"
+    written = "fix \\x1b]52;c;cHduZWQ=\\x07 \\x1b[2J gone \\x9b31m \\u202eend"
     outputs = {"list": orch("list"), "show": orch("show", "1"), "events": orch("events"),
                "terminal": run_on_terminal(repo, ["list", "--status", "pending"],
                                            env={"PAGER": "cat"}),
@@ -216,6 +216,7 @@ def test_control_characters_from_a_subject_never_reach_the_terminal_raw(repo: Pa
     for name, out in outputs.items():
         assert "\x07" not in out and "\x9b" not in out and "\r" not in out.replace("\r\n", ""), name
         assert "\x1b]" not in out and "\x1b[2J" not in out and "\x1b[8m" not in out, name
+        assert "\u202e" not in out, name  # a bidi override: shown, never obeyed
     for name in ("list", "show", "events", "terminal"):
         assert written in outputs[name], (name, outputs[name])
     assert "dropped \\x1b[8mhidden\\x1b[0m" in outputs["list"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -429,7 +430,7 @@ def test_a_burst_keeps_its_drops_as_spares_and_the_next_burst_writes_over_them(
     assert len(kept) == 20 and not list((board.layout.inbox / ".processing").iterdir())
     assert sorted(json.loads(p.read_text())["title"] for p in kept.values()) == sorted(
         f"olddrop {i}" for i in range(20))  # kept as they were; the big one was deleted
-    next(iter(kept.values())).write_text("{" + "x" * 5000)  # grown since: zeroed on use
+    next(iter(kept.values())).write_text("{" + "x" * 3000)  # grown since: zeroed on use
     for i in range(21):
         drop(board, f"b{i:02d}.json", json.dumps({"title": f"second {i}"}))
     made = board.intake()
@@ -562,6 +563,39 @@ def test_a_spare_is_reused_only_when_plain_ours_unlinked_and_open_nowhere_else(
     for i, out in enumerate(outs):  # the held file's late write went nowhere near them
         assert out.read_text() == f'{{"new": {i}}}\n' and out.stat().st_mode & 0o777 == 0o600
     assert not list(spares.glob(".spare.*")) and not list(spares.glob(".*.tmp"))
+
+
+def test_a_spare_of_a_shape_no_kept_drop_has_is_never_written_over(tmp_path: Path) -> None:
+    """What someone put under spare names in .tasks/.tmp: a FIFO, a folder, a file over one
+    block, a sparse gigabyte, a small file with room allocated past its end. None becomes a
+    task file (which would then hold that disk, or block): the folder keeps its name and
+    what is in it, the others lose their spare name; each write makes a small new file."""
+    import ctypes
+
+    from orchestrator.fsutil import Spares, atomic_write
+
+    spares = tmp_path / "spares"
+    spares.mkdir()
+    os.mkfifo(spares / ".spare.fifo.tmp")
+    (spares / ".spare.dir.tmp").mkdir()
+    (spares / ".spare.dir.tmp" / "notes.txt").write_text("mine")
+    (spares / ".spare.big.tmp").write_bytes(b"x" * 5000)
+    with open(spares / ".spare.sparse.tmp", "wb") as f:
+        f.truncate(1 << 30)
+    with open(spares / ".spare.room.tmp", "wb") as f:
+        f.write(b"{}")
+        f.flush()
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        assert libc.fallocate(f.fileno(), 1, 0, 64 << 20) == 0  # FALLOC_FL_KEEP_SIZE
+    assert os.stat(spares / ".spare.room.tmp").st_blocks * 512 >= 64 << 20
+    for i in range(5):
+        out = tmp_path / f"task_{i:03d}.json"
+        atomic_write(out, f'{{"new": {i}}}\n', durable=False, spares=Spares(spares))
+        assert out.read_text() == f'{{"new": {i}}}\n'
+        assert out.stat().st_blocks * 512 <= 8192 and stat.S_ISREG(out.stat().st_mode)
+    assert [p.name for p in spares.iterdir()] == [".spare.dir.tmp"]
+    assert (spares / ".spare.dir.tmp" / "notes.txt").read_text() == "mine"
 
 
 def test_tasks_made_together_answer_each_item_in_order(board: FileBoard,

@@ -86,7 +86,7 @@ def test_logs_follow_ends_when_the_run_ends(repo: Path) -> None:
     assert "committed abababababab" in out and "checks passed: exit code 0" in out
 
 
-HOSTILE = "done \x1b]52;c;cHduZWQ=\x07 \x1b[2J\x1b[8mhidden\x1b[0m \x9b31m end"
+HOSTILE = "done \x1b]52;c;cHduZWQ=\x07 \x1b[2J\x1b[8mhidden\x1b[0m \x9b31m \u202eend"
 
 
 def test_what_an_agent_wrote_reaches_the_terminal_with_its_control_characters_written_out(
@@ -108,6 +108,7 @@ def test_what_an_agent_wrote_reaches_the_terminal_with_its_control_characters_wr
         assert out.returncode == 0, out.stderr
         text = out.stdout
         assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text, args
+        assert "\u202e" not in text and "\\u202eend" in text, args  # a bidi override
         assert "\\x1b]52;c;cHduZWQ=\\x07" in text and "\\x1b[8mhidden" in text, args
     assert "approved bash(ls; done \\x1b]52" in text
     lines = orch(repo, "logs", task.id, "--json").stdout.splitlines()

@@ -489,8 +489,8 @@ def _make(board: FileBoard, actor: str, batch: list[_Claimed], moved: list[Path]
                 continue
             taken.append(item.mine)
             created.append(made)
-            assert isinstance(item.draft, Draft)
-            _add_blocks(board, made.id, item.draft.blocks)
+            _add_blocks(board, made.id, item.draft.blocks if isinstance(item.draft, Draft)
+                        else [])
         except Exception as exc:
             if _machine_trouble(exc):
                 trouble = trouble or exc

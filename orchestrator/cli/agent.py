@@ -27,7 +27,7 @@ def _answer(ident: str, approved: bool, message: str, repo: RepoOpt, as_json: bo
         echo(f"{verb} the plan of {req.get('task')} [{req['request_id']}]")
         return
     echo(f"{verb} {req.get('tool')}({req.get('subject') or ''}) for {req.get('task')} "
-               f"[{req['request_id']}]")
+         f"[{req['request_id']}]")
 
 
 @app.command()

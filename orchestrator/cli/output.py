@@ -20,12 +20,16 @@ PIPED_WIDTH = 100_000
 
 
 _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c not in (9, 10)}
+_CONTROLS.update({c: f"\\u{c:04x}" for c in (0x200E, 0x200F, 0x2028, 0x2029,
+                                            *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
 
 
 def plain(text: str) -> str:
     """``text`` with its control characters (all but tab and newline) written out as
-    ``\\xNN``: a subject, message or event field an agent or a dropped file wrote cannot
-    move the cursor, set the title or the clipboard, or hide what follows on a terminal."""
+    ``\\xNN``, and the marks that reorder or break a line (bidi overrides and isolates, line
+    and paragraph separators) as ``\\uNNNN``: a subject, message or event field an agent or a
+    dropped file wrote cannot move the cursor, set the title or the clipboard, hide what
+    follows, or show a command in an order other than the one it runs in."""
     return text if text.isprintable() else text.translate(_CONTROLS)
 
 

@@ -30,6 +30,7 @@ the board. ``--quick`` uses smaller sizes (a smoke test; figures not comparable)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import json
 import os
@@ -43,7 +44,7 @@ import tempfile
 import termios
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -326,9 +327,6 @@ def _why(exc: Exception) -> str:
 def intake(tmp: Path, drops: int) -> None:
     print("intake", flush=True)
 
-    def once(i: int) -> float:
-        return once_in(tmp, i)
-
     def once_in(where: Path, i: int) -> float:
         layout = seed(where / f"intake{i}", 0, repo=True)
         for k in range(drops):
@@ -338,7 +336,7 @@ def intake(tmp: Path, drops: int) -> None:
         assert len(json.loads(out)) == drops, "intake did not take every drop"
         return took
 
-    verdict(f"intake of {drops:,} drops (one list --json)", median(once), 2.0)
+    verdict(f"intake of {drops:,} drops (one list --json)", median(lambda i: once_in(tmp, i)), 2.0)
 
     def empty(i: int) -> float:  # what the command costs on such a board without drops
         return run_piped(["list", "--json"], seed(tmp / f"intake-empty{i}", 0, repo=True).root)[0]
@@ -347,11 +345,22 @@ def intake(tmp: Path, drops: int) -> None:
     create, delete = file_costs(tmp / "fs-probe")
     info("this file system: create a file / delete a flushed one",
          f"{create:.2f} / {delete:.2f} ms")
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK):  # the same work where files cost ~nothing
-        with tempfile.TemporaryDirectory(prefix="orch-bench-", dir=shm) as d:
+    with on_tmpfs() as shm:
+        if shm is not None:
             info("the same intake on tmpfs (what is not the disk)",
-                 f"{median(lambda i: once_in(Path(d), i)):.3f} s")
+                 f"{median(lambda i: once_in(shm, i)):.3f} s")
+
+
+@contextlib.contextmanager
+def on_tmpfs() -> Iterator[Path | None]:
+    """A folder in /dev/shm, to run the same work where files cost ~nothing (None where
+    there is no tmpfs to write to)."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="orch-bench-", dir=shm) as d:
+        yield Path(d)
 
 
 def file_costs(folder: Path, n: int = 200) -> tuple[float, float]:
@@ -480,12 +489,11 @@ def worktrees(tmp: Path, kept: Sequence[int]) -> None:
              f"{times[k]:.3f} s  ({' / '.join(f'{x:.2f}' for x in samples[k])})")
     lo, hi = min(kept), max(kept)
     verdict(f"create at {hi} kept / at {lo} kept", times[hi] / times[lo], 1.5, "x")
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK):  # the same where files cost ~nothing
-        with tempfile.TemporaryDirectory(prefix="orch-bench-", dir=shm) as d:
-            on = {k: statistics.median(v) for k, v in creates(repos_in(Path(d))).items()}
-        info("the same on tmpfs (what is not the disk)",
-             f"{on[lo]:.3f} / {on[hi]:.3f} s = {on[hi] / on[lo]:.2f} x")
+    with on_tmpfs() as shm:
+        if shm is not None:
+            on = {k: statistics.median(v) for k, v in creates(repos_in(shm)).items()}
+            info("the same on tmpfs (what is not the disk)",
+                 f"{on[lo]:.3f} / {on[hi]:.3f} s = {on[hi] / on[lo]:.2f} x")
 
 
 # --- the library figures of issue 2 -------------------------------------------------------------
