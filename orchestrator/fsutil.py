@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import signal
 import stat
 import sys
 from collections.abc import Callable, Sequence
@@ -229,6 +228,7 @@ def _alone(fd: int) -> bool | None:
     handled, not SIGIO, which would end the process. None where leases are not available
     (another system, NFS, some FUSE file systems): no file is reused there."""
     import fcntl
+    import signal  # here: every command imports this module, few take a spare
 
     setlease = getattr(fcntl, "F_SETLEASE", None)
     if setlease is None:
