@@ -33,7 +33,7 @@ from orchestrator.controlplane import BoardSummary
 from orchestrator.fsutil import atomic_write
 
 FILE = "board-summary"
-VERSION = 1
+VERSION = 2
 STATUSES = list(Status)
 STATUS_NAMES = [s.value for s in STATUSES]
 NANO = 1_000_000_000
@@ -77,8 +77,8 @@ class _Cache:
         else:
             self.ids.insert(i, n)
             self.rows[ROW * i:ROW * i] = row
-        if task.status is Status.FAILED and task.waiting_for:
-            self.waiting[task_id] = task.waiting_for
+        if task.wait and task.status is not Status.IN_PROGRESS:
+            self.waiting[task_id] = task.wait.text
 
     def summary(self) -> BoardSummary:
         statuses = self.rows[0::ROW]
