@@ -1,0 +1,188 @@
+"""GitHub's official OpenAPI description (npm ``@octokit/openapi``), pruned to the
+operations orchestrator uses, checking requests and answers with ``openapi-core``.
+
+The full description is 13 MB; `pruned` keeps the operations in `OPERATIONS` and the
+components they reach (about a tenth of it), cached beside the source by its hash.
+`ValidatingTransport` wraps an httpx transport: each request sent and each answer read
+is checked, and what does not match is collected in ``problems`` (the tests fail on any).
+Only for tests: ``openapi-core`` is in the ``test`` extra.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+OPERATIONS: tuple[tuple[str, str], ...] = (
+    ("get", "/user"),
+    ("get", "/repos/{owner}/{repo}"),
+    ("get", "/repos/{owner}/{repo}/pulls"),
+    ("post", "/repos/{owner}/{repo}/pulls"),
+    ("get", "/repos/{owner}/{repo}/pulls/{pull_number}"),
+    ("patch", "/repos/{owner}/{repo}/pulls/{pull_number}"),
+    ("put", "/repos/{owner}/{repo}/pulls/{pull_number}/merge"),
+    ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews"),
+    ("post", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews"),
+    ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"),
+    ("post", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"),
+    ("post", "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies"),
+    ("get", "/repos/{owner}/{repo}/issues"),
+    ("post", "/repos/{owner}/{repo}/issues"),
+    ("patch", "/repos/{owner}/{repo}/issues/{issue_number}"),
+    ("get", "/repos/{owner}/{repo}/issues/{issue_number}/comments"),
+    ("post", "/repos/{owner}/{repo}/issues/{issue_number}/comments"),
+    ("get", "/repos/{owner}/{repo}/commits/{ref}/check-runs"),
+    ("get", "/repos/{owner}/{repo}/commits/{ref}/status"),
+    ("post", "/repos/{owner}/{repo}/check-runs"),
+    ("patch", "/repos/{owner}/{repo}/check-runs/{check_run_id}"),
+    ("get", "/repos/{owner}/{repo}/check-runs/{check_run_id}/annotations"),
+    ("post", "/repos/{owner}/{repo}/statuses/{sha}"),
+    ("get", "/repos/{owner}/{repo}/collaborators/{username}/permission"),
+)
+NOT_IN_THE_DESCRIPTION = ("/graphql",)
+"""GitHub's GraphQL endpoint (draft -> ready) is not part of the REST description."""
+
+
+def description_file() -> Path | None:
+    """``api.github.com.json`` of ``@octokit/openapi`` (``scripts/test-deps`` installs it
+    into ``.venv/npm``; ``ORCH_GITHUB_OPENAPI`` names another copy), or None."""
+    named = os.environ.get("ORCH_GITHUB_OPENAPI")
+    if named:
+        return Path(named)
+    here = Path(__file__).resolve().parents[2] / ".venv" / "npm" / "node_modules" / \
+        "@octokit" / "openapi" / "generated" / "api.github.com.json"
+    return here if here.is_file() else None
+
+
+def pruned(source: Path, cache_dir: Path) -> dict[str, Any]:
+    """The description with only `OPERATIONS` and what they reference (cached)."""
+    raw = source.read_bytes()
+    key = hashlib.sha256(raw + repr(OPERATIONS).encode()).hexdigest()[:16]
+    cached = cache_dir / f"github-openapi-{key}.json"
+    if cached.is_file():
+        return dict(json.loads(cached.read_bytes()))
+    full = json.loads(raw)
+    paths: dict[str, Any] = {}
+    for method, path in OPERATIONS:
+        item = full["paths"][path]
+        paths.setdefault(path, {k: v for k, v in item.items() if k == "parameters"})
+        paths[path][method] = item[method]
+    spec = {"openapi": full["openapi"], "info": full["info"],
+            "servers": [{"url": "/"}], "paths": paths, "components": {}}
+    todo = list(_refs(paths))
+    seen: set[str] = set()
+    while todo:
+        ref = todo.pop()
+        if ref in seen:
+            continue
+        seen.add(ref)
+        _, _, kind, name = ref.split("/", 3)
+        node = full["components"][kind][name]
+        spec["components"].setdefault(kind, {})[name] = node
+        todo += _refs(node)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(spec))
+    tmp.replace(cached)
+    return spec
+
+
+def _refs(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "$ref" and isinstance(v, str):
+                yield v
+            else:
+                yield from _refs(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _refs(v)
+
+
+class _Request:
+    """An httpx request as openapi-core reads one."""
+
+    def __init__(self, request: httpx.Request, base_path: str) -> None:
+        from openapi_core.datatypes import RequestParameters
+        from werkzeug.datastructures import Headers, ImmutableMultiDict
+
+        self.host_url = ""
+        path = request.url.path
+        self.path = path[len(base_path):] if base_path and path.startswith(base_path) else path
+        self.method = request.method.lower()
+        self.body = request.read() or None
+        self.content_type = request.headers.get("content-type", "application/json")
+        self.parameters = RequestParameters(
+            query=ImmutableMultiDict(list(request.url.params.multi_items())),
+            header=Headers(list(request.headers.items())), cookie=ImmutableMultiDict())
+
+
+class _Response:
+    def __init__(self, response: httpx.Response, body: bytes) -> None:
+        self.status_code = response.status_code
+        self.content_type = response.headers.get("content-type", "application/json")
+        self.headers: Mapping[str, str] = dict(response.headers)
+        self.data = body or None
+
+
+class ValidatingTransport(httpx.BaseTransport):
+    """Checks each request and answer against the description; mismatches go to
+    ``problems`` as one line each (method, path, what is wrong)."""
+
+    def __init__(self, spec: dict[str, Any], inner: httpx.BaseTransport | None = None,
+                 base_path: str = "") -> None:
+        from openapi_core import OpenAPI
+
+        self.openapi = OpenAPI.from_dict(spec)
+        self.inner = inner or httpx.HTTPTransport()
+        self.base_path = base_path.rstrip("/")
+        self.problems: list[str] = []
+        self.checked = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.read()  # keep the body for the check: sending consumes the stream
+        response = self.inner.handle_request(request)
+        if request.url.path in NOT_IN_THE_DESCRIPTION:
+            return response
+        body = response.read()
+        self.problems += self.check(request, response, body)
+        self.checked += 1
+        return httpx.Response(response.status_code, headers=response.headers, content=body,
+                              request=request, extensions=response.extensions)
+
+    def check(self, request: httpx.Request, response: httpx.Response, body: bytes) -> list[str]:
+        """What is wrong with this exchange (nothing: an empty list)."""
+        req, out = _Request(request, self.base_path), []
+        where = f"{request.method} {request.url.path}"
+        try:
+            self.openapi.validate_request(req)  # type: ignore[arg-type]
+        except Exception as exc:
+            out.append(f"request {where}: {_why(exc)}")
+        if response.status_code == 304:
+            return out  # no body: GitHub describes 304 for the GETs that may answer it
+        try:
+            self.openapi.validate_response(req, _Response(response, body))  # type: ignore[arg-type]
+        except Exception as exc:
+            out.append(f"response {response.status_code} to {where}: {_why(exc)}")
+        return out
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _why(exc: BaseException) -> str:
+    causes = [str(exc)[:300]]
+    inner = getattr(exc, "schema_errors", None) or []
+    causes += [f"{'/'.join(str(p) for p in e.path)}: {e.message}"[:300] for e in inner[:5]]
+    cause = exc.__cause__
+    for e in (getattr(cause, "schema_errors", None) or [])[:5]:
+        causes.append(f"{'/'.join(str(p) for p in e.path)}: {e.message}"[:300])
+    if cause is not None and not getattr(cause, "schema_errors", None):
+        causes.append(str(cause)[:300])
+    return "; ".join(causes)
