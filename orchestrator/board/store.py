@@ -33,6 +33,8 @@ from orchestrator.board.flock import LOCK_TIMEOUT, FileLocked, HeldLockFile, flo
 from orchestrator.board.index import (
     JOURNAL,
     JOURNAL_MAX_BYTES,
+    MAX_NEW_TASK_BYTES,
+    MAX_TASK_BYTES,
     STAGING,
     TASK_FILE_RE,
     TaskIndex,
@@ -257,11 +259,19 @@ class FileBoard:
                 continue
             try:
                 draft = Task.model_validate({**fields, "id": "task_000"})  # before an id is spent
+                size = len(draft.model_dump_json(indent=2).encode())
             except InvalidRecord as exc:
                 out[i] = InvalidInput(f"invalid task: {describe_error(exc)}")
                 continue
+            except UnicodeEncodeError as exc:
+                out[i] = InvalidInput(f"text holds {exc.object[exc.start]!r}, not Unicode")
+                continue
             except Exception as exc:  # a bug of ours, for this item only
                 out[i] = exc
+                continue
+            if size > MAX_NEW_TASK_BYTES:
+                out[i] = InvalidInput(f"the task would be {size} bytes, over the "
+                                      f"{MAX_NEW_TASK_BYTES // 1024} KiB limit of a new task")
                 continue
             drafts.append((i, draft, wanted))
         with self._seq_locked():
@@ -662,7 +672,12 @@ class FileBoard:
         task.updated_at = utcnow()
         path = self.layout.task_file(task.id)
         spares = self._spares if self._deferred == threading.get_ident() else None
-        st = staged_write(path, task.model_dump_json(indent=2) + "\n", durable=self._durable,
+        text = task.model_dump_json(indent=2) + "\n"
+        if len(text.encode()) > MAX_TASK_BYTES:
+            # Written, it would be a file every reader refuses: the task would vanish.
+            raise InvalidInput(f"{task.id}: the task would be over the "
+                               f"{MAX_TASK_BYTES >> 20} MiB limit of a task file")
+        st = staged_write(path, text, durable=self._durable,
                           sync_dir=not forgettable, spares=spares)
         self._index.put(task, (st.st_mtime_ns, st.st_size, st.st_ino))
         # The file is written: that is the change. The journal only hints it to other
