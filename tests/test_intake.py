@@ -13,8 +13,8 @@ import pytest
 from orchestrator.board import FileBoard, init_repo, open_board
 from orchestrator.board.eventlog import EventLog
 from orchestrator.board.intake import parse_drop
-from orchestrator.board.model import Status
 from orchestrator.errors import InvalidInput
+from orchestrator.model import Status
 
 
 @pytest.fixture

@@ -37,8 +37,8 @@ from pathlib import Path
 
 import msgspec
 
-from orchestrator.board.model import TASK_ID_RE, InvalidRecord, Status, Task
 from orchestrator.fsutil import atomic_write, read_open_file
+from orchestrator.model import TASK_ID_RE, InvalidRecord, Status, Task
 from orchestrator.record import decode_list, encode_list
 
 STATUSES = frozenset(s.value for s in Status)

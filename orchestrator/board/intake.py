@@ -48,10 +48,10 @@ from orchestrator.board.index import (
     describe_error,
     read_task_file,
 )
-from orchestrator.board.model import InvalidRecord, Status, Task, normalize_task_id
 from orchestrator.budget import make_budget
 from orchestrator.errors import Conflict, InvalidInput, NotFound
 from orchestrator.fsutil import atomic_write, read_open_file
+from orchestrator.model import InvalidRecord, Status, Task, normalize_task_id
 from orchestrator.procutil import pid_alive
 
 if TYPE_CHECKING:

@@ -40,7 +40,13 @@ from orchestrator.board.index import (
     staged_write,
     task_number,
 )
-from orchestrator.board.model import (
+from orchestrator.board.settings import BoardSettings, default_settings
+from orchestrator.controlplane import BoardSummary
+from orchestrator.errors import Conflict, InvalidInput, LeaseLost, NotFound
+from orchestrator.events import secret_values
+from orchestrator.fsutil import fsync_dir, read_open_file, sync_filesystem
+from orchestrator.layout import Layout
+from orchestrator.model import (
     InvalidRecord,
     Lease,
     Status,
@@ -51,12 +57,6 @@ from orchestrator.board.model import (
     parse_task_id,
     utcnow,
 )
-from orchestrator.board.settings import BoardSettings, default_settings
-from orchestrator.controlplane import BoardSummary
-from orchestrator.errors import Conflict, InvalidInput, LeaseLost, NotFound
-from orchestrator.events import secret_values
-from orchestrator.fsutil import fsync_dir, read_open_file, sync_filesystem
-from orchestrator.layout import Layout
 
 if TYPE_CHECKING:
     from orchestrator.board.mailboxes import FileMailboxes
