@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board import FileBoard, init_repo, open_board
-from orchestrator.board.model import Status, Task, Todo, Usage
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task, Todo, Usage
 from tests.test_team_support import cli, start, team_cleanup, team_env, wait_until, working_on
 
 SETTLED = time.time() - 60
@@ -115,7 +115,7 @@ def test_bad_task_files_in_tasks_do_not_stop_the_board(board: FileBoard) -> None
 
 def test_an_error_of_ours_for_one_file_rejects_that_file_only(
         board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.board.model import Task
+    from orchestrator.model import Task
 
     real = Task.model_validate
 

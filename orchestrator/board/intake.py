@@ -50,10 +50,10 @@ from orchestrator.board.index import (
     describe_error,
     read_task_file,
 )
-from orchestrator.board.model import InvalidRecord, Status, Task, normalize_task_id
 from orchestrator.budget import make_budget
 from orchestrator.errors import Conflict, InvalidInput, NotFound
-from orchestrator.fsutil import atomic_write, each_in_threads, read_open_file
+from orchestrator.fsutil import atomic_write, read_open_file
+from orchestrator.model import InvalidRecord, Status, Task, normalize_task_id
 from orchestrator.procutil import pid_alive
 
 if TYPE_CHECKING:
@@ -313,7 +313,7 @@ def take_dropped(board: Any, actor: str, moved: list[Path], *,
     claims = _Claims(layout.inbox)
     deferred = getattr(board, "deferred_sync", None)  # the file board: one flush, not 2 a file
     failed: BaseException | None = None  # a full disk: the caller backs off
-    with deferred(len(found)) if deferred is not None else contextlib.nullcontext():
+    with deferred() if deferred is not None else contextlib.nullcontext():
         batch: list[_Claimed] = []  # claimed and read, their tasks not yet made
         try:
             for path, rel in found:
@@ -334,23 +334,14 @@ def take_dropped(board: Any, actor: str, moved: list[Path], *,
                 with contextlib.suppress(OSError):
                     os.rename(item.mine, item.path)
             failed = exc
-    # Only now (the flush on the way out did not fail) are the tasks made durable, even
-    # when a full disk stopped the burst; the file board keeps their drops to write over.
-    retire = getattr(board, "retire_files", None)
-    _delete(retire(taken) if retire is not None else taken)
+    # Only now (the flush on the way out did not fail) are the tasks durable, even when a
+    # full disk stopped the burst: their drops can go.
+    for path in taken:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
     if failed is not None:
         raise failed
     return created
-
-
-def _delete(paths: list[Path]) -> None:
-    """Delete ``paths`` (gone already is fine), from a few threads (`each_in_threads`)."""
-    each_in_threads(_unlink, paths)
-
-
-def _unlink(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
 
 
 def settling(layout: Layout) -> float | None:
