@@ -28,9 +28,13 @@ task it is about.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from orchestrator.errors import RunError
+from orchestrator.errors import ConfigError, RunError
+
+if TYPE_CHECKING:
+    from orchestrator.config import ForgeConfig
 
 CiState = Literal["none", "pending", "success", "failure"]
 MAX_TEXT = 20_000
@@ -139,6 +143,7 @@ class Forge(Protocol):
     stats: Stats
 
     def check(self) -> list[CheckLine]: ...
+    def login(self) -> str: ...
     def find_pull(self, head: str) -> PullRequest | None: ...
     def open_pull(self, *, head: str, base: str, title: str, body: str,
                   draft: bool) -> PullRequest: ...
@@ -163,3 +168,20 @@ def cut(text: str | None, limit: int = MAX_TEXT) -> str:
         return text
     half = limit // 2
     return f"{text[:half]}\n… [{len(text) - limit} characters cut] …\n{text[-half:]}"
+
+
+def open_forge(config: ForgeConfig, root: Path, *, transport: Any = None) -> Forge | None:
+    """The team's forge (``[forge]``), or None when ``kind = "none"``. A `ConfigError` when
+    the repository or the token is missing."""
+    if config.kind == "none":
+        return None
+    if not config.repo:
+        raise ConfigError("[forge] repo is not set (owner/name of the repository on GitHub)")
+    try:
+        from orchestrator.forge.github import GitHubForge, find_token
+    except ImportError as exc:
+        raise ConfigError(f"[forge] needs the forge extra: pip install 'orchestrator[forge]' "
+                          f"({exc.name} is missing)") from None
+
+    return GitHubForge(config.repo, find_token(config.token_file, root), api_url=config.api_url,
+                       transport=transport)

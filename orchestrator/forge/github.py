@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, cast
 
 import httpx
 from githubkit import GitHub
@@ -43,7 +43,6 @@ from orchestrator.forge import (
 )
 from orchestrator.secrets import remember
 
-T = TypeVar("T")
 DETAIL_CHARS = 4_000
 """The tail of a failing check's output given to the agent."""
 MAX_ANNOTATIONS = 30
@@ -106,21 +105,28 @@ class GitHubForge:
             raise ConfigError(f"forge.repo must be owner/name, not {repo!r}")
         self.repo, self.owner, self.name = repo, owner, name
         self.stats = Stats()
+        self._login: str | None = None
         self._gh = GitHub(token, base_url=api_url.rstrip("/") + "/", timeout=timeout,
                           transport=Counting(transport or httpx.HTTPTransport(), self.stats),
                           cache_strategy=MemCacheStrategy(), auto_retry=False,
                           user_agent="orchestrator", trust_env=False)
-        self._gh.__enter__()  # one connection pool and one cache for the forge's life
+        self._gh.__enter__()  # type: ignore[no-untyped-call]  # one pool, one cache for life
 
     def close(self) -> None:
         self._gh.__exit__(None, None, None)
 
     # --- the Protocol -------------------------------------------------------------------
+    def login(self) -> str:
+        """Who the token is (its own comments are not feedback)."""
+        if self._login is None:
+            self._login = str(self._call(
+                lambda: self._gh.rest.users.get_authenticated().json())["login"])
+        return self._login
+
     def check(self) -> list[CheckLine]:
         lines = []
         try:
-            me = self._call(lambda: self._gh.rest.users.get_authenticated().json())
-            lines.append(CheckLine("token", True, f"works, as {me['login']}"))
+            lines.append(CheckLine("token", True, f"works, as {self.login()}"))
         except ForgeError as exc:
             return [CheckLine("token", False, f"{exc} (make a token with repo access)")]
         try:
@@ -146,7 +152,7 @@ class GitHubForge:
             self.owner, self.name, head=f"{self.owner}:{head}", state="all").json())
         found = [_pull(p) for p in data if p["head"]["ref"] == head]
         open_ = [p for p in found if p.state == "open"]
-        return (open_ or found or [None])[0]
+        return (open_ or found)[0] if found else None
 
     def open_pull(self, *, head: str, base: str, title: str, body: str,
                   draft: bool) -> PullRequest:
@@ -163,7 +169,7 @@ class GitHubForge:
         fields = {k: v for k, v in (("title", title), ("body", body), ("base", base),
                                     ("state", state)) if v is not None}
         return _pull(self._call(lambda: self._gh.rest.pulls.update(
-            self.owner, self.name, number, **fields).json()))
+            self.owner, self.name, number, data=cast(Any, fields)).json()))
 
     def ready_for_review(self, pull: PullRequest) -> None:
         """Draft -> ready: only GitHub's GraphQL API has this mutation."""
@@ -173,7 +179,8 @@ class GitHubForge:
 
     def merge_pull(self, number: int, *, sha: str, method: str) -> str:
         data = self._call(lambda: self._gh.rest.pulls.merge(
-            self.owner, self.name, number, sha=sha, merge_method=method).json())  # type: ignore[arg-type]
+            self.owner, self.name, number, data=cast(Any, {"sha": sha, "merge_method": method})
+        ).json())
         return str(data["sha"])
 
     def checks(self, sha: str) -> list[Check]:
@@ -259,7 +266,7 @@ class GitHubForge:
                 for i in data if "pull_request" not in i]
 
     # --- errors ---------------------------------------------------------------------------
-    def _call(self, fn: Callable[[], T]) -> T:
+    def _call(self, fn: Callable[[], Any]) -> Any:
         """Run one request, translating githubkit's errors into `ForgeError`s of one line."""
         try:
             return fn()

@@ -2,10 +2,11 @@
 operations orchestrator uses, checking requests and answers with ``openapi-core``.
 
 The full description is 13 MB; `pruned` keeps the operations in `OPERATIONS` and the
-components they reach (about a tenth of it), cached beside the source by its hash.
-`ValidatingTransport` wraps an httpx transport: each request sent and each answer read
-is checked, and what does not match is collected in ``problems`` (the tests fail on any).
-Only for tests: ``openapi-core`` is in the ``test`` extra.
+components they reach (a few hundred kB), cached by the source's hash. The stand-in
+(`orchestrator.forge.standin`) hands each exchange to a `Validator`: every request it
+is sent and every answer it gives is checked, and what does not match is collected in
+``problems`` (the tests fail on any). Only for tests: ``openapi-core`` is in the
+``test`` extra.
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 OPERATIONS: tuple[tuple[str, str], ...] = (
     ("get", "/user"),
@@ -45,6 +44,9 @@ OPERATIONS: tuple[tuple[str, str], ...] = (
     ("post", "/repos/{owner}/{repo}/statuses/{sha}"),
     ("get", "/repos/{owner}/{repo}/collaborators/{username}/permission"),
 )
+ANY_OPERATION = frozenset({401, 403, 429, 502, 503})
+"""Answers any operation may get (a refused token, a rate limit, an outage) that the
+description leaves out of most operations; their body is checked as ``basic-error``."""
 NOT_IN_THE_DESCRIPTION = ("/graphql",)
 """GitHub's GraphQL endpoint (draft -> ready) is not part of the REST description."""
 
@@ -106,80 +108,81 @@ def _refs(node: Any) -> Iterator[str]:
 
 
 class _Request:
-    """An httpx request as openapi-core reads one."""
+    """A request as openapi-core reads one."""
 
-    def __init__(self, request: httpx.Request, base_path: str) -> None:
+    def __init__(self, method: str, path: str, query: list[tuple[str, str]],
+                 headers: Mapping[str, str], body: bytes) -> None:
         from openapi_core.datatypes import RequestParameters
         from werkzeug.datastructures import Headers, ImmutableMultiDict
 
         self.host_url = ""
-        path = request.url.path
-        self.path = path[len(base_path):] if base_path and path.startswith(base_path) else path
-        self.method = request.method.lower()
-        self.body = request.read() or None
-        self.content_type = request.headers.get("content-type", "application/json")
-        self.parameters = RequestParameters(
-            query=ImmutableMultiDict(list(request.url.params.multi_items())),
-            header=Headers(list(request.headers.items())), cookie=ImmutableMultiDict())
+        self.path = path
+        self.method = method.lower()
+        self.body = body or None
+        self.content_type = headers.get("content-type", "application/json")
+        self.parameters = RequestParameters(query=ImmutableMultiDict(query),
+                                            header=Headers(list(headers.items())),
+                                            cookie=ImmutableMultiDict())
 
 
 class _Response:
-    def __init__(self, response: httpx.Response, body: bytes) -> None:
-        self.status_code = response.status_code
-        self.content_type = response.headers.get("content-type", "application/json")
-        self.headers: Mapping[str, str] = dict(response.headers)
+    def __init__(self, status: int, headers: Mapping[str, str], body: bytes) -> None:
+        self.status_code = status
+        self.content_type = headers.get("content-type", "application/json")
+        self.headers = headers
         self.data = body or None
 
 
-class ValidatingTransport(httpx.BaseTransport):
-    """Checks each request and answer against the description; mismatches go to
-    ``problems`` as one line each (method, path, what is wrong)."""
+class Validator:
+    """Checks requests and answers against the description; each mismatch is one line in
+    ``problems`` (method, path, what is wrong). The stand-in calls it for every exchange,
+    whoever the client is (a test, ``orchestrator up`` in another process)."""
 
-    def __init__(self, spec: dict[str, Any], inner: httpx.BaseTransport | None = None,
-                 base_path: str = "") -> None:
+    def __init__(self, spec: dict[str, Any]) -> None:
         from openapi_core import OpenAPI
 
         self.openapi = OpenAPI.from_dict(spec)
-        self.inner = inner or httpx.HTTPTransport()
-        self.base_path = base_path.rstrip("/")
         self.problems: list[str] = []
         self.checked = 0
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        request.read()  # keep the body for the check: sending consumes the stream
-        response = self.inner.handle_request(request)
-        if request.url.path in NOT_IN_THE_DESCRIPTION:
-            return response
-        body = response.read()
-        self.problems += self.check(request, response, body)
-        self.checked += 1
-        return httpx.Response(response.status_code, headers=response.headers, content=body,
-                              request=request, extensions=response.extensions)
-
-    def check(self, request: httpx.Request, response: httpx.Response, body: bytes) -> list[str]:
-        """What is wrong with this exchange (nothing: an empty list)."""
-        req, out = _Request(request, self.base_path), []
-        where = f"{request.method} {request.url.path}"
+    def check(self, method: str, path: str, query: list[tuple[str, str]],
+              headers: Mapping[str, str], body: bytes, status: int,
+              answer_headers: Mapping[str, str], answer: bytes) -> list[str]:
+        """What is wrong with this exchange (nothing: an empty list); also kept."""
+        if path in NOT_IN_THE_DESCRIPTION:
+            return []
+        req, out = _Request(method, path, query, headers, body), []
+        where = f"{method} {path}"
         try:
-            self.openapi.validate_request(req)  # type: ignore[arg-type]
+            self.openapi.validate_request(req)
         except Exception as exc:
             out.append(f"request {where}: {_why(exc)}")
-        if response.status_code == 304:
-            return out  # no body: GitHub describes 304 for the GETs that may answer it
-        try:
-            self.openapi.validate_response(req, _Response(response, body))  # type: ignore[arg-type]
-        except Exception as exc:
-            out.append(f"response {response.status_code} to {where}: {_why(exc)}")
+        if status in ANY_OPERATION:
+            if not _basic_error(answer):
+                out.append(f"answer {status} to {where}: not a basic-error body")
+        elif status != 304:  # no body: GitHub describes 304 for the GETs that may answer it
+            try:
+                self.openapi.validate_response(req, _Response(status, answer_headers, answer))
+            except Exception as exc:
+                out.append(f"answer {status} to {where}: {_why(exc)}")
+        self.checked += 1
+        self.problems += out
         return out
 
-    def close(self) -> None:
-        self.inner.close()
+
+def _basic_error(answer: bytes) -> bool:
+    """GitHub's ``basic-error``: an object with a string ``message``."""
+    try:
+        body = json.loads(answer)
+    except ValueError:
+        return False
+    return isinstance(body, dict) and isinstance(body.get("message"), str)
 
 
 def _why(exc: BaseException) -> str:
     causes = [str(exc)[:300]]
-    inner = getattr(exc, "schema_errors", None) or []
-    causes += [f"{'/'.join(str(p) for p in e.path)}: {e.message}"[:300] for e in inner[:5]]
+    for e in (getattr(exc, "schema_errors", None) or [])[:5]:
+        causes.append(f"{'/'.join(str(p) for p in e.path)}: {e.message}"[:300])
     cause = exc.__cause__
     for e in (getattr(cause, "schema_errors", None) or [])[:5]:
         causes.append(f"{'/'.join(str(p) for p in e.path)}: {e.message}"[:300])
