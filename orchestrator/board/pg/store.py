@@ -38,6 +38,7 @@ from orchestrator.board.model import (
     normalize_task_id,
     parse_task_id,
 )
+from orchestrator.board.pg import schema
 from orchestrator.board.pg.db import ANSWER, Database, Listener, jsonb
 from orchestrator.board.pg.lite import LiteConnection, LiteUnavailable
 from orchestrator.board.pg.parts import (
@@ -129,7 +130,9 @@ class PgBoard:
         self._rejected: builtins.list[Path] = []
         self.url = config.url
         self.machine = machine_name(layout, config)
-        self.db = Database(config.url)
+        self.db = Database(config.url, schema.bounds(
+            lock_wait=config.lock_wait_seconds, statement=config.statement_seconds,
+            idle_in_transaction=config.idle_in_transaction_seconds))
         self._lite: LiteConnection | None = None
         """Reads go the light way (`orchestrator.board.pg.lite`) until psycopg is needed."""
         if light if light is not None else actor == "cli" and "psycopg" not in sys.modules:
