@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.board.model import Status
+from orchestrator.model import Status
 from orchestrator.errors import LeaseLost
 from tests.test_pg_board import ROOT, board_at
 

@@ -29,15 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.board import graph
 from orchestrator.board.index import describe_error, task_number
-from orchestrator.board.model import (
-    InvalidRecord,
-    Lease,
-    Status,
-    Task,
-    format_task_id,
-    normalize_task_id,
-    parse_task_id,
-)
 from orchestrator.board.pg import schema
 from orchestrator.board.pg.db import ANSWER, Database, Listener, jsonb
 from orchestrator.board.pg.lite import LiteConnection, LiteUnavailable
@@ -63,6 +54,15 @@ from orchestrator.board.store import (
 from orchestrator.controlplane import BoardSummary
 from orchestrator.errors import InvalidInput, LeaseLost, NotFound
 from orchestrator.layout import Layout
+from orchestrator.model import (
+    InvalidRecord,
+    Lease,
+    Status,
+    Task,
+    format_task_id,
+    normalize_task_id,
+    parse_task_id,
+)
 
 if TYPE_CHECKING:
     from orchestrator.board.pg.db import Cursor
