@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.model import Status
 from orchestrator.errors import LeaseLost
+from orchestrator.model import Status
 from tests.test_pg_board import ROOT, board_at
 
 FROZEN = textwrap.dedent("""
