@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from orchestrator.board.model import Budget, InvalidRecord, Task, Usage
 from orchestrator.clock import utcnow
 from orchestrator.errors import InvalidInput
+from orchestrator.model import Budget, InvalidRecord, Task, Usage
 
 if TYPE_CHECKING:
     from orchestrator.config import BudgetConfig

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board import open_board
-from orchestrator.board.model import Status
 from orchestrator.board.pg.store import PgBoard
 from orchestrator.config import BoardConfig
 from orchestrator.errors import LeaseLost, NotFound
 from orchestrator.layout import Layout
+from orchestrator.model import Status
 from tests.pg import Cluster, db_of
 
 ROOT = Path(__file__).resolve().parents[1]

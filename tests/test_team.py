@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.board.model import Status
 from orchestrator.layout import Layout
+from orchestrator.model import Status
 from orchestrator.team.status import pid_alive
 from tests.test_team_support import (
     add_tasks,

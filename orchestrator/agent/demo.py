@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.board import init_repo, open_board
-from orchestrator.board.model import Status
 from orchestrator.errors import Conflict, GitError
 from orchestrator.layout import Layout
+from orchestrator.model import Status
 
 RUN_TIMEOUT = 300.0
 TEST = "python3 -m unittest -q"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.board.model import Task
+from orchestrator.model import Task
 from orchestrator.prompting import last_failure
 
 EPHEMERAL = {"type": "ephemeral"}

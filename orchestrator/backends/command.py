@@ -27,11 +27,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from orchestrator.board.model import Usage
 from orchestrator.budget import USAGE_FILE_ENV, read_usage_file
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError, InvalidInput
 from orchestrator.layout import Layout
+from orchestrator.model import Usage
 from orchestrator.process import CANNOT_RUN, run_streamed
 from orchestrator.prompting import last_lines, task_env
 from orchestrator.protocols import RunContext, RunResult

@@ -27,7 +27,7 @@ __all__ = ["FileBoard", "board_paths", "init_repo", "open_board"]
 
 def __getattr__(name: str) -> Any:
     """`FileBoard` is imported when first asked for: a module that needs only the task model
-    (``orchestrator.board.model``) or a PostgreSQL board does not load the file board."""
+    (``orchestrator.model``) or a PostgreSQL board does not load the file board."""
     if name == "FileBoard":
         from orchestrator.board.store import FileBoard
 

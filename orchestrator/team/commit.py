@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 
 from orchestrator.agent.git_confine import SHA_RE
-from orchestrator.board.model import Task
 from orchestrator.errors import GitError, SecretLeak
+from orchestrator.model import Task
 from orchestrator.secrets import commit_leaks, secret_names
 from orchestrator.worktree.safety import worktree_git_dir
 

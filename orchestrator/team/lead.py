@@ -40,13 +40,13 @@ from typing import Any, TypeVar
 
 from orchestrator.backends import backend_module
 from orchestrator.board import board_modules
-from orchestrator.board.model import LAND_FEEDBACK, Status, Task, utcnow
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import OrchestratorError
 from orchestrator.events import last_status_event
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
+from orchestrator.model import LAND_FEEDBACK, Status, Task, utcnow
 from orchestrator.process import signal_group
 from orchestrator.procutil import lock_holders, process_state
 from orchestrator.prompting import reason_line

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator import budget
 from orchestrator.backends import load_backend
-from orchestrator.board.model import Status, Task, Usage, utcnow
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane, Message, TaskLogger
@@ -42,6 +41,7 @@ from orchestrator.errors import BoardUnavailable, LeaseLost, OrchestratorError, 
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.logging import configure, get_logger
+from orchestrator.model import Status, Task, Usage, utcnow
 from orchestrator.prompting import reason_line, task_env
 from orchestrator.protocols import Backend, RunContext, Workspace
 from orchestrator.secrets import redact

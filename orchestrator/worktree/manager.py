@@ -28,11 +28,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from orchestrator.board.model import Task
 from orchestrator.config import WorktreeConfig
 from orchestrator.controlplane import ActorEvents, ControlPlane
 from orchestrator.errors import GitError, InvalidInput, NotFound, RunError, UnsafeRemoval
 from orchestrator.layout import Layout
+from orchestrator.model import Task
 from orchestrator.procutil import busy_reason
 from orchestrator.protocols import Workspace
 from orchestrator.worktree import reconcile as housekeeping

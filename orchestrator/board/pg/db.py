@@ -86,8 +86,10 @@ def jsonb(value: object) -> Jsonb:
 class Database:
     """A lazily opened, self-healing connection and a lock to keep transactions apart."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, settings: str = "") -> None:
         self.url = url
+        self.settings = settings
+        """More session settings for each connection (`schema.bounds`)."""
         self._conn: Conn | None = None
         self._checked = False
         self._lock = threading.RLock()
@@ -129,7 +131,7 @@ class Database:
             if conn is not None:
                 conn.close()
             self._conn = None
-            conn = schema.connect(self.url, autocommit=True)
+            conn = schema.connect(self.url, autocommit=True, settings=self.settings)
             self._prepared = set()
             self._trips.clear()  # literals are rendered for a connection's settings
             if not self._checked:
@@ -195,9 +197,16 @@ class Database:
                 err = psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
                 if conn.info.transaction_status == TransactionStatus.INERROR:
                     conn.execute("ROLLBACK")  # the BEGIN above is ours to end
+                if isinstance(err, psycopg.errors.InvalidSqlStatementName) and not prepare:
+                    # dropped behind our back: psycopg sends DEALLOCATE ALL after a rollback
+                    # once it has prepared statements of its own; prepare it again
+                    self._prepared.discard(name)
+                    return run(conn)
                 if conn.execute("SELECT FROM pg_prepared_statements WHERE name = %s",
                                 (name,)).fetchone() is not None:
                     self._prepared.add(name)
+                else:
+                    self._prepared.discard(name)
                 raise err
             self._prepared.add(name)
             answer = res.get_value(0, 0)
@@ -228,6 +237,12 @@ class Database:
                     return out
                 except BoardUnavailable as exc:
                     last = exc  # could not connect: back off and try again
+                except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as exc:
+                    if self._conn is None or self._conn.broken:
+                        raise
+                    # waited too long for a lock a stuck participant holds (or ran too long):
+                    # the transaction was rolled back, so trying again is safe
+                    last = BoardUnavailable(f"the board database is busy: {_first_line(exc)}")
                 except psycopg.OperationalError as exc:
                     if self._conn is not None and not self._conn.broken:
                         raise  # a statement failed, the connection is fine: not ours to retry
@@ -247,6 +262,11 @@ class Database:
         after, self._after = self._after, []
         for hook in after:
             hook()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _with_cursor(conn: Conn, fn: Callable[[Cursor], T]) -> T:

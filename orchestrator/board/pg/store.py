@@ -28,15 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.board import graph
 from orchestrator.board.index import describe_error, task_number
-from orchestrator.board.model import (
-    InvalidRecord,
-    Lease,
-    Status,
-    Task,
-    format_task_id,
-    normalize_task_id,
-    parse_task_id,
-)
+from orchestrator.board.pg import schema
 from orchestrator.board.pg.db import ANSWER, Database, Listener, jsonb
 from orchestrator.board.pg.parts import (
     PgEvents,
@@ -60,6 +52,15 @@ from orchestrator.board.store import (
 from orchestrator.controlplane import BoardSummary
 from orchestrator.errors import InvalidInput, LeaseLost, NotFound
 from orchestrator.layout import Layout
+from orchestrator.model import (
+    InvalidRecord,
+    Lease,
+    Status,
+    Task,
+    format_task_id,
+    normalize_task_id,
+    parse_task_id,
+)
 
 if TYPE_CHECKING:
     from orchestrator.board.pg.db import Cursor
@@ -117,7 +118,9 @@ class PgBoard:
         self._rejected: builtins.list[Path] = []
         self.url = config.url
         self.machine = machine_name(layout, config)
-        self.db = Database(config.url)
+        self.db = Database(config.url, schema.bounds(
+            lock_wait=config.lock_wait_seconds, statement=config.statement_seconds,
+            idle_in_transaction=config.idle_in_transaction_seconds))
         self.db.connection()  # fail here, with one line, when the database cannot be used
         self.events = PgEvents(self.db, actor, self.machine, layout.events)
         self.mailboxes = PgMailboxes(self.db)
