@@ -52,6 +52,14 @@ def open_board(layout: Layout, config: BoardSettings | None = None,
     return FileBoard(layout, config, actor)
 
 
+def board_modules(config: BoardSettings) -> list[str]:
+    """What a process that opens this board imports to use it: the team's spawner loads
+    them before it forks, so each teammate shares them (PostgreSQL: psycopg and libpq)."""
+    if config.url:
+        return ["orchestrator.board.pg.store", "psycopg"]
+    return ["orchestrator.board.store"]
+
+
 def board_paths(layout: Layout) -> dict[str, Path]:
     """Where the file board keeps things, for ``init`` to tell the user."""
     return {"root": layout.root, "tasks": layout.tasks, "inbox": layout.inbox,
