@@ -64,6 +64,16 @@ class BoardConfig(_Section):
     machine: str | None = None
     """With a PostgreSQL board: this clone's name on the shared board (leases, `status`);
     default: the host name and the clone's folder."""
+    lock_wait_seconds: float = Field(default=2.0, gt=0)
+    """With a PostgreSQL board: how long a write waits for a lock another participant
+    holds before it gives up and tries again (PostgreSQL's `lock_timeout`)."""
+    statement_seconds: float = Field(default=30.0, gt=0)
+    """With a PostgreSQL board: the longest one statement may run (`statement_timeout`);
+    a slower one is cancelled and tried again."""
+    idle_in_transaction_seconds: float = Field(default=5.0, gt=0)
+    """With a PostgreSQL board: a participant that stops inside a transaction (frozen,
+    partitioned) is disconnected by the server after this long, so the locks it held
+    are let go (`idle_in_transaction_session_timeout`)."""
 
     @field_validator("url")
     @classmethod

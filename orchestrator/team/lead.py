@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from orchestrator.backends import backend_module
+from orchestrator.board import board_modules
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import OrchestratorError
@@ -198,6 +199,12 @@ class Lead:
 
     def loop(self) -> None:
         while True:
+            # before sleeping, not only after a wake-up: a burst with nothing to do (an
+            # empty board, every task in review) ends at once, not after a rescan period
+            if self.burst and not self.stopping \
+                    and self.guarded("reading the board", self.drained):
+                self.log.info("burst finished: no claimable work left")
+                self.stop(1)
             timeout = self.guarded("reading the board", self.timeout)
             wake = self.waker.wait(self.config.board.rescan_seconds if timeout is None
                                    else timeout, [c.pidfd for c in self.children if c.alive])
@@ -217,9 +224,6 @@ class Lead:
             for child in self.children:
                 if child.restart_at is not None and now >= child.restart_at:
                     self.guarded("starting a teammate", self.spawn, child)
-            if self.burst and self.guarded("reading the board", self.drained):
-                self.log.info("burst finished: no claimable work left")
-                self.stop(1)
 
     def timeout(self) -> float:
         """Until the next thing that is due without any event: a lease expiry, a restart."""
@@ -453,7 +457,8 @@ class Lead:
 
     def start_spawner(self) -> None:
         try:
-            self.spawner = Spawner().start(preload=[backend_module(self.config.team.backend)])
+            self.spawner = Spawner().start(preload=[backend_module(self.config.team.backend),
+                                                    *board_modules(self.config.board)])
         except OSError as exc:
             self.log.warning("no spawner; teammates start as fresh interpreters",
                              error=f"{type(exc).__name__}: {exc}")
