@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, runtime_checkabl
 import msgspec
 
 if TYPE_CHECKING:  # the board package imports this module: no cycle at run time
-    from orchestrator.board.model import Status, Task
+    from orchestrator.model import Status, Task
 
 # --- records -------------------------------------------------------------------------
 

@@ -89,7 +89,7 @@ class Record(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 def full(record: Record) -> Record | dict[str, Any]:
     """What encodes as every field of ``record``: a class declared with ``omit_defaults``
-    (`orchestrator.board.model.Task`: its snapshot is a third of the size) leaves fields at
+    (`orchestrator.model.Task`: its snapshot is a third of the size) leaves fields at
     their defaults out of its own encoding, but every dump and output has them all."""
     if record.__struct_config__.omit_defaults:
         return msgspec.structs.asdict(record)

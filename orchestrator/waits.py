@@ -229,6 +229,8 @@ def from_text(text: str) -> AnyWait:
     id, else a permission request id."""
     if text.startswith(("budget:", "no progress:")):
         return paused(text)
+    if text.startswith("ci_exhausted"):
+        return CiExhausted(reason=text.partition(":")[2].strip()[:2000] or text[:2000])
     if text.startswith("push rejected"):
         return PushRejected(reason=text.partition(":")[2].strip()[:2000] or text[:2000])
     if text.startswith("plan-"):

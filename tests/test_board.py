@@ -13,9 +13,9 @@ import pytest
 
 from orchestrator.board import FileBoard, init_repo, open_board
 from orchestrator.board.eventlog import EventLog
-from orchestrator.board.model import Status
 from orchestrator.config import BoardConfig
 from orchestrator.errors import LeaseLost, NotFound
+from orchestrator.model import Status
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def test_ids_widen_past_999(board: FileBoard) -> None:
 @pytest.mark.parametrize("bad", ["task_001\n", "task_01", "task_", "Task_001", "task_001 ",
                                  "task_-01", "task_1e3", "../task_001", 7])
 def test_a_task_id_is_task_and_three_or_more_digits_and_nothing_else(bad: object) -> None:
-    from orchestrator.board.model import InvalidRecord, Task
+    from orchestrator.model import InvalidRecord, Task
 
     assert Task(id="task_007", subject="x").id == "task_007"
     with pytest.raises(ValueError, match="not a task id"):
@@ -173,8 +173,8 @@ def test_claim_a_specific_task(board: FileBoard) -> None:
 
 def test_cold_start_from_the_snapshot_still_sees_every_change(board: FileBoard) -> None:
     from orchestrator.board.index import SNAPSHOT, SNAPSHOT_AFTER
-    from orchestrator.board.model import Task, format_task_id
     from orchestrator.fsutil import atomic_write
+    from orchestrator.model import Task, format_task_id
 
     n = SNAPSHOT_AFTER + 5
     for i in range(1, n + 1):
@@ -288,7 +288,7 @@ def test_summary_reads_only_what_changed_and_rebuilds_when_it_cannot_tell(
     its last answer, not the board; a change with no journal line (a file deleted or
     replaced by hand) or a damaged summary file makes it count every task again."""
     from orchestrator.board import index, summary
-    from orchestrator.board.model import Task
+    from orchestrator.model import Task
     from orchestrator.team.status import board_counts
 
     layout = init_repo(repo)

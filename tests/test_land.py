@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board import open_board
-from orchestrator.board.model import Status, Task
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task
 from orchestrator.review.landing import land_order, land_tasks
 from tests.helpers import git, make_repo
 from tests.test_review import Cli, get, in_process, keep, lc

@@ -186,7 +186,7 @@ def test_a_hung_spawner_cannot_hang_the_lead(repo: Path, monkeypatch: pytest.Mon
 def test_the_lead_logs_the_last_board_write_of_a_teammate_killed_before_logging_it(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from orchestrator.board import open_board
-    from orchestrator.board.model import Status
+    from orchestrator.model import Status
 
     layout = init_repo(repo)
     lead = Lead(layout, Config(), teammates=1)

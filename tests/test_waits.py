@@ -14,9 +14,9 @@ import pytest
 
 from orchestrator import waits
 from orchestrator.board import init_repo, open_board
-from orchestrator.board.model import Status, Task, Usage
 from orchestrator.config import Config
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task, Usage
 from orchestrator.review import retry_task
 from orchestrator.team.hooks import Hooks
 from orchestrator.ui import cards

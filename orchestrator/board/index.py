@@ -37,8 +37,8 @@ from pathlib import Path
 
 import msgspec
 
-from orchestrator.board.model import TASK_ID_RE, InvalidRecord, Status, Task
-from orchestrator.fsutil import Spares, atomic_write, read_open_file
+from orchestrator.fsutil import atomic_write, read_open_file
+from orchestrator.model import TASK_ID_RE, InvalidRecord, Status, Task
 from orchestrator.record import decode_list, encode_list
 
 STATUSES = frozenset(s.value for s in Status)
@@ -47,6 +47,10 @@ JOURNAL = ".journal"
 JOURNAL_MAX_BYTES = 4 << 20
 """Past this size a writer starts a new journal; readers notice and rescan once."""
 MAX_TASK_BYTES = 1 << 20
+"""A task file larger than this is not read (and is never written)."""
+MAX_NEW_TASK_BYTES = MAX_TASK_BYTES * 3 // 4
+"""A new task's file, at most: the rest is room to grow (feedback, todos, usage), so
+a task taken in near the limit never becomes a file the next scan rejects."""
 SNAPSHOT = ".snapshot.json"
 STAGING = ".tmp"
 """Where atomic writes of the board stage their temp files (see `staged_write`)."""
@@ -403,20 +407,18 @@ def _is_drop(name: str) -> bool:
 DROP_SUFFIXES = (".json", ".md", ".markdown")
 
 
-def staged_write(path: Path, data: str, *, durable: bool = True, sync_dir: bool = True,
-                 spares: Spares | None = None) -> os.stat_result:
+def staged_write(path: Path, data: str, *, durable: bool = True, sync_dir: bool = True
+                 ) -> os.stat_result:
     """`atomic_write` of a file in ``.tasks`` with its temp file in ``.tasks/.tmp``.
 
     Watchers of ``.tasks`` then see one event per write (the file arriving) instead of
     the temp file's create, writes and rename inside the folder; and the portable
     watchdog observer (see `feed`) holds back every event after an in-folder rename
     for 0.5 s. The staging folder is made on first use (and again if someone removed it).
-    ``spares``: files kept in the staging folder to be written over (see `Spares`).
     """
     staging = path.parent / STAGING
     try:
-        return atomic_write(path, data, durable=durable, sync_dir=sync_dir, tmp_dir=staging,
-                            spares=spares)
+        return atomic_write(path, data, durable=durable, sync_dir=sync_dir, tmp_dir=staging)
     except FileNotFoundError:
         if staging.is_dir() or not path.parent.is_dir():
             raise

@@ -33,7 +33,8 @@ from orchestrator.board.flock import LOCK_TIMEOUT, FileLocked, HeldLockFile, flo
 from orchestrator.board.index import (
     JOURNAL,
     JOURNAL_MAX_BYTES,
-    STAGING,
+    MAX_NEW_TASK_BYTES,
+    MAX_TASK_BYTES,
     TASK_FILE_RE,
     TaskIndex,
     describe_error,
@@ -41,7 +42,13 @@ from orchestrator.board.index import (
     staged_write,
     task_number,
 )
-from orchestrator.board.model import (
+from orchestrator.board.settings import BoardSettings, default_settings
+from orchestrator.controlplane import BoardSummary
+from orchestrator.errors import Conflict, InvalidInput, LeaseLost, NotFound
+from orchestrator.events import secret_values
+from orchestrator.fsutil import fsync_dir, read_open_file, sync_filesystem
+from orchestrator.layout import Layout
+from orchestrator.model import (
     InvalidRecord,
     Lease,
     Status,
@@ -52,12 +59,6 @@ from orchestrator.board.model import (
     parse_task_id,
     utcnow,
 )
-from orchestrator.board.settings import BoardSettings, default_settings
-from orchestrator.controlplane import BoardSummary
-from orchestrator.errors import Conflict, InvalidInput, LeaseLost, NotFound
-from orchestrator.events import secret_values
-from orchestrator.fsutil import Spares, fsync_dir, read_open_file, sync_filesystem
-from orchestrator.layout import Layout
 from orchestrator.waits import from_text
 
 if TYPE_CHECKING:
@@ -79,10 +80,6 @@ _ID, _DIGITS, _THIRD = attrgetter("id"), itemgetter(slice(5, None)), itemgetter(
 
 class BoardClosed(RuntimeError):
     """``wait_for_*`` on a board that was closed (by another thread, at shutdown)."""
-
-
-SPARES_FROM = 16
-"""A batch of at least this many new tasks writes them over spare files (`Spares`)."""
 
 
 class FileBoard:
@@ -125,7 +122,6 @@ class FileBoard:
         self._problems: tuple[int, dict[str, str]] = (-1, {})
         self._holder: str | None = None  # the lease owner of the last fenced write, for events
         self._deferred: int | None = None  # the thread inside `deferred_sync`
-        self._spares: Spares | None = None  # its spare files to write over
         self._deferred_seq = 0  # the id mark it has yet to write
         self._deferred_dirty = False  # it wrote something that skipped its fsync
         self._seq_lock: HeldLockFile | None = None  # open for the deferred batch
@@ -258,11 +254,19 @@ class FileBoard:
                 continue
             try:
                 draft = Task.model_validate({**fields, "id": "task_000"})  # before an id is spent
+                size = len(draft.model_dump_json(indent=2).encode())
             except InvalidRecord as exc:
                 out[i] = InvalidInput(f"invalid task: {describe_error(exc)}")
                 continue
+            except UnicodeEncodeError as exc:
+                out[i] = InvalidInput(f"text holds {exc.object[exc.start]!r}, not Unicode")
+                continue
             except Exception as exc:  # a bug of ours, for this item only
                 out[i] = exc
+                continue
+            if size > MAX_NEW_TASK_BYTES:
+                out[i] = InvalidInput(f"the task would be {size} bytes, over the "
+                                      f"{MAX_NEW_TASK_BYTES // 1024} KiB limit of a new task")
                 continue
             drafts.append((i, draft, wanted))
         with self._seq_locked():
@@ -345,16 +349,12 @@ class FileBoard:
         return task
 
     @contextlib.contextmanager
-    def deferred_sync(self, writes: int = 0) -> Iterator[None]:
+    def deferred_sync(self) -> Iterator[None]:
         """Writes inside skip their own fsyncs; one flush of the file system on the way out
         makes them durable together (intake of a burst of drops: 2 fsyncs a file cost more
-        than everything else). Whatever must follow durability waits until after it.
-        ``writes``: how many new task files the batch expects; from `SPARES_FROM` on, they
-        are written over the spare files kept in ``.tasks/.tmp`` (see `retire_files`)."""
+        than everything else). Whatever must follow durability waits until after it."""
         self._deferred, self._deferred_seq = threading.get_ident(), 0
         self._deferred_dirty = False
-        if writes >= SPARES_FROM:
-            self._spares = Spares(self.layout.tasks / STAGING)
         try:  # the files every create opens stay open for the batch (its lock is per create)
             with self.events.hold():
                 self._seq_lock = HeldLockFile(self.layout.locks / "seq.lock")
@@ -373,7 +373,6 @@ class FileBoard:
                 os.close(self._mark_file[0])
                 self._mark_file = None
             self._deferred = None
-            self._spares = None
             if self._deferred_seq:
                 with flocked(self.layout.locks / "seq.lock"):
                     try:
@@ -662,9 +661,12 @@ class FileBoard:
         """
         task.updated_at = utcnow()
         path = self.layout.task_file(task.id)
-        spares = self._spares if self._deferred == threading.get_ident() else None
-        st = staged_write(path, task.model_dump_json(indent=2) + "\n", durable=self._durable,
-                          sync_dir=not forgettable, spares=spares)
+        text = task.model_dump_json(indent=2) + "\n"
+        if len(text.encode()) > MAX_TASK_BYTES:
+            # Written, it would be a file every reader refuses: the task would vanish.
+            raise InvalidInput(f"{task.id}: the task would be over the "
+                               f"{MAX_TASK_BYTES >> 20} MiB limit of a task file")
+        st = staged_write(path, text, durable=self._durable, sync_dir=not forgettable)
         self._index.put(task, (st.st_mtime_ns, st.st_size, st.st_ino))
         # The file is written: that is the change. The journal only hints it to other
         # processes (their rescans find it anyway), so a full disk must not fail the write.
@@ -672,17 +674,6 @@ class FileBoard:
         if hint:
             with contextlib.suppress(OSError):
                 self._journal([task])
-
-    def retire_files(self, paths: builtins.list[Path]) -> builtins.list[Path]:
-        """Files done with (intake's taken drops, once their tasks are durable) kept as
-        spares in ``.tasks/.tmp`` for the next burst to write over; returns those not kept,
-        for the caller to delete (see `Spares`)."""
-        if len(paths) < SPARES_FROM:
-            return paths
-        staging = self.layout.tasks / STAGING
-        with contextlib.suppress(OSError):
-            staging.mkdir(exist_ok=True)
-        return Spares(staging).keep(paths)
 
     def _seq_locked(self) -> contextlib.AbstractContextManager[None]:
         if self._seq_lock is not None and self._deferred == threading.get_ident():

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.board.index import JOURNAL, read_task_file, task_number
-from orchestrator.board.model import TASK_ID_RE, Status, Task
 from orchestrator.controlplane import BoardSummary
 from orchestrator.fsutil import atomic_write
+from orchestrator.model import TASK_ID_RE, Status, Task
 
 FILE = "board-summary"
 VERSION = 2

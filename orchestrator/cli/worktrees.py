@@ -10,8 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator.board import open_board
-from orchestrator.board.model import Task
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
+from orchestrator.model import Task
 from orchestrator.worktree import Workspaces, open_isolation
 
 

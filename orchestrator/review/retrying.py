@@ -13,11 +13,11 @@ back under the same spent budget.
 
 from __future__ import annotations
 
-from orchestrator.board.model import Status, Task, check_transition
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, InvalidInput
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task, check_transition
 from orchestrator.review.common import using_board
 from orchestrator.review.resuming import MAX_FEEDBACK_CHARS, resume_task
 

@@ -13,9 +13,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from orchestrator.board.model import Task
 from orchestrator.controlplane import Board
 from orchestrator.errors import LeaseLost
+from orchestrator.model import Task
 
 _Write = Callable[[], Task]
 

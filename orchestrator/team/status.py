@@ -20,11 +20,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator.board.model import Status
 from orchestrator.controlplane import BoardSummary, ControlPlane
 from orchestrator.errors import OrchestratorError
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
+from orchestrator.model import Status
 from orchestrator.procutil import pid_alive as pid_alive  # re-exported
 
 

@@ -31,9 +31,9 @@ from orchestrator.worktree.git import Git
 from orchestrator.worktree.names import check_branch
 
 if TYPE_CHECKING:
-    from orchestrator.board.model import Task
     from orchestrator.config import Config
     from orchestrator.controlplane import Board
+    from orchestrator.model import Task
 
 WIP_PREFIX = "refs/orchestrator/wip/"
 

@@ -52,9 +52,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from worktree import generate as generate_repo  # scripts/bench/worktree.py
 
 from orchestrator.board import open_board
-from orchestrator.board.model import Task, format_task_id
 from orchestrator.config import BoardConfig
 from orchestrator.layout import Layout
+from orchestrator.model import Task, format_task_id
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -401,7 +401,7 @@ def git_shim(tmp: Path) -> tuple[dict[str, str], Path]:
 
 WT_CYCLE = """
 import sys, time
-from orchestrator.board.model import Task
+from orchestrator.model import Task
 from orchestrator.config import WorktreeConfig
 from orchestrator.layout import Layout
 from orchestrator.worktree import WorktreeManager

@@ -101,7 +101,7 @@ def main() -> int:
                              capture_output=True, text=True,
                              env={**env, "ANTHROPIC_API_KEY": "sk-ant-bench-0123456789"})
         line("protect_process, once per process (import included)", float(out.stdout), 50)
-        from orchestrator.board.model import Task
+        from orchestrator.model import Task
         from orchestrator.team.commit import commit_leftovers
 
         os.environ["ANTHROPIC_API_KEY"] = "sk-ant-bench-0123456789"
