@@ -272,7 +272,7 @@ class Events(Protocol):
         ...
     def read(self, *, since: int = 0, task: str | None = None) -> Iterator[Event]:
         """Events with ``seq > since`` (of ``task`` only, when given), oldest first.
-        Reading one task's events does not scan the whole log."""
+        Reading one task's events parses only that task's lines."""
         ...
     def follow(self, *, since: int = 0, task: str | None = None,
                stop: threading.Event | None = None, poll: float = 0.2) -> Iterator[Event]:

@@ -345,12 +345,11 @@ class FileBoard:
         self._deferred, self._deferred_seq = threading.get_ident(), 0
         self._deferred_dirty = False
         try:  # the files every create opens stay open for the batch (its lock is per create)
-            with self.events.hold():
-                self._seq_lock = HeldLockFile(self.layout.locks / "seq.lock")
-                self._journal_fd = os.open(self.layout.tasks / JOURNAL,
-                                           os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-                self._journal_ino = os.fstat(self._journal_fd).st_ino
-                yield
+            self._seq_lock = HeldLockFile(self.layout.locks / "seq.lock")
+            self._journal_fd = os.open(self.layout.tasks / JOURNAL,
+                                       os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._journal_ino = os.fstat(self._journal_fd).st_ino
+            yield
         finally:
             if self._seq_lock is not None:
                 self._seq_lock.close()
