@@ -436,7 +436,7 @@ class Board(Protocol):
         ...
     def summary(self) -> BoardSummary:
         """Tasks per status, the spending summed over every task, and the failed tasks
-        waiting for a person, at a cost that does not grow with the board's size."""
+        waiting for a person, without reading every task."""
         ...
 
     # --- writing (people and the lead) --------------------------------------

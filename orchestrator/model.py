@@ -31,6 +31,11 @@ def format_task_id(n: int) -> str:
     return f"task_{n:03d}"
 
 
+def task_number(task_id: str) -> int:
+    """The number of a well-formed id (``task_007`` -> 7)."""
+    return int(task_id[5:])
+
+
 def parse_task_id(value: str) -> int:
     """The number of a task id; accepts ``task_007``, ``7`` and ``007`` as people type them."""
     v = value.strip()
@@ -168,7 +173,8 @@ class Todo(Record):
 
 class Task(Record, omit_defaults=True):
     """One unit of work on the board. The file on disk is the truth (every field written:
-    ``omit_defaults`` shortens only the board's snapshot, see `orchestrator.record.full`)."""
+    ``omit_defaults`` shortens only its copy in the board's index, see
+    `orchestrator.record.full`)."""
 
     id: str
     subject: Annotated[str, Meta(min_length=1, max_length=500)]
@@ -226,7 +232,7 @@ class Task(Record, omit_defaults=True):
     def __post_init__(self) -> None:
         """What the types cannot say; runs on decoding, construction and copies."""
         # Without regular expressions where a str method answers: every task of a board's
-        # snapshot passes through here (a tenth of a second at 50,000 tasks with them).
+        # index passes through here (a tenth of a second at 50,000 tasks with them).
         tid = self.id
         if not (isinstance(tid, str) and tid.startswith("task_") and len(tid) >= 8
                 and tid[5:].isdecimal()):  # TASK_ID_RE, without its `$` before a newline
