@@ -255,10 +255,10 @@ def read_usage_file(path: Path) -> Usage:
     ``cache_write_tokens``, ``cost_usd``; all optional, numbers ≥ 0), or JSON lines of such
     objects, one per request, which are added up. A missing file is no usage; a malformed
     one raises `InvalidInput` (the run's result says so, nothing is counted from it)."""
-    from orchestrator.fsutil import read_regular_bytes
+    from orchestrator.beneath import read_beneath
 
-    try:  # the agent wrote it: a FIFO or device in its place must not hang the teammate
-        raw = read_regular_bytes(path, MAX_USAGE_FILE_BYTES + 1)
+    try:  # the agent wrote it: a link, FIFO or device in its place is not followed or read
+        raw = read_beneath(path.parent, path.name, MAX_USAGE_FILE_BYTES + 1)
     except FileNotFoundError:
         return Usage()
     except OSError as exc:

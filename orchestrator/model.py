@@ -171,6 +171,31 @@ class Todo(Record):
     status: TodoStatus = TodoStatus.PENDING
 
 
+class ForgeLink(Record, omit_defaults=True):
+    """A task's pull request and issue on the team's forge (`orchestrator.forge`); written
+    only by orchestrator (a dropped file's ``forge`` key goes to ``metadata``)."""
+
+    pr: int | None = None
+    url: str | None = None
+    """The pull request's page."""
+    pushed: str | None = None
+    """The commit last pushed to the pull request's branch."""
+    base: str | None = None
+    """The branch the pull request targets."""
+    ci: str = "none"
+    """The pull request's checks on ``pushed``: none, pending, success or failure."""
+    ci_rounds: int = 0
+    """Times failing CI sent the task back since a person last did (at most checks.retries)."""
+    seen: int = 0
+    """The highest review or comment id already read."""
+    issue: int | None = None
+    """The issue the task came from."""
+    state: str | None = None
+    """open, closed, merged; ``issue_closed`` for a task cancelled by its issue's closing."""
+    note: str | None = None
+    """The last thing that went wrong with the pull request, for a person."""
+
+
 class Task(Record, omit_defaults=True):
     """One unit of work on the board. The file on disk is the truth (every field written:
     ``omit_defaults`` shortens only its copy in the board's index, see
@@ -225,6 +250,8 @@ class Task(Record, omit_defaults=True):
     """The plan the lead approved (plan-first tasks); later runs keep normal permissions."""
     todos: list[Todo] = msgspec.field(default_factory=list)
     """The agent's todo list (``todo_write``), shown by ``show`` and ``board``."""
+    forge: ForgeLink | None = None
+    """Its pull request on the team's forge (``[forge]``), once it has one."""
 
     created_at: str = msgspec.field(default_factory=utcnow)
     updated_at: str = msgspec.field(default_factory=utcnow)

@@ -46,6 +46,10 @@ if TYPE_CHECKING:
 
 TASK_FILE_RE = re.compile(r"^(task_\d{3,})\.json$")
 MAX_TASK_BYTES = 1 << 20
+"""A task file larger than this is not read (and is never written)."""
+MAX_NEW_TASK_BYTES = MAX_TASK_BYTES * 3 // 4
+"""A new task's file, at most: the rest is room to grow (feedback, todos, usage), so
+a task taken in near the limit never becomes a file the next scan rejects."""
 STAGING = ".tmp"
 """Where atomic writes of the board stage their temp files (see `staged_write`)."""
 INDEX = ".index.sqlite"

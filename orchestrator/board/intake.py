@@ -22,9 +22,11 @@ with it (an error of ours included) rejects that file with the reason, or, when 
 the move fails, leaves it with a one-line warning; then intake goes on. Only regular
 files are ever opened, and without blocking (``lstat`` first; a FIFO, socket, device,
 folder or symlink is moved to ``rejected/`` unopened); names (`MAX_NAME_BYTES`),
-sizes (1 MiB) and nesting (`MAX_DEPTH`) are bounded. A file that does not parse and
-was modified less than `SETTLE_SECONDS` ago may still be being written: it is left
-for the next pass, and a burst (``up --burst``) is not finished while one waits.
+sizes (1 MiB a file, 768 KiB the task file it becomes) and nesting (`MAX_DEPTH`) are
+bounded; text must be Unicode (a JSON escape of an unpaired surrogate is refused). A
+file that does not parse and was modified less than `SETTLE_SECONDS` ago may still be
+being written: it is left for the next pass, and a burst (``up --burst``) is not
+finished while one waits.
 """
 
 from __future__ import annotations
@@ -135,8 +137,10 @@ def parse_drop(name: str, data: bytes) -> Draft:
 
 
 def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
-    """`InvalidInput` when lists and objects in ``value`` nest deeper than ``limit``
-    (walked without recursion)."""
+    """`InvalidInput` when lists and objects in ``value`` nest deeper than ``limit``, or
+    a string in it is not Unicode that UTF-8 can hold (JSON's ``"\\ud800"`` escapes
+    decode to an unpaired surrogate, which no event or task file can be written with);
+    walked without recursion."""
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
@@ -144,8 +148,15 @@ def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
             raise InvalidInput(f"JSON nested more than {limit} levels deep")
         if isinstance(item, dict):
             stack.extend((v, depth + 1) for v in item.values())
+            stack.extend((k, depth + 1) for k in item)
         elif isinstance(item, list):
             stack.extend((v, depth + 1) for v in item)
+        elif isinstance(item, str) and not item.isascii():
+            try:
+                item.encode()
+            except UnicodeEncodeError as exc:
+                raise InvalidInput(f"text holds an unpaired surrogate "
+                                   f"({item[exc.start]!r}), not Unicode") from None
 
 
 def parse_markdown(text: str) -> dict[str, Any]:

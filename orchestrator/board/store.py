@@ -32,6 +32,8 @@ from orchestrator.board.eventlog import EventLog
 from orchestrator.board.feed import ChangeFeed
 from orchestrator.board.flock import LOCK_TIMEOUT, FileLocked, flocked
 from orchestrator.board.index import (
+    MAX_NEW_TASK_BYTES,
+    MAX_TASK_BYTES,
     TASK_FILE_RE,
     TaskIndex,
     read_task_file,
@@ -236,11 +238,19 @@ class FileBoard:
                 continue
             try:
                 draft = Task.model_validate({**fields, "id": "task_000"})  # before an id is spent
+                size = len(draft.model_dump_json(indent=2).encode())
             except InvalidRecord as exc:
                 out[i] = InvalidInput(f"invalid task: {describe_error(exc)}")
                 continue
+            except UnicodeEncodeError as exc:
+                out[i] = InvalidInput(f"text holds {exc.object[exc.start]!r}, not Unicode")
+                continue
             except Exception as exc:  # a bug of ours, for this item only
                 out[i] = exc
+                continue
+            if size > MAX_NEW_TASK_BYTES:
+                out[i] = InvalidInput(f"the task would be {size} bytes, over the "
+                                      f"{MAX_NEW_TASK_BYTES // 1024} KiB limit of a new task")
                 continue
             drafts.append((i, draft, wanted))
         with flocked(self.layout.locks / "seq.lock"):
@@ -593,8 +603,12 @@ class FileBoard:
         """
         task.updated_at = utcnow()
         path = self.layout.task_file(task.id)
-        st = staged_write(path, task.model_dump_json(indent=2) + "\n", durable=self._durable,
-                          sync_dir=not forgettable)
+        text = task.model_dump_json(indent=2) + "\n"
+        if len(text.encode()) > MAX_TASK_BYTES:
+            # Written, it would be a file every reader refuses: the task would vanish.
+            raise InvalidInput(f"{task.id}: the task would be over the "
+                               f"{MAX_TASK_BYTES >> 20} MiB limit of a task file")
+        st = staged_write(path, text, durable=self._durable, sync_dir=not forgettable)
         self._index.put(task, (st.st_mtime_ns, st.st_size, st.st_ino))
 
     def _mutate(self, task_id: str, change: Callable[[Task], None], *,
