@@ -39,10 +39,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from orchestrator.backends import backend_module
+from orchestrator.board import board_modules
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import OrchestratorError
 from orchestrator.events import last_status_event
+from orchestrator.forge.watcher import ForgeWatcher
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
 from orchestrator.model import LAND_FEEDBACK, Status, Task, utcnow
@@ -135,6 +137,7 @@ class Lead:
         self.pushes.remote = Remote.for_config(self.layout.root, self.config)
         self.live = LiveConfig(self.layout.root, self.config, self.overrides)
         watcher = ConfigWatcher(self.live.files, self.waker.notify).start()
+        forge = ForgeWatcher.for_config(self.layout, self.config)  # [forge]: pull requests
         try:
             self.waker.install_signals()
             self.recover()
@@ -142,6 +145,8 @@ class Lead:
             self.waker.follow_board(self.board, self.config.board.rescan_seconds)
             for child in self.children:
                 self.guarded("starting a teammate", self.spawn, child)
+            if forge is not None and not self.burst:
+                forge.start()
             if not self.burst and not self.board.ready():
                 self.log.info("waiting for tasks",
                               add="orchestrator add 'SUBJECT' (or drop a file in the inbox)")
@@ -155,6 +160,8 @@ class Lead:
             return 1 if self.burst and (failed or self.rejected) else 0
         finally:
             watcher.stop()
+            if forge is not None:
+                forge.stop()
             self.shutdown_children()
             if self.spawner is not None:
                 self.spawner.close()
@@ -197,6 +204,12 @@ class Lead:
 
     def loop(self) -> None:
         while True:
+            # before sleeping, not only after a wake-up: a burst with nothing to do (an
+            # empty board, every task in review) ends at once, not after a rescan period
+            if self.burst and not self.stopping \
+                    and self.guarded("reading the board", self.drained):
+                self.log.info("burst finished: no claimable work left")
+                self.stop(1)
             timeout = self.guarded("reading the board", self.timeout)
             wake = self.waker.wait(self.config.board.rescan_seconds if timeout is None
                                    else timeout, [c.pidfd for c in self.children if c.alive])
@@ -217,9 +230,6 @@ class Lead:
             for child in self.children:
                 if child.restart_at is not None and now >= child.restart_at:
                     self.guarded("starting a teammate", self.spawn, child)
-            if self.burst and self.guarded("reading the board", self.drained):
-                self.log.info("burst finished: no claimable work left")
-                self.stop(1)
 
     def timeout(self) -> float:
         """Until the next thing that is due without any event: a lease expiry, a restart."""
@@ -456,7 +466,8 @@ class Lead:
 
     def start_spawner(self) -> None:
         try:
-            self.spawner = Spawner().start(preload=[backend_module(self.config.team.backend)])
+            self.spawner = Spawner().start(preload=[backend_module(self.config.team.backend),
+                                                    *board_modules(self.config.board)])
         except OSError as exc:
             self.log.warning("no spawner; teammates start as fresh interpreters",
                              error=f"{type(exc).__name__}: {exc}")

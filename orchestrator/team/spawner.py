@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -193,6 +194,7 @@ def serve(sock: socket.socket, preload: list[str]) -> int:
         except ImportError:  # the teammate reports it, if it needs the module at all
             pass
 
+    gc.freeze()  # what is loaded now stays shared: no collection in a teammate writes to it
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
