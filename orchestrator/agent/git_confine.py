@@ -36,11 +36,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from orchestrator.beneath import read_text_beneath
+from orchestrator.errors import GitError
+from orchestrator.worktree.git import Git
 
 SHA_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 READ_ONLY_IN_ADMIN = ("HEAD", "gitdir", "commondir", "locked")
@@ -114,19 +117,23 @@ class GitConfinement:
         try:
             leaf = self.branch.rsplit("/", 1)[1]
             try:
-                new = (self.scratch / "refs" / leaf).read_text().strip()
-            except (OSError, UnicodeDecodeError):
+                # the agent's folder: a link, FIFO or huge file there is not a ref
+                new = read_text_beneath(self.scratch / "refs", leaf, 4096).strip()
+            except FileNotFoundError:
                 return f"[the branch {self.branch} was deleted inside the sandbox; kept as it was]"
+            except (OSError, UnicodeDecodeError):
+                new = "(not a ref file)"
             if new == self.start:
                 return None
             if not SHA_RE.fullmatch(new):
                 return f"[the branch {self.branch} was set to {new[:80]!r} inside the " \
                        "sandbox; kept as it was]"
-            out = subprocess.run(
-                ["git", "update-ref", "-m", "commit (agent, sandboxed)",
-                 f"refs/heads/{self.branch}", new, self.start or ""],
-                cwd=self.worktree, capture_output=True, text=True, check=False,
-                timeout=UPDATE_TIMEOUT)
+            try:  # through the host's git runner: no hook of the agent's runs
+                out = Git(self.worktree).run(
+                    "update-ref", "-m", "commit (agent, sandboxed)", f"refs/heads/{self.branch}",
+                    new, self.start or "", check=False, timeout=UPDATE_TIMEOUT)
+            except GitError as exc:
+                return f"[could not move the branch {self.branch} to {new[:12]}: {exc}]"
             if out.returncode != 0:
                 return f"[could not move the branch {self.branch} to {new[:12]}: " \
                        f"{out.stderr.strip()}]"

@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from orchestrator.model import Usage
 from orchestrator.process import CANNOT_RUN, run_streamed
 from orchestrator.prompting import last_lines, task_env
 from orchestrator.protocols import RunContext, RunResult
+from orchestrator.worktree.git import Git
 
 
 def locate_command(command: str, start: Path, root: Path) -> tuple[str, str | None]:
@@ -67,9 +67,7 @@ def locate_command(command: str, start: Path, root: Path) -> tuple[str, str | No
 
 
 def _committed(root: Path, rel: str) -> bool:
-    out = subprocess.run(["git", "cat-file", "-e", f"HEAD:{rel}"], cwd=root,
-                         capture_output=True, check=False)
-    return out.returncode == 0
+    return Git(root).ok("cat-file", "-e", f"HEAD:{rel}")
 
 
 class CommandBackend:

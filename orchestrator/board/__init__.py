@@ -71,11 +71,10 @@ def init_repo(root: Path, worktree_root: Path | None = None) -> Layout:
 
     Idempotent. A worktree root outside the repository needs no exclude line.
     """
-    import subprocess  # here: the board's readers never run git
+    from orchestrator.worktree.git import Git  # here: the board's readers never run git
 
     layout = Layout.at(root, worktree_root).ensure()
-    out = subprocess.run(["git", "rev-parse", "--git-common-dir"], cwd=layout.root,
-                         capture_output=True, text=True, check=False)
+    out = Git(layout.root).run("rev-parse", "--git-common-dir", check=False)
     if out.returncode != 0:
         raise UserError(f"not a git repository: {layout.root}")
     exclude = (layout.root / out.stdout.strip()).resolve() / "info" / "exclude"

@@ -44,6 +44,7 @@ from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import OrchestratorError
 from orchestrator.events import last_status_event
+from orchestrator.forge.watcher import ForgeWatcher
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
 from orchestrator.model import LAND_FEEDBACK, Status, Task, utcnow
@@ -131,6 +132,7 @@ class Lead:
         self.hooks = Hooks(self.layout, self.config.hooks, self.board)
         self.live = LiveConfig(self.layout.root, self.config, self.overrides)
         watcher = ConfigWatcher(self.live.files, self.waker.notify).start()
+        forge = ForgeWatcher.for_config(self.layout, self.config)  # [forge]: pull requests
         try:
             self.waker.install_signals()
             self.recover()
@@ -138,6 +140,8 @@ class Lead:
             self.waker.follow_board(self.board, self.config.board.rescan_seconds)
             for child in self.children:
                 self.guarded("starting a teammate", self.spawn, child)
+            if forge is not None and not self.burst:
+                forge.start()
             if not self.burst and not self.board.ready():
                 self.log.info("waiting for tasks",
                               add="orchestrator add 'SUBJECT' (or drop a file in the inbox)")
@@ -151,6 +155,8 @@ class Lead:
             return 1 if self.burst and (failed or self.rejected) else 0
         finally:
             watcher.stop()
+            if forge is not None:
+                forge.stop()
             self.shutdown_children()
             if self.spawner is not None:
                 self.spawner.close()

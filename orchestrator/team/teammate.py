@@ -25,7 +25,6 @@ import argparse
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -37,7 +36,13 @@ from orchestrator.backends import load_backend
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane, Message, TaskLogger
-from orchestrator.errors import BoardUnavailable, LeaseLost, OrchestratorError, SecretLeak
+from orchestrator.errors import (
+    BoardUnavailable,
+    GitError,
+    LeaseLost,
+    OrchestratorError,
+    SecretLeak,
+)
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.logging import configure, get_logger
@@ -51,6 +56,7 @@ from orchestrator.team.claim import Claim
 from orchestrator.team.commit import commit_leftovers, idle_maintenance
 from orchestrator.team.mailbox import read_new
 from orchestrator.team.wake import COLD_SIGNAL, Wake, Waker
+from orchestrator.worktree.git import Git
 from orchestrator.worktree.remote import Remote
 
 if TYPE_CHECKING:  # imported when the teammate runs (see `run`), not at start-up
@@ -226,8 +232,8 @@ class Teammate:
                 probe = folder / f".probe-{self.name}"
                 atomic_write(probe, "ok\n")
                 probe.unlink()
-            subprocess.run(["git", "--version"], capture_output=True, check=True)
-        except (OSError, subprocess.CalledProcessError) as exc:
+            Git(self.layout.root).run("--version")
+        except (OSError, GitError) as exc:
             self.board_fails(exc)
             return False
         self.log.info("working again; claiming", after=self.fault)
@@ -573,8 +579,10 @@ def _unchanged(path: Path, task: Task) -> bool:
     attempt committed). A workspace that is no git checkout cannot tell: False."""
     if not (path / ".git").exists() or not task.base_commit:
         return False
-    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True,
-                         text=True, check=False)
+    try:
+        out = Git(path).run("rev-parse", "HEAD", check=False)
+    except GitError:
+        return False
     return out.returncode == 0 and out.stdout.strip() == task.base_commit
 
 
