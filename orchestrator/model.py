@@ -158,6 +158,15 @@ class Budget(Record):
                 raise ValueError(f"budget {name}: must be above 0 and at most {top:g}")
 
 
+class PushPending(Record):
+    """A finished task's branch that the shared remote has not taken yet (it was down,
+    read-only, full): the lead of ``machine``, which holds the branch, pushes it again until
+    it lands."""
+
+    machine: str
+    reason: str
+
+
 class TodoStatus(StrEnum):
     PENDING = "pending"
     IN_PROGRESS = "in_progress"
@@ -230,6 +239,12 @@ class Task(Record, omit_defaults=True):
     base_commit: str | None = None
 
     error: str | None = None
+    pushed: dict[str, str] = msgspec.field(default_factory=dict)
+    """Across machines: the commit the shared remote holds for this task's ``wip`` snapshot
+    and ``branch``, recorded (fenced) by the lease that pushed it. The next push expects
+    exactly that on the remote, so a push of a lease that is gone is refused there."""
+    push_pending: PushPending | None = None
+    """Across machines: the branch of this finished task is not on the remote yet."""
     feedback: list[str] = msgspec.field(default_factory=list)
     checks: dict[str, Any] | None = None
     usage: Usage = msgspec.field(default_factory=Usage)
