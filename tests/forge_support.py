@@ -14,11 +14,11 @@ import pytest
 pytest.importorskip("githubkit", reason="the forge extra is not installed (scripts/install test)")
 pytest.importorskip("openapi_core", reason="openapi-core is not installed (scripts/install test)")
 
-from githubkit import GitHub  # noqa: E402
+from githubkit import GitHub
 
-from orchestrator.forge.openapi import Validator, description_file, pruned  # noqa: E402
-from orchestrator.forge.standin import StandIn  # noqa: E402
-from tests.helpers import git  # noqa: E402
+from orchestrator.forge.openapi import Validator, description_file, pruned
+from orchestrator.forge.standin import StandIn
+from tests.helpers import git
 
 BOT = "ghp_orchestratorbot0000000001"
 REVIEWER = "ghp_reviewer00000000000000002"

@@ -10,8 +10,7 @@ import pytest
 
 from orchestrator.board import open_board
 from orchestrator.config import Config
-from orchestrator.forge import AuthFailed, ForgeDown, RateLimited, open_forge
-from orchestrator.forge.github import GitHubForge
+from orchestrator.forge import AuthFailed, Forge, ForgeDown, RateLimited, open_forge
 from orchestrator.forge.openapi import OPERATIONS, Validator
 from orchestrator.forge.standin import StandIn
 from orchestrator.forge.sync import ForgeSync, blocked_by
@@ -42,7 +41,9 @@ def gh(repo: Path, validator: Validator) -> Iterator[StandIn]:
         yield s
 
 
-def bot(s: StandIn) -> GitHubForge:
+def bot(s: StandIn) -> Forge:
+    from orchestrator.forge.github import GitHubForge  # githubkit: after forge_support's skip
+
     return GitHubForge("acme/app", BOT, api_url=s.url)
 
 
