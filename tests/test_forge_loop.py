@@ -15,7 +15,16 @@ from orchestrator.forge.standin import StandIn
 from orchestrator.model import Status
 from tests.forge_support import finish_check, load_validator, person, standin
 from tests.helpers import git
-from tests.test_team_support import cli, events, finish, start, tasks, team_cleanup, wait_until
+from tests.test_team_support import (
+    cli,
+    events,
+    finish,
+    start,
+    tasks,
+    team_cleanup,
+    team_env,
+    wait_until,
+)
 
 AGENT = 'printf "%s\\n---\\n" "$ORCH_PROMPT" >> notes.md'
 """Each run appends its prompt (subject, description, feedback): a new commit every time."""
@@ -88,3 +97,62 @@ def test_issue_to_merged_through_ci_and_review(repo: Path, gh: StandIn) -> None:
     assert story[:2] == ["issue_taken", "pr_opened"] and story[-1] == "merged"
     assert story.count("task_retried") == 2 and "pr_checks" in story
     assert gh.issues[1].state == "closed"  # "Closes #1"
+
+
+def test_a_webhook_restarts_the_agent_without_waiting_for_a_poll(
+        repo: Path, validator: Validator) -> None:
+    import hashlib
+    import hmac
+    import time
+    import urllib.error
+    import urllib.request
+
+    from tests.test_ui_support import running_ui, wait_http_ready
+
+    secret = "webhook-secret-0123456789"
+    (repo.parent / "hook-secret").write_text(secret)
+    settings = f'webhook_secret_file = "{repo.parent / "hook-secret"}"\n'
+    with standin(repo, validator, settings=settings) as gh:
+        toml = repo / "orchestrator.toml"  # polls too rare to explain what follows
+        toml.write_text(toml.read_text().replace("poll_seconds = 1\npoll_max_seconds = 2",
+                                                 "poll_seconds = 120\npoll_max_seconds = 120"))
+        with team_cleanup(repo), running_ui(repo) as ui:
+            wait_http_ready(ui)
+            url = ui.base + "/forge/webhook"
+            body = b'{"action": "completed"}'
+
+            def deliver(sig: str) -> int:
+                req = urllib.request.Request(url, body, method="POST", headers={
+                    "X-Hub-Signature-256": sig, "X-GitHub-Event": "check_run"})
+                try:
+                    return urllib.request.urlopen(req, timeout=10).status
+                except urllib.error.HTTPError as exc:
+                    return exc.code
+
+            assert deliver("sha256=" + "0" * 64) == 401  # not signed with our secret
+            assert not events(repo, "forge_webhook")
+            good = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+            assert deliver(good) == 204
+            assert [e["hook"] for e in events(repo, "forge_webhook")] == ["check_run"]
+            gh.add_hook(url, secret)
+            # a teammate sometimes misses the wake-up of a task sent back to pending and
+            # claims it on the board's next rescan (also with `orchestrator retry`): 2 s here
+            lead = start(repo, "-n", "1", "--backend", "command", "--command", AGENT,
+                         env=team_env(board_rescan_seconds=2))
+            try:
+                from tests.test_team_support import add_tasks
+
+                [task] = add_tasks(repo, 1)
+                wait_until(lambda: gh.pulls, 60, "a pull request")
+                pr = next(iter(gh.pulls.values()))
+                first = head(gh, pr.number)
+                claims = len([e for e in events(repo, "task_claimed")])
+                t0 = time.monotonic()
+                finish_check(gh, first, "failure", summary="red")
+                wait_until(lambda: len(events(repo, "task_claimed")) > claims, 30,
+                           "the agent restarted by the webhook")
+                assert time.monotonic() - t0 < 8  # not the 120 s poll
+            finally:
+                cli(repo, "down")
+                finish(lead)
+    assert tasks(repo)[0].id == task.id

@@ -337,10 +337,9 @@ class ForgeSync:
         """Back to ``pending`` in the same worktree, with the feedback (as ``retry -m``)."""
         from orchestrator.review.retrying import retry_task
 
-        task = retry_task(self.layout, self.config, task.id, feedback, actor=ACTOR,
-                          board=self.board)
         link = (task.forge or ForgeLink()).model_copy(update={"ci_rounds": rounds})
-        self.board.edit(task.id, actor=ACTOR, forge=link, waiting_for=None)
+        retry_task(self.layout, self.config, task.id, feedback, actor=ACTOR, board=self.board,
+                   also={"forge": link, "waiting_for": None})
 
     # --- merged there, merged here ---------------------------------------------------------------
     def merged(self, task: Task, pull: PullRequest, out: Outcome) -> Task:
