@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
@@ -54,6 +54,9 @@ from orchestrator.logging import get_logger
 from orchestrator.model import ForgeLink, Status, Task
 from orchestrator.worktree.git import Git
 from orchestrator.worktree.names import check_branch
+
+if TYPE_CHECKING:
+    from orchestrator.review.merging import MergeResult
 
 ACTOR = "forge"
 COMMAND = "/orchestrator"
@@ -344,7 +347,7 @@ class ForgeSync:
     # --- merged there, merged here ---------------------------------------------------------------
     def merged(self, task: Task, pull: PullRequest, out: Outcome) -> Task:
         out.merged.append(task.id)
-        return mark_merged(self.layout, self.config, self.board, task, pull)
+        return mark_merged(self.layout, self.config, self.board, task, pull).task
 
     def close(self, task: Task, out: Outcome) -> None:
         link = task.forge
@@ -433,7 +436,7 @@ def _title(task: Task) -> str:
 
 
 def mark_merged(layout: Layout, config: Config, board: ControlPlane, task: Task,
-                pull: PullRequest, *, actor: str = ACTOR) -> Task:
+                pull: PullRequest, *, actor: str = ACTOR) -> MergeResult:
     """A pull request merged on the forge: the base branch brought up to date here (when it
     can be without touching uncommitted work), the task ``merged`` and its worktree removed
     as ``merge`` does."""
@@ -456,7 +459,7 @@ def mark_merged(layout: Layout, config: Config, board: ControlPlane, task: Task,
     result = MergeResult(task=task, strategy="merge" if kept else "squash", into=pull.base,
                          commit=new, branch=task.branch or "", removed=False)
     cleanup(layout, config, board, result)
-    return task
+    return result
 
 
 def _fast_forward(repo: Git, branch: str, new: str) -> None:
