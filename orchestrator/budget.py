@@ -84,7 +84,7 @@ def make_budget(usd: Any = None, tokens: Any = None, timeout: Any = None,
     try:
         return Budget.model_validate(data)
     except InvalidRecord as exc:
-        from orchestrator.board.index import describe_error
+        from orchestrator.record import describe_error
 
         where, _, msg = describe_error(exc).partition(": ")
         field = {"usd": "budget_usd", "tokens": "budget_tokens", "seconds": "timeout"}.get(

@@ -31,6 +31,11 @@ def format_task_id(n: int) -> str:
     return f"task_{n:03d}"
 
 
+def task_number(task_id: str) -> int:
+    """The number of a well-formed id (``task_007`` -> 7)."""
+    return int(task_id[5:])
+
+
 def parse_task_id(value: str) -> int:
     """The number of a task id; accepts ``task_007``, ``7`` and ``007`` as people type them."""
     v = value.strip()
@@ -153,6 +158,15 @@ class Budget(Record):
                 raise ValueError(f"budget {name}: must be above 0 and at most {top:g}")
 
 
+class PushPending(Record):
+    """A finished task's branch that the shared remote has not taken yet (it was down,
+    read-only, full): the lead of ``machine``, which holds the branch, pushes it again until
+    it lands."""
+
+    machine: str
+    reason: str
+
+
 class TodoStatus(StrEnum):
     PENDING = "pending"
     IN_PROGRESS = "in_progress"
@@ -193,7 +207,8 @@ class ForgeLink(Record, omit_defaults=True):
 
 class Task(Record, omit_defaults=True):
     """One unit of work on the board. The file on disk is the truth (every field written:
-    ``omit_defaults`` shortens only the board's snapshot, see `orchestrator.record.full`)."""
+    ``omit_defaults`` shortens only its copy in the board's index, see
+    `orchestrator.record.full`)."""
 
     id: str
     subject: Annotated[str, Meta(min_length=1, max_length=500)]
@@ -224,6 +239,12 @@ class Task(Record, omit_defaults=True):
     base_commit: str | None = None
 
     error: str | None = None
+    pushed: dict[str, str] = msgspec.field(default_factory=dict)
+    """Across machines: the commit the shared remote holds for this task's ``wip`` snapshot
+    and ``branch``, recorded (fenced) by the lease that pushed it. The next push expects
+    exactly that on the remote, so a push of a lease that is gone is refused there."""
+    push_pending: PushPending | None = None
+    """Across machines: the branch of this finished task is not on the remote yet."""
     feedback: list[str] = msgspec.field(default_factory=list)
     checks: dict[str, Any] | None = None
     usage: Usage = msgspec.field(default_factory=Usage)
@@ -253,7 +274,7 @@ class Task(Record, omit_defaults=True):
     def __post_init__(self) -> None:
         """What the types cannot say; runs on decoding, construction and copies."""
         # Without regular expressions where a str method answers: every task of a board's
-        # snapshot passes through here (a tenth of a second at 50,000 tasks with them).
+        # index passes through here (a tenth of a second at 50,000 tasks with them).
         tid = self.id
         if not (isinstance(tid, str) and tid.startswith("task_") and len(tid) >= 8
                 and tid[5:].isdecimal()):  # TASK_ID_RE, without its `$` before a newline

@@ -488,3 +488,27 @@ def test_a_disk_that_fills_mid_burst_keeps_every_drop_once(
     subjects = sorted(t.subject for t in board.list())
     assert subjects == sorted(f"drop {i}" for i in range(40))  # each once
     assert list(board.layout.inbox.glob("*.json")) == []
+
+
+def test_the_first_command_after_a_burst_reads_no_task_file(
+        board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Intake writes the burst's new tasks into the index (issue 34 item 5): a fresh
+    process's list and status after it read no task file, as after any steady command."""
+    from orchestrator.board import index
+
+    for i in range(40):
+        drop(board, f"d{i:02d}.json", json.dumps({"title": f"drop {i}"}))
+    with open_board(board.layout) as taker:
+        assert len(taker.intake(repair=False)) == 40
+        reads: list[str] = []
+        real = index.read_task_file
+
+        def counted(path: Path | str, dir_fd: int | None = None) -> tuple[object, index.Key]:
+            reads.append(os.path.basename(path))
+            return real(path, dir_fd)
+
+        monkeypatch.setattr(index, "read_task_file", counted)
+    with open_board(board.layout) as fresh:
+        assert fresh.summary().counts["pending"] == 40
+        assert [t.subject for t in fresh.list()] == [f"drop {i}" for i in range(40)]
+    assert reads == []

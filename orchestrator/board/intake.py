@@ -47,7 +47,6 @@ from orchestrator.board.index import (
     DROP_SUFFIXES,
     MAX_TASK_BYTES,
     TASK_FILE_RE,
-    describe_error,
     read_task_file,
 )
 from orchestrator.budget import make_budget
@@ -55,6 +54,7 @@ from orchestrator.errors import Conflict, InvalidInput, NotFound
 from orchestrator.fsutil import atomic_write, read_open_file
 from orchestrator.model import InvalidRecord, Status, Task, normalize_task_id
 from orchestrator.procutil import pid_alive
+from orchestrator.record import describe_error
 
 if TYPE_CHECKING:
     from orchestrator.board.store import FileBoard

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.board import graph
-from orchestrator.board.index import describe_error, task_number
 from orchestrator.board.pg import schema
 from orchestrator.board.pg.db import ANSWER, Database, Listener, jsonb
 from orchestrator.board.pg.parts import (
@@ -60,7 +59,9 @@ from orchestrator.model import (
     format_task_id,
     normalize_task_id,
     parse_task_id,
+    task_number,
 )
+from orchestrator.record import describe_error
 
 if TYPE_CHECKING:
     from orchestrator.board.pg.db import Cursor
