@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator import waits
 from orchestrator.agent import permission_flow
 from orchestrator.board.mailboxes import Mailbox
 from orchestrator.cli import main
@@ -44,7 +45,7 @@ class Background:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             pending = permission_flow.pending(self.c.board)
-            if pending and self.c.board.get(self.c.task.id).waiting_for:
+            if pending and self.c.board.get(self.c.task.id).wait:
                 return pending[0]
             assert self.thread.is_alive(), f"the run ended without asking: {self.result}"
             time.sleep(0.02)
@@ -66,7 +67,8 @@ def test_approve_by_task_id_lets_the_agent_continue(claim: ClaimFn, repo: Path, 
         request = run.wait_for_request()
         assert request["tool"] == "bash" and request["subject"] == "touch approved.txt"
         assert request["task"] == c.task.id and request["from"] == "alice"
-        assert c.board.get(c.task.id).waiting_for == request["request_id"]
+        wait = c.board.get(c.task.id).wait
+        assert isinstance(wait, waits.Permission) and wait.request_id == request["request_id"]
         assert c.events("permission_requested")[0]["request_id"] == request["request_id"]
         assert cli("approve", c.task.id, "-C", str(repo)) == 0
     except BaseException:
@@ -77,7 +79,7 @@ def test_approve_by_task_id_lets_the_agent_continue(claim: ClaimFn, repo: Path, 
     assert "approved bash(touch approved.txt)" in capsys.readouterr().out
     assert result.ok, result.error
     assert (c.workspace.path / "approved.txt").exists()
-    assert c.board.get(c.task.id).waiting_for is None
+    assert c.board.get(c.task.id).wait is None
     assert c.events("permission_answered")[0]["approved"] is True
     assert permission_flow.pending(c.board) == []
 
@@ -94,7 +96,7 @@ def test_deny_by_request_id_gives_the_agent_the_reason(claim: ClaimFn, repo: Pat
     [tool_result] = c.log("tool_result")
     assert tool_result["is_error"] and "denied by a person: not in this repo" in (
         tool_result["content"])
-    assert c.board.get(c.task.id).waiting_for is None
+    assert c.board.get(c.task.id).wait is None
     answer = Mailbox(c.layout, "alice").find(kind="permission_response")[0]
     assert answer["approved"] is False and answer["message"] == "not in this repo"
 
@@ -105,7 +107,7 @@ def test_a_warm_stop_ends_the_wait(claim: ClaimFn) -> None:  # noqa: F811
     run.wait_for_request()
     c.stop.set()
     result = run.finish()
-    assert result.stopped and c.board.get(c.task.id).waiting_for is None
+    assert result.stopped and c.board.get(c.task.id).wait is None
 
 
 def test_approve_with_nothing_pending_is_one_clear_line(repo: Path,

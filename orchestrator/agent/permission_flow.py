@@ -4,10 +4,10 @@ Teammate side (`PermissionFlow.ask`): a tool call the gate marks ``ask`` becomes
 
     board.requests  <- a ``permission`` request (request_id, task, tool, subject)
     events          <- permission_requested
-    the task        <- waiting_for = request_id   (fenced write; the board shows it)
+    the task        <- wait = Permission(request_id, …)   (fenced write; the board shows it)
 
 and the agent blocks until the request is answered (``approved``, ``message``),
-then ``waiting_for`` is cleared. The teammate's heartbeat keeps the lease
+then the wait is cleared. The teammate's heartbeat keeps the lease
 meanwhile; a warm stop ends the wait.
 
 Person side (`answer`, behind ``orchestrator approve|deny``): finds the pending
@@ -27,6 +27,7 @@ from orchestrator.agent.base import PermissionAsked, Stopped
 from orchestrator.controlplane import ControlPlane, Request, RequestKind
 from orchestrator.errors import NotFound
 from orchestrator.model import TASK_ID_RE, normalize_task_id
+from orchestrator.waits import Permission, Plan, Wait
 
 REQUEST: RequestKind = "permission"
 PLAN_REQUEST: RequestKind = "plan"
@@ -62,14 +63,17 @@ class PermissionFlow:
                                 task=self.task_id, body=body, **fields)
         self.board.events.emit(event, self.task_id, actor=self.teammate,
                                request_id=request_id, **fields)
-        self.board.update(self.task_id, self.token, waiting_for=request_id)
+        wait: Wait = Plan(request_id=request_id) if kind == PLAN_REQUEST else Permission(
+            request_id=request_id, tool=str(fields.get("tool") or ""),
+            subject=str(fields.get("subject") or "")[:2000])
+        self.board.update(self.task_id, self.token, wait=wait)
         try:
             got = self.board.requests.wait(request_id, stop=self.stop, poll=self.poll)
             if got is None:
                 raise Stopped(f"stopped while waiting for permission {request_id}")
             return Answer(got.approved, got.message)
         finally:
-            self.board.update(self.task_id, self.token, waiting_for=None)
+            self.board.update(self.task_id, self.token, wait=None)
 
 
 def pending(board: ControlPlane) -> list[dict[str, Any]]:
