@@ -55,8 +55,10 @@ from orchestrator.settings.live import ConfigWatcher, LiveConfig
 from orchestrator.team import status
 from orchestrator.team.hooks import Hooks
 from orchestrator.team.mailbox import LEAD, read_new
+from orchestrator.team.pushing import PendingPushes
 from orchestrator.team.spawner import SpawnedProcess, Spawner, SpawnerGone
 from orchestrator.team.wake import COLD_SIGNAL, Waker
+from orchestrator.worktree.remote import Remote
 
 BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 60.0
@@ -119,6 +121,8 @@ class Lead:
         """Dropped files rejected during this run (a burst with any exits 1)."""
         self.lander: subprocess.Popen[bytes] | None = None
         """The running ``orchestrator land`` (``team.land``)."""
+        self.pushes = PendingPushes()
+        """Across machines: this machine's finished branches the remote has not taken."""
 
     # --- life -----------------------------------------------------------------
     def run(self) -> int:
@@ -130,6 +134,7 @@ class Lead:
         self.start_spawner()  # it imports while the lead recovers
         self.board = open_board(self.layout, self.config.board, actor=LEAD)
         self.hooks = Hooks(self.layout, self.config.hooks, self.board)
+        self.pushes.remote = Remote.for_config(self.layout.root, self.config)
         self.live = LiveConfig(self.layout.root, self.config, self.overrides)
         watcher = ConfigWatcher(self.live.files, self.waker.notify).start()
         forge = ForgeWatcher.for_config(self.layout, self.config)  # [forge]: pull requests
@@ -220,6 +225,7 @@ class Lead:
                     return
                 continue
             self.tick()
+            self.guarded("pushing a finished branch", self.pushes.retry, self.board, self.log)
             now = time.monotonic()
             for child in self.children:
                 if child.restart_at is not None and now >= child.restart_at:
@@ -231,6 +237,8 @@ class Lead:
         now_m, now_w = time.monotonic(), time.time()
         if self.cold_deadline is not None:
             due.append(self.cold_deadline - now_m)
+        if self.pushes.due is not None:
+            due.append(self.pushes.due - now_m)
         if self.lander is not None:
             due.append(LAND_POLL_SECONDS)
         if not self.stopping:
@@ -410,7 +418,8 @@ class Lead:
 
         return not self.board.ready() and not self.board.list(Status.IN_PROGRESS) \
             and settling(self.layout) is None \
-            and self.lander is None and not (self.config.team.land and self.landable())
+            and self.lander is None and not (self.config.team.land and self.landable()) \
+            and not self.pushes.pending(self.board)
 
     # --- the merge queue (team.land) --------------------------------------------
     def land(self) -> None:
