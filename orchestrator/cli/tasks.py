@@ -1,8 +1,7 @@
 """The board commands that read or change one task or list them: add, list, show, cancel
 and status, as plain functions.
 
-Their typer commands (`orchestrator.cli.board`, `orchestrator.cli.team`) call these, and
-`orchestrator.cli.quick` calls them straight from the command line without importing typer.
+Their typer commands (`orchestrator.cli.board`, `orchestrator.cli.team`) call these.
 Nothing here imports typer or rich.
 """
 
