@@ -223,3 +223,38 @@ def test_diff_discard_retry_approve_deny_plan_and_mcp_on_a_postgresql_board(
     kinds = Counter(e["event"] for e in events)
     assert kinds["permission_answered"] == 2 and kinds["task_retried"] == 1
     assert kinds["plan_written"] == 1 and kinds["task_cancelled"] == 1
+
+
+@pytest.mark.timeout(200)
+def test_down_stops_this_machines_team_and_down_all_every_machines(
+        tmp_path: Path, pg_board_url: str) -> None:
+    _, (a, b) = machines(tmp_path, pg_board_url, 2)
+    teams = [up(c, "-n", "1", "--command", AGENT) for c in (a, b)]
+    try:
+        with open_board(Layout.at(a), BoardConfig(url=pg_board_url)) as board:
+            def states() -> dict[str, str]:
+                return {str(st.host): st.state for st in board.team.all()}
+
+            deadline = time.monotonic() + 60
+            while list(states().values()).count("idle") < 2:
+                assert time.monotonic() < deadline, states()
+                time.sleep(0.3)
+            machine_b = next(h for h in states() if h.endswith(str(b)))
+            p = orch(a, "down")
+            assert p.returncode == 0 and p.stdout.startswith("stopped (pid"), p.stderr
+            teams[0].communicate(timeout=60)
+            time.sleep(2)  # what a stop request to every `alice` would have done by now
+            assert teams[1].poll() is None and states()[machine_b] == "idle", states()
+
+            p = orch(a, "down", "--all")
+            assert p.returncode == 0, p.stderr
+            assert p.stdout.strip() == ("orchestrator is not running; asked the teams of 1 "
+                                        f"other machine to stop: {machine_b}")
+            out = teams[1].communicate(timeout=60)[0]
+            assert teams[1].returncode == 0 and "shutdown requested" in out, out
+            assert states()[machine_b] == "stopped"
+    finally:
+        for t in teams:
+            if t.poll() is None:
+                t.kill()
+                t.communicate()
