@@ -100,8 +100,12 @@ def merge_task(layout: Layout, config: Config, task_id: str, strategy: str = "me
     """Merge a task in ``review`` into ``into`` (default: the branch checked out in the main
     working tree, else the task's base). Refusals raise `Conflict` and change nothing.
     A task whose blockers are not merged is refused unless ``with_blockers`` (see the
-    module's text)."""
+    module's text). With a forge (``[forge]``), the pull request is merged there instead."""
     check_strategy(strategy)
+    if config.forge.kind != "none":
+        from orchestrator.forge.merging import merge_on_forge
+
+        return merge_on_forge(layout, config, task_id, strategy, actor=actor, board=board)
     with using_board(layout, config, board, actor) as b, merge_lock(layout):
         task = b.get(task_id)
         behind = unmerged_blockers(b, task)
