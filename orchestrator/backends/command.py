@@ -27,6 +27,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from orchestrator.agent.sandbox import backend_sandbox
 from orchestrator.board.model import Usage
 from orchestrator.budget import USAGE_FILE_ENV, read_usage_file
 from orchestrator.config import Config
@@ -91,6 +92,7 @@ class CommandBackend:
                 cmd, cwd=ctx.workspace.path, env={**task_env(ctx), USAGE_FILE_ENV: str(usage_file)},
                 log=ctx.log, kind="output", timeout=ctx.timeout or self.config.team.task_timeout,
                 stop=ctx.stop, on_start=ctx.on_process_start,
+                sandbox=backend_sandbox(self.config, cmd, [Path(tmp)]),
             )
             usage = self.reported_usage(ctx, usage_file)
         ctx.log.write("backend_finished", backend=self.name, exit_code=res.returncode,

@@ -29,6 +29,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from orchestrator.agent.sandbox import backend_sandbox
 from orchestrator.config import CommandPreset, Config
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
@@ -109,7 +110,9 @@ class PresetBackend:
         try:
             res = run_streamed(line, cwd=ctx.workspace.path, env=env, log=ctx.log,
                                kind="output", timeout=ctx.timeout or self.config.team.task_timeout,
-                               stop=ctx.stop, on_start=ctx.on_process_start)
+                               stop=ctx.stop, on_start=ctx.on_process_start,
+                               sandbox=backend_sandbox(self.config, line, [] if stdin is None
+                                                       else [stdin.parent]))
         finally:
             if stdin is not None:
                 stdin.unlink(missing_ok=True)
