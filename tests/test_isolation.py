@@ -27,7 +27,7 @@ from orchestrator.layout import Layout
 from orchestrator.protocols import RunContext, Workspace
 from orchestrator.tasklog import TaskLog
 from orchestrator.worktree.setup import run_setup
-from tests.helpers import git
+from tests.helpers import git, survivors
 from tests.pg import Cluster
 from tests.test_sandbox import needs_bwrap
 from tests.test_team_support import cli, team_env
@@ -105,19 +105,6 @@ def test_the_sandbox_is_unprivileged_even_for_root(worktree: Path) -> None:
     assert out.count("no-remount") == 2, out
     assert lines[-2].strip() == "0", out  # /etc/shadow is masked
     assert str(os.getpid()) not in bash(worktree, "ls /proc")
-
-
-def survivors(marker: str) -> list[int]:
-    """Host processes whose command line holds ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def escapers(marker: str) -> str:

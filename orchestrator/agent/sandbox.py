@@ -10,7 +10,8 @@ bubblewrap (the default runner) a command sees:
   orchestrator's own Python,
   and folders named in ``sandbox.read_only`` — never ``/run``, ``/var``, ``/tmp``,
   ``/home`` or the home folder as a whole, and no folder that holds a Unix socket
-  (each extra folder is scanned once per process and refused if it holds one): so no
+  (each extra folder is scanned, 4 levels deep, once per process and refused if it
+  holds one): so no
   socket outside the sandbox (the PostgreSQL board's, a daemon's, a test cluster's)
   can be reached by path; abstract sockets belong to the network namespace, which is
   the sandbox's own unless the network is allowed;
@@ -70,7 +71,11 @@ NEVER_BOUND = ("/", "/run", "/var", "/var/run", "/tmp", "/var/tmp", "/dev", "/pr
                "/home", "/root", "/mnt", "/media", "/srv")
 """Where sockets and other people's files live: never a toolchain prefix."""
 PREFIX_NAMES = ("bin", "sbin", "shims")
-SOCKET_SCAN_LIMIT = 200_000
+SOCKET_SCAN_DEPTH = 4
+"""How deep a toolchain folder is searched for sockets: daemons put theirs near the top
+(``~/.gnupg/S.gpg-agent``, ``~/.docker/run/docker.sock``, ``.s.PGSQL.5432``), while a
+whole ``~/.pyenv`` is 130,000 entries (half a second)."""
+SOCKET_SCAN_LIMIT = 20_000
 """Entries scanned in one extra folder before it is refused as too big to vouch for."""
 UNPRIVILEGED_UID = 65534
 HOME_GIT_FILES = (".gitconfig", ".config/git")
@@ -88,6 +93,9 @@ class Sandbox:
     """More folders bound read-only (``sandbox.read_only``): toolchains not on ``PATH``."""
     writable: tuple[str, ...] = field(default=())
     """More folders bound writable (a backend's state folder, a usage file's folder)."""
+    files: tuple[str, ...] = field(default=())
+    """Files (or folders holding no socket) bound read-only as they are (a backend's
+    settings linked from the person's home folder)."""
 
     @classmethod
     def detect(cls, mode: str = "auto", network: bool = False,
@@ -108,11 +116,11 @@ class Sandbox:
         return cls(enabled=False, network=network, notice=notice)
 
     def with_(self, *, network: bool | None = None, writable: Sequence[str] = (),
-              read_only: Sequence[str] = ()) -> Sandbox:
-        """This sandbox with the network allowed or not, and more folders."""
+              read_only: Sequence[str] = (), files: Sequence[str] = ()) -> Sandbox:
+        """This sandbox with the network allowed or not, and more folders and files."""
         return Sandbox(self.enabled, self.network if network is None else network,
                        self.notice, self.bwrap, (*self.read_only, *read_only),
-                       (*self.writable, *writable))
+                       (*self.writable, *writable), (*self.files, *files))
 
     def confine_git(self, cwd: Path) -> GitConfinement | None:
         """What git may write for a command in ``cwd`` (see `git_confine`); pass it to
@@ -147,6 +155,11 @@ class Sandbox:
         cwd = cwd.resolve()
         path = (env if env is not None else os.environ).get("PATH", os.defpath)
         args = [self.bwrap, *_base_args(self.network, path, self.read_only, str(Path.home()))]
+        bound = (*SYSTEM_DIRS, *_toolchains(path, self.read_only, str(Path.home())))
+        for extra in {os.path.realpath(f) for f in self.files}:
+            if not any(Path(extra).is_relative_to(b) for b in bound) and (
+                    not os.path.isdir(extra) or not _holds_socket(extra)):
+                args += ["--ro-bind", extra, extra]
         for extra in self.writable:
             args += ["--bind", extra, extra]
         args += ["--bind", str(cwd), str(cwd)]
@@ -178,8 +191,10 @@ def backend_sandbox(config: Config, command: str, writable: Sequence[Path] = ())
         words = shlex.split(command)
     except ValueError:
         words = []
-    program = [str(Path(words[0]).resolve().parent)] if words and os.path.isabs(words[0]) \
-        else []
+    program = []
+    if words and os.path.isabs(words[0]):  # its folder, and where its links lead
+        program = [os.path.realpath(os.path.dirname(words[0])),
+                   os.path.dirname(os.path.realpath(words[0]))]
     return box.with_(writable=[str(p) for p in writable], read_only=program)
 
 
@@ -222,7 +237,8 @@ def _base_args(network: bool, path: str, read_only: tuple[str, ...], home: str) 
     return tuple(args)
 
 
-def _toolchains(path: str, read_only: tuple[str, ...], home: str) -> list[str]:
+@functools.lru_cache(maxsize=16)
+def _toolchains(path: str, read_only: tuple[str, ...], home: str) -> tuple[str, ...]:
     """The folders bound for ``PATH`` and ``sandbox.read_only``: for a ``bin`` folder
     its prefix (a virtualenv, ``~/.cargo``), never a place in `NEVER_BOUND`, the home
     folder itself or one already under a system folder; each scanned for sockets."""
@@ -248,17 +264,19 @@ def _toolchains(path: str, read_only: tuple[str, ...], home: str) -> list[str]:
             log.warning("sandbox: %s holds a Unix socket; not bound", s)
             continue
         chosen = [c for c in chosen if not Path(c).is_relative_to(d)] + [s]
-    return chosen
+    return tuple(chosen)
 
 
 @functools.lru_cache(maxsize=64)
 def _holds_socket(folder: str) -> bool:
-    """Whether ``folder`` holds a Unix socket (or is too big to tell), links not followed."""
+    """Whether ``folder`` holds a Unix socket within `SOCKET_SCAN_DEPTH` levels (or is too
+    big to tell), links not followed."""
     seen = 0
-    stack = [folder]
+    stack = [(folder, 0)]
     while stack:
+        here, depth = stack.pop()
         try:
-            with os.scandir(stack.pop()) as it:
+            with os.scandir(here) as it:
                 for entry in it:
                     seen += 1
                     if seen > SOCKET_SCAN_LIMIT:
@@ -269,8 +287,8 @@ def _holds_socket(folder: str) -> bool:
                         continue
                     if stat.S_ISSOCK(mode):
                         return True
-                    if stat.S_ISDIR(mode):
-                        stack.append(entry.path)
+                    if stat.S_ISDIR(mode) and depth + 1 < SOCKET_SCAN_DEPTH:
+                        stack.append((entry.path, depth + 1))
         except OSError:
             continue
     return False

@@ -27,6 +27,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from orchestrator.agent.credproxy import run_env
 from orchestrator.agent.sandbox import backend_sandbox
 from orchestrator.board.model import Usage
 from orchestrator.budget import USAGE_FILE_ENV, read_usage_file
@@ -88,12 +89,14 @@ class CommandBackend:
         ctx.log.write("backend_started", backend=self.name, command=cmd)
         with tempfile.TemporaryDirectory(prefix="orch-usage-") as tmp:
             usage_file = Path(tmp) / "usage.json"
-            res = run_streamed(
-                cmd, cwd=ctx.workspace.path, env={**task_env(ctx), USAGE_FILE_ENV: str(usage_file)},
-                log=ctx.log, kind="output", timeout=ctx.timeout or self.config.team.task_timeout,
-                stop=ctx.stop, on_start=ctx.on_process_start,
-                sandbox=backend_sandbox(self.config, cmd, [Path(tmp)]),
-            )
+            box = backend_sandbox(self.config, cmd, [Path(tmp)])
+            env = {**task_env(ctx), USAGE_FILE_ENV: str(usage_file)}
+            with run_env(env, self.config.agent.pass_env,
+                         sandboxed=box is not None and box.enabled) as env:
+                res = run_streamed(
+                    cmd, cwd=ctx.workspace.path, env=env, log=ctx.log, kind="output",
+                    timeout=ctx.timeout or self.config.team.task_timeout, stop=ctx.stop,
+                    on_start=ctx.on_process_start, sandbox=box)
             usage = self.reported_usage(ctx, usage_file)
         ctx.log.write("backend_finished", backend=self.name, exit_code=res.returncode,
                       seconds=round(res.seconds, 3), output_bytes=res.output_bytes,
