@@ -16,8 +16,12 @@ conversation (``--resume``) in the same worktree; each ``tool_use`` is a
 Permissions come from orchestrator's own rules (`PermissionGate.from_sources`):
 allow → ``--allowedTools``, deny → ``--disallowedTools``, ask → ``--settings``
 (in ``-p`` mode an ask is a denial). ``bypassPermissions`` as root, which Claude
-Code refuses, becomes ``acceptEdits`` with every built-in tool allowed. Claude
-Code's Bash runs unsandboxed, so unless ``agent.allow_unsandboxed_bash`` is set
+Code refuses, becomes ``acceptEdits`` with every built-in tool allowed. The CLI
+runs in the task's sandbox (`orchestrator.agent.sandbox.backend_sandbox`, unless
+``sandbox.backends`` is off) with a credential proxy's token in place of the key
+(`orchestrator.agent.credproxy`). Its Bash is still treated as unconfined
+(the rule predates the sandbox and asks more, never less): unless
+``agent.allow_unsandboxed_bash`` is set
 neither ``bypassPermissions`` nor a bare ``Bash`` rule allows it (a ``Bash(...)``
 rule with a specifier does): it asks, like the built-in bash without a sandbox. A run
 that ends with denied tools sends each one to the lead as a permission request
