@@ -164,6 +164,9 @@ def test_claude_code_not_logged_in_fails_without_retry_saying_so(
     assert str(result.error).startswith("Claude Code is not logged in: Not logged in")
 
 
+APPROVED = "git commit --allow-empty -qm approved-by-lead"
+
+
 def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_session(
         repo: Path, claim: ClaimFn, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     from orchestrator.backends.claude_code import ClaudeCodeBackend
@@ -180,8 +183,8 @@ def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_ses
         "agent": {"permission_mode": "acceptEdits", "deny": ["Bash(curl:*)"]}})
 
     def script(wt: Path) -> list[Any]:
-        return [bash("curl -s http://127.0.0.1:9/"), bash("git commit --allow-empty -qm approved-by-lead"),
-                "Both were denied; waiting.", bash("git commit --allow-empty -qm approved-by-lead"), "Tagged."]
+        return [bash("curl -s http://127.0.0.1:9/"), bash(APPROVED),
+                "Both were denied; waiting.", bash(APPROVED), "Tagged."]
 
     def tagged() -> bool:
         return "approved-by-lead" in subprocess.run(  # on the task's branch, imported
