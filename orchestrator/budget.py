@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from orchestrator.board.model import Budget, InvalidRecord, Task, Usage
 from orchestrator.clock import utcnow
 from orchestrator.errors import InvalidInput
+from orchestrator.model import Budget, InvalidRecord, Task, Usage
 
 if TYPE_CHECKING:
     from orchestrator.config import BudgetConfig
@@ -84,7 +84,7 @@ def make_budget(usd: Any = None, tokens: Any = None, timeout: Any = None,
     try:
         return Budget.model_validate(data)
     except InvalidRecord as exc:
-        from orchestrator.board.index import describe_error
+        from orchestrator.record import describe_error
 
         where, _, msg = describe_error(exc).partition(": ")
         field = {"usd": "budget_usd", "tokens": "budget_tokens", "seconds": "timeout"}.get(
@@ -255,10 +255,10 @@ def read_usage_file(path: Path) -> Usage:
     ``cache_write_tokens``, ``cost_usd``; all optional, numbers ≥ 0), or JSON lines of such
     objects, one per request, which are added up. A missing file is no usage; a malformed
     one raises `InvalidInput` (the run's result says so, nothing is counted from it)."""
-    from orchestrator.fsutil import read_regular_bytes
+    from orchestrator.beneath import read_beneath
 
-    try:  # the agent wrote it: a FIFO or device in its place must not hang the teammate
-        raw = read_regular_bytes(path, MAX_USAGE_FILE_BYTES + 1)
+    try:  # the agent wrote it: a link, FIFO or device in its place is not followed or read
+        raw = read_beneath(path.parent, path.name, MAX_USAGE_FILE_BYTES + 1)
     except FileNotFoundError:
         return Usage()
     except OSError as exc:

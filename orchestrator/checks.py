@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.board.model import utcnow
+from orchestrator.model import utcnow
 from orchestrator.process import run_streamed
 from orchestrator.protocols import TaskLogger
 

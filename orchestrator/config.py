@@ -64,6 +64,16 @@ class BoardConfig(_Section):
     machine: str | None = None
     """With a PostgreSQL board: this clone's name on the shared board (leases, `status`);
     default: the host name and the clone's folder."""
+    lock_wait_seconds: float = Field(default=2.0, gt=0)
+    """With a PostgreSQL board: how long a write waits for a lock another participant
+    holds before it gives up and tries again (PostgreSQL's `lock_timeout`)."""
+    statement_seconds: float = Field(default=30.0, gt=0)
+    """With a PostgreSQL board: the longest one statement may run (`statement_timeout`);
+    a slower one is cancelled and tried again."""
+    idle_in_transaction_seconds: float = Field(default=5.0, gt=0)
+    """With a PostgreSQL board: a participant that stops inside a transaction (frozen,
+    partitioned) is disconnected by the server after this long, so the locks it held
+    are let go (`idle_in_transaction_session_timeout`)."""
 
     @field_validator("url")
     @classmethod
@@ -392,6 +402,43 @@ class ProfileConfig(_Section):
         return [t.strip() for t in v.split(",") if t.strip()] if isinstance(v, str) else v
 
 
+class ForgeConfig(_Section):
+    """The forge where the team reviews in pull requests (docs/forge.md)."""
+
+    kind: Literal["none", "github"] = "none"
+    """`github`: each kept task becomes a pull request on `repo`; CI results and review
+    comments go back to its agent; a merge there is a merge on the board."""
+    repo: str | None = None
+    """The repository on the forge, `owner/name`."""
+    api_url: str = "https://api.github.com"
+    """The forge's API (GitHub Enterprise: `https://HOST/api/v3`)."""
+    token_file: str | None = None
+    """A file holding the token (else `GITHUB_TOKEN`, `GH_TOKEN`, or `gh auth token`)."""
+    remote: str = "origin"
+    """The git remote that is the forge's repository: task branches are pushed there."""
+    draft: bool = False
+    """Open pull requests as drafts, marked ready when their checks pass."""
+    mention: str | None = None
+    """A name that, in a comment by someone with write access, sends the task back to its
+    agent (besides `/orchestrator`), e.g. `@our-bot`."""
+    issue_label: str | None = "orchestrator"
+    """Open issues with this label become tasks (none: issues are not read)."""
+    merge_method: Literal["merge", "squash", "rebase"] = "merge"
+    """How `orchestrator merge`/`land` merge a pull request through the forge's API."""
+    poll_seconds: float = Field(default=15.0, ge=1, le=3600)
+    """How often the lead asks the forge what changed (conditional requests: an unchanged
+    answer does not count against the rate limit); doubled while nothing changes, up to
+    `poll_max_seconds`."""
+    poll_max_seconds: float = Field(default=120.0, ge=1, le=86400)
+    """The longest wait between polls while nothing changes."""
+    webhook_secret_file: str | None = None
+    """A file holding the webhook's secret: `orchestrator ui` then takes the forge's
+    webhooks at `/forge/webhook` (HMAC-SHA256 checked) and the lead acts on them at once."""
+    board_url: str | None = None
+    """The web board's address people reach (`https://host:8321`), linked from each pull
+    request's body."""
+
+
 class Config(_Section):
     board: BoardConfig = Field(default_factory=BoardConfig)
     worktree: WorktreeConfig = Field(default_factory=WorktreeConfig)
@@ -404,6 +451,7 @@ class Config(_Section):
     commands: CommandsConfig = Field(default_factory=CommandsConfig)
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    forge: ForgeConfig = Field(default_factory=ForgeConfig)
     agents: dict[str, ProfileConfig] = Field(default_factory=dict)
     """Agent profiles by name (not a settings section: see `orchestrator.agent.profiles`)."""
 

@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, runtime_checkabl
 import msgspec
 
 if TYPE_CHECKING:  # the board package imports this module: no cycle at run time
-    from orchestrator.board.model import Status, Task
+    from orchestrator.model import Status, Task
 
 # --- records -------------------------------------------------------------------------
 
@@ -272,7 +272,7 @@ class Events(Protocol):
         ...
     def read(self, *, since: int = 0, task: str | None = None) -> Iterator[Event]:
         """Events with ``seq > since`` (of ``task`` only, when given), oldest first.
-        Reading one task's events does not scan the whole log."""
+        Reading one task's events parses only that task's lines."""
         ...
     def follow(self, *, since: int = 0, task: str | None = None,
                stop: threading.Event | None = None, poll: float = 0.2) -> Iterator[Event]:
@@ -436,7 +436,7 @@ class Board(Protocol):
         ...
     def summary(self) -> BoardSummary:
         """Tasks per status, the spending summed over every task, and the failed tasks
-        waiting for a person, at a cost that does not grow with the board's size."""
+        waiting for a person, without reading every task."""
         ...
 
     # --- writing (people and the lead) --------------------------------------

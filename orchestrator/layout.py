@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from orchestrator.errors import UserError
+from orchestrator.errors import GitError, UserError
 
 TASKS_DIR = ".tasks"
 WORKTREES_DIR = ".worktrees"
@@ -109,15 +109,12 @@ def find_root(start: Path | str | None = None) -> Path:
     found = _plain_toplevel(start)
     if found is not None:
         return found
-    import subprocess  # here: most repositories are found without git (`_plain_toplevel`)
+    from orchestrator.worktree.git import Git  # here: most repositories are found without git
 
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--show-toplevel"],
-            cwd=start, capture_output=True, text=True, check=False,
-        )
-    except FileNotFoundError as exc:
-        raise UserError("git is not installed or not on PATH") from exc
+        out = Git(start).run("rev-parse", "--show-toplevel", check=False)
+    except GitError as exc:
+        raise UserError(f"not inside a git repository: {start} ({exc})") from None
     if out.returncode != 0:
         raise UserError(f"not inside a git repository: {start}")
     return Path(out.stdout.strip()).resolve()

@@ -30,7 +30,7 @@ class _FileSink:
     def __init__(self, path: Path, fmt: str = "text") -> None:
         self.path = path
         self.secrets = secret_values()
-        self.text = (structlog.dev.ConsoleRenderer(colors=False, pad_event=32)
+        self.text = (structlog.dev.ConsoleRenderer(colors=False)
                      if fmt == "text" else None)
         path.parent.mkdir(parents=True, exist_ok=True)
 

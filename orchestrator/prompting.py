@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from orchestrator.board.model import Task
+from orchestrator.model import Task
 from orchestrator.protocols import RunContext
 from orchestrator.team.delivery import MESSAGES_ENV
 

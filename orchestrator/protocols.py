@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from orchestrator.board.model import Task, Usage
 from orchestrator.controlplane import Board, ControlPlane, TaskLogger
 from orchestrator.layout import Layout
+from orchestrator.model import Task, Usage
 
 if TYPE_CHECKING:
     from orchestrator.budget import Limit

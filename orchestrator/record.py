@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Self, TypeVar
 
@@ -89,11 +90,30 @@ class Record(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 def full(record: Record) -> Record | dict[str, Any]:
     """What encodes as every field of ``record``: a class declared with ``omit_defaults``
-    (`orchestrator.board.model.Task`: its snapshot is a third of the size) leaves fields at
+    (`orchestrator.model.Task`: its copy in the index is a third of the size) leaves fields at
     their defaults out of its own encoding, but every dump and output has them all."""
     if record.__struct_config__.omit_defaults:
         return msgspec.structs.asdict(record)
     return record
+
+
+def describe_error(exc: Exception) -> str:
+    """One line for a decoding error (a record's, or pydantic's for settings and MCP
+    arguments), naming the field: ``priority: expected int, got str``."""
+    text = str(exc)
+    if isinstance(exc, InvalidRecord):
+        m = re.match(r"(?s)(.*) - at `\$\.?(.*)`$", text)
+        if m:
+            where = re.sub(r"\[(\d+)\]", r".\1", m.group(2)) or "file"
+            what = m.group(1).replace("`", "")
+            return f"{where}: {what[:1].lower()}{what[1:]}"
+        return text.replace("`", "")
+    errors = getattr(exc, "errors", None)
+    if type(exc).__module__.startswith("pydantic") and callable(errors):
+        err = errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "file"
+        return f"{where}: {err['msg']}"
+    return text
 
 
 def decode_list(data: str | bytes | memoryview, cls: type[R]) -> list[R]:
@@ -129,12 +149,6 @@ def encode_with(records: Sequence[R], name: str, values: Iterable[Any]) -> bytes
 
 
 _WITH: dict[tuple[type, str], type] = {}
-
-
-def encode_list(records: list[R]) -> str:
-    """A JSON array of ``records`` in one call, each as its class encodes it (see `full`):
-    for caches the same code reads back, where decoding fills the defaults in."""
-    return _ENCODER.encode(records).decode()
 
 
 def _without_defaults(record: Record) -> dict[str, Any]:

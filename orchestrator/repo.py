@@ -172,11 +172,9 @@ def require_commit(root: Path) -> None:
     checkout of one."""
     if _head_has_commit(root):
         return
-    import subprocess
+    from orchestrator.worktree.git import Git
 
-    out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
-                         cwd=root, capture_output=True, check=False)
-    if out.returncode != 0:
+    if not Git(root).ok("rev-parse", "--verify", "--quiet", "HEAD^{commit}"):
         raise UserError(f"{root} has no commits yet, and each task works in a checkout of one: "
                         "commit something first (e.g. git commit --allow-empty -m 'start')")
 

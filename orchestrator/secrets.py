@@ -61,6 +61,14 @@ def secrets_of(name: str, value: str) -> list[str]:
     return found
 
 
+def remember(value: str, name: str) -> str:
+    """Mask ``value`` from now on in this process, as if an environment variable ``name``
+    held it (a token read from a file or another program); returns ``value``."""
+    if len(value) >= MIN_SECRET_LEN:
+        _remembered.setdefault(value, name)
+    return value
+
+
 def secret_names(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Every secret string (see the module docstring) -> the variable it comes from;
     by default this process's environment and what `protect_process` remembered."""

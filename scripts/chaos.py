@@ -55,10 +55,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from orchestrator.board import open_board
 from orchestrator.board.eventlog import EventLog
-from orchestrator.board.model import Status
 from orchestrator.config import BoardConfig
 from orchestrator.events import event_status
 from orchestrator.layout import Layout
+from orchestrator.model import Status
 from scripts.harness import (
     WRITE_OWN_FILE,
     add_tasks,

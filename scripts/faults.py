@@ -44,8 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from orchestrator.board import init_repo, open_board
 from orchestrator.board.eventlog import EventLog
 from orchestrator.board.index import read_task_file
-from orchestrator.board.model import Status
 from orchestrator.layout import TASKS_DIR, Layout
+from orchestrator.model import Status
 from scripts.harness import (
     WRITE_OWN_FILE,
     alive,

@@ -13,9 +13,9 @@ import pytest
 
 from orchestrator.board import FileBoard, init_repo, open_board
 from orchestrator.board.eventlog import EventLog
-from orchestrator.board.model import Status
 from orchestrator.config import BoardConfig
 from orchestrator.errors import LeaseLost, NotFound
+from orchestrator.model import Status
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def test_ids_widen_past_999(board: FileBoard) -> None:
 @pytest.mark.parametrize("bad", ["task_001\n", "task_01", "task_", "Task_001", "task_001 ",
                                  "task_-01", "task_1e3", "../task_001", 7])
 def test_a_task_id_is_task_and_three_or_more_digits_and_nothing_else(bad: object) -> None:
-    from orchestrator.board.model import InvalidRecord, Task
+    from orchestrator.model import InvalidRecord, Task
 
     assert Task(id="task_007", subject="x").id == "task_007"
     with pytest.raises(ValueError, match="not a task id"):
@@ -114,16 +114,11 @@ def test_hand_edits_are_seen_by_the_periodic_rescan(board: FileBoard) -> None:
         time.sleep(0.05)
 
 
-def test_journal_rotation_keeps_other_boards_in_sync(board: FileBoard,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    import orchestrator.board.store as store
-
-    monkeypatch.setattr(store, "JOURNAL_MAX_BYTES", 64)
+def test_another_boards_writes_are_seen_by_its_next_read(board: FileBoard) -> None:
     with open_board(board.layout) as other:
         other.list()
         for i in range(12):
             board.add(f"t{i}")
-        assert (board.layout.tasks / ".journal.old").exists()
         c = board.claim("a")
         assert len(other.list()) == 12
         assert other.get(c.id).status is Status.IN_PROGRESS
@@ -171,29 +166,63 @@ def test_claim_a_specific_task(board: FileBoard) -> None:
         board.claim("w", task_id="task_404")
 
 
-def test_cold_start_from_the_snapshot_still_sees_every_change(board: FileBoard) -> None:
-    from orchestrator.board.index import SNAPSHOT, SNAPSHOT_AFTER
-    from orchestrator.board.model import Task, format_task_id
-    from orchestrator.fsutil import atomic_write
+def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the task files read from now on (through the index's reader)."""
+    from orchestrator.board import index
 
-    n = SNAPSHOT_AFTER + 5
+    reads: list[str] = []
+    real = index.read_task_file
+
+    def counted(path: Path | str, dir_fd: int | None = None) -> tuple[object, index.Key]:
+        reads.append(os.path.basename(path))
+        return real(path, dir_fd)
+
+    monkeypatch.setattr(index, "read_task_file", counted)
+    return reads
+
+
+def test_a_cold_start_from_the_index_still_sees_every_change(
+        board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh board starts from .tasks/.index.sqlite and reads only the files whose stat
+    changed since; deleting the index, or garbage in its place, loses nothing."""
+    from orchestrator.board.index import INDEX
+    from orchestrator.fsutil import atomic_write
+    from orchestrator.model import Task, format_task_id
+
+    n = 40
     for i in range(1, n + 1):
         t = Task(id=format_task_id(i), subject=f"t{i}")
         atomic_write(board.layout.task_file(t.id), t.model_dump_json(), durable=False)
     assert len(board.list()) == n
-    assert (board.layout.tasks / SNAPSHOT).exists()
+    assert (board.layout.tasks / INDEX).exists()
+    reads = _counting_reads(monkeypatch)
     edited = board.get("task_003").model_copy(update={"subject": "edited by hand"})
-    board.layout.task_file("task_003").write_text(edited.model_dump_json())
+    with board.layout.task_file("task_003").open("r+") as fh:  # in place: same inode
+        fh.truncate(0)
+        fh.write(edited.model_dump_json())
     board.layout.task_file("task_004").unlink()
+    reads.clear()
     with open_board(board.layout) as cold:
         tasks = {t.id: t for t in cold.list()}
+        assert reads == ["task_003.json"]  # the one file changed; the rest from the index
         assert len(tasks) == n - 1 and tasks["task_003"].subject == "edited by hand"
         assert cold.claim("w").id == "task_001"
         assert tasks["task_002"].model_dump(mode="json") == board.get("task_002").model_dump(
             mode="json")
-    (board.layout.tasks / SNAPSHOT).write_text("{garbage")
-    with open_board(board.layout) as cold:
-        assert len(cold.list()) == n - 1
+        assert cold.summary().counts["pending"] == n - 2
+    for damage in ("garbage", "gone"):
+        for suffix in ("", "-wal", "-shm"):
+            (board.layout.tasks / f"{INDEX}{suffix}").unlink(missing_ok=True)
+        if damage == "garbage":
+            (board.layout.tasks / INDEX).write_text("{garbage" * 1000)
+        reads.clear()
+        with open_board(board.layout) as cold:
+            assert cold.summary().counts == {**dict.fromkeys(
+                (s.value for s in Status), 0), "pending": n - 2, "in_progress": 1}
+            assert len(cold.list()) == n - 1 and len(reads) == n - 1  # every file, once
+        reads.clear()
+        with open_board(board.layout) as cold:
+            assert len(cold.list()) == n - 1 and reads == []  # rebuilt
 
 
 def test_close_wakes_a_waiting_thread(repo: Path) -> None:
@@ -282,28 +311,19 @@ def test_problem_of_one_task_agrees_with_the_whole_board(board: FileBoard) -> No
     assert board.problem(d.id) and board.problem(g.id) and board.problem(ok.id)
 
 
-def test_summary_reads_only_what_changed_and_rebuilds_when_it_cannot_tell(
-        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`FileBoard.summary` in a fresh process reads the task files the journal names since
-    its last answer, not the board; a change with no journal line (a file deleted or
-    replaced by hand) or a damaged summary file makes it count every task again."""
-    from orchestrator.board import index, summary
-    from orchestrator.board.model import Task
+def test_summary_reads_only_what_changed(repo: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`FileBoard.summary` in a fresh process counts in the index after one stat per task
+    file: it reads only the files changed by hand since a board last saw them."""
+    from orchestrator.board.index import INDEX
+    from orchestrator.model import Task
     from orchestrator.team.status import board_counts
 
     layout = init_repo(repo)
     for i in range(1, 61):
         t = Task(id=f"task_{i:03d}", subject=f"t{i}")
         layout.task_file(t.id).write_text(t.model_dump_json())
-    reads: list[str] = []
-    real = index.read_task_file
-
-    def counted(path: Path | str, dir_fd: int | None = None) -> tuple[Task, index.Key]:
-        reads.append(os.path.basename(path))
-        return real(path, dir_fd)
-
-    monkeypatch.setattr(summary, "read_task_file", counted)
-    monkeypatch.setattr(index, "read_task_file", counted)
+    reads = _counting_reads(monkeypatch)
 
     def fresh() -> tuple[dict[str, int], dict[str, int], list[str]]:
         reads.clear()
@@ -313,7 +333,7 @@ def test_summary_reads_only_what_changed_and_rebuilds_when_it_cannot_tell(
             return got, board_counts(b.list()), seen
 
     got, want, seen = fresh()
-    assert got == want and want["pending"] == 60 and len(seen) >= 60  # first: every file
+    assert got == want and want["pending"] == 60 and len(seen) == 60  # first: every file
     got, want, seen = fresh()
     assert got == want and seen == []  # nothing changed: no task file read
     with open_board(layout, BoardConfig(fsync=False)) as b:
@@ -321,24 +341,19 @@ def test_summary_reads_only_what_changed_and_rebuilds_when_it_cannot_tell(
         b.add("one more")
     got, want, seen = fresh()
     assert got == want and got["cancelled"] == 1 and got["pending"] == 60
-    assert sorted(seen) == ["task_007.json", "task_061.json"]
-    time.sleep(0.01)
-    layout.task_file("task_003").unlink()  # by hand: no journal line
-    got, want, seen = fresh()
-    assert got == want and sum(got.values()) == 60 and len(seen) >= 59
-    (layout.run / summary.FILE).write_bytes(b'{"version": 1, "n": 99999, "journal"')
-    got, want, _ = fresh()
-    assert got == want
-    # a journal begun anew on the same inode (as a reused one would be), longer than the
-    # old one: its lines are not the ones the summary was up to, so it counts afresh
+    assert seen == []  # the board that wrote them saved them in the index
+    layout.task_file("task_003").unlink()  # by hand
     merged = Task(id="task_010", subject="t10", status=Status.MERGED)
-    journal = layout.tasks / index.JOURNAL
-    size = journal.stat().st_size
     with layout.task_file("task_010").open("r+") as fh:  # in place: no folder change
         fh.truncate(0)
         fh.write(merged.model_dump_json())
-    with journal.open("r+b") as fh:
-        fh.truncate(0)
-        fh.write(b"task_900 pending 0\n" * (size // 10 + 1))
-    got, want, _ = fresh()
-    assert got == want and got["merged"] == 1
+    got, want, seen = fresh()
+    assert got == want and sum(got.values()) == 60 and got["merged"] == 1
+    assert seen == ["task_010.json"]
+    for suffix in ("", "-wal", "-shm"):
+        (layout.tasks / f"{INDEX}{suffix}").unlink(missing_ok=True)
+    (layout.tasks / INDEX).mkdir()  # an index that cannot be opened: counted from the files
+    layout.task_file("task_011").write_text(merged.model_copy(
+        update={"id": "task_011"}).model_dump_json())
+    got, want, seen = fresh()
+    assert got == want and got["merged"] == 2 and len(seen) == 60

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from orchestrator.board import open_board
-from orchestrator.board.model import Status, Task, format_task_id
 from orchestrator.errors import InvalidTransition, LeaseLost
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task, format_task_id
 
 CLAIM_SCRIPT = """
 import json, sys

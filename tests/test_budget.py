@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board import open_board
-from orchestrator.board.model import Budget, Status, Usage
 from orchestrator.budget import crossed, make_budget, parse_duration, reached, read_usage_file
 from orchestrator.errors import InvalidInput
 from orchestrator.layout import Layout
+from orchestrator.model import Budget, Status, Usage
 from orchestrator.team.hooks import hook_kind
 from tests.helpers import git
 from tests.loopback import LoopbackAPI, tool_use

@@ -19,9 +19,9 @@ import pytest
 
 from orchestrator.agent.permission_flow import answer, pending
 from orchestrator.board import open_board
-from orchestrator.board.model import Status
 from orchestrator.config import Config
 from orchestrator.layout import Layout
+from orchestrator.model import Status
 from orchestrator.protocols import RunResult
 from orchestrator.tasklog import TaskLog
 from tests.loopback import LoopbackAPI

@@ -18,9 +18,9 @@ from orchestrator.backends.claude_code import (
     mcp_args,
     permission_args,
 )
-from orchestrator.board.model import Usage
 from orchestrator.config import Config
 from orchestrator.layout import Layout
+from orchestrator.model import Usage
 from tests.test_backend_agent import ClaimFn, claim  # noqa: F401 (the fixture)
 
 

@@ -18,9 +18,9 @@ import pytest
 
 from orchestrator.backends import load_backend
 from orchestrator.board import open_board
-from orchestrator.board.model import Status
 from orchestrator.config import Config
 from orchestrator.layout import Layout
+from orchestrator.model import Status
 from orchestrator.prompting import build_prompt
 from orchestrator.protocols import RunContext, RunResult
 from orchestrator.tasklog import TaskLog

@@ -20,9 +20,9 @@ from typer._click.exceptions import ClickException
 from typer._click.types import IntParamType, StringParamType
 from typer._types import TyperChoice
 
-from orchestrator.board.model import Status
 from orchestrator.cli import _load_commands, quick, tasks
 from orchestrator.cli.app import app
+from orchestrator.model import Status
 
 LEFT_TO_TYPER = {"--help", "--watch", "-w", "--frames"}
 """Options of these commands that only typer reads (``list --watch`` runs on)."""

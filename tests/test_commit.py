@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.board.model import Task
+from orchestrator.model import Task
 from orchestrator.team.commit import _head_commit, commit_leftovers, idle_maintenance
 from tests.helpers import git
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board.mailboxes import Mailbox
-from orchestrator.board.model import Status
 from orchestrator.cli import main
 from orchestrator.layout import Layout
+from orchestrator.model import Status
 from orchestrator.tasklog import TaskLog
 from orchestrator.team import status
 from orchestrator.team.status import pid_alive

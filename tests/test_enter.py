@@ -9,8 +9,8 @@ from pathlib import Path
 
 from orchestrator.board import init_repo, open_board
 from orchestrator.board.eventlog import EventLog
-from orchestrator.board.model import Task
 from orchestrator.config import Config
+from orchestrator.model import Task
 from orchestrator.worktree import binding, open_isolation
 
 

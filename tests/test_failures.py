@@ -14,7 +14,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from orchestrator.board.model import Status, Task
+from orchestrator.model import Status, Task
 from orchestrator.prompting import build_prompt, last_failure
 from orchestrator.tasklog import read_jsonl
 from tests.helpers import make_repo

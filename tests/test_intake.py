@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +13,8 @@ import pytest
 from orchestrator.board import FileBoard, init_repo, open_board
 from orchestrator.board.eventlog import EventLog
 from orchestrator.board.intake import parse_drop
-from orchestrator.board.model import Status
 from orchestrator.errors import InvalidInput
+from orchestrator.model import Status
 
 
 @pytest.fixture
@@ -412,192 +411,6 @@ def test_an_intake_killed_mid_batch_loses_no_drop(board: FileBoard) -> None:
     assert int(board.layout.seq.read_text()) == max(int(i[5:]) for i in ids)
 
 
-def spares_of(board: FileBoard) -> dict[int, Path]:
-    folder = board.layout.tasks / ".tmp"
-    return {p.stat().st_ino: p for p in folder.iterdir() if p.name.startswith(".spare.")}
-
-
-def test_a_burst_keeps_its_drops_as_spares_and_the_next_burst_writes_over_them(
-        board: FileBoard) -> None:
-    """Taken drops are renamed into .tasks/.tmp as they are, not deleted (deletes cost, and
-    slow later creates on ext4 without a journal); a drop over one block is deleted. The
-    next burst's task files are those files, holding exactly the new content, mode 0600."""
-    for i in range(20):
-        drop(board, f"a{i:02d}.json", json.dumps({"title": f"olddrop {i}"}))
-    drop(board, "big.json", json.dumps({"title": "padded", "metadata": {"pad": "x" * 9000}}))
-    assert len(board.intake()) == 21
-    kept = spares_of(board)
-    assert len(kept) == 20 and not list((board.layout.inbox / ".processing").iterdir())
-    assert sorted(json.loads(p.read_text())["title"] for p in kept.values()) == sorted(
-        f"olddrop {i}" for i in range(20))  # kept as they were; the big one was deleted
-    next(iter(kept.values())).write_text("{" + "x" * 3000)  # grown since: zeroed on use
-    for i in range(21):
-        drop(board, f"b{i:02d}.json", json.dumps({"title": f"second {i}"}))
-    made = board.intake()
-    assert [t.subject for t in made] == [f"second {i}" for i in range(21)]
-    files = {board.layout.task_file(t.id).stat().st_ino: board.layout.task_file(t.id)
-             for t in made}
-    assert set(files) > set(kept)  # every spare became a task file, and one new file
-    for t in made:
-        path = board.layout.task_file(t.id)
-        text = path.read_bytes()
-        assert json.loads(text)["subject"] == t.subject and b"\0" not in text
-        assert b"olddrop" not in text and b"xxx" not in text  # no old bytes left
-        assert path.stat().st_mode & 0o777 == 0o600 and path.stat().st_nlink == 1
-    assert len(spares_of(board)) == 21 and not set(spares_of(board)) & set(kept)
-    # a later reader sees the same board, and a single add still makes its own file
-    with open_board(board.layout) as other:
-        assert {t.subject for t in other.list()} >= {f"second {i}" for i in range(21)}
-    assert board.add("one more").subject == "one more"
-
-
-def test_a_file_linked_elsewhere_is_never_kept_or_written_over(board: FileBoard,
-                                                               tmp_path: Path) -> None:
-    """Writing over a spare writes its inode: a drop hard-linked from the user's own file,
-    or a spare someone linked elsewhere, must be neither kept nor reused."""
-    outside = tmp_path / "notes.json"
-    outside.write_text(json.dumps({"title": "my notes"}))
-    os.link(outside, board.layout.inbox / "linked.json")
-    old = outside.stat().st_mtime - 10
-    os.utime(outside, (old, old))
-    for i in range(19):
-        drop(board, f"a{i:02d}.json", json.dumps({"title": f"first {i}"}))
-    assert len(board.intake()) == 20
-    assert outside.stat().st_nlink == 1 and json.loads(outside.read_text()) == {
-        "title": "my notes"}  # our link went, the file did not
-    kept = spares_of(board)
-    assert len(kept) == 19 and outside.stat().st_ino not in kept
-    victim = tmp_path / "victim"
-    one = next(iter(kept.values()))
-    os.link(one, victim)
-    before = victim.read_bytes()
-    for i in range(19):
-        drop(board, f"b{i:02d}.json", json.dumps({"title": f"second {i}"}))
-    made = board.intake()
-    assert len(made) == 19 and victim.read_bytes() == before
-    assert victim.stat().st_ino not in {board.layout.task_file(t.id).stat().st_ino
-                                        for t in made}
-
-
-def test_spares_are_capped_and_a_small_batch_deletes_as_before(
-        board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
-    import orchestrator.fsutil as fsutil
-
-    monkeypatch.setattr(fsutil, "MAX_SPARES", 17)
-    for i in range(20):
-        drop(board, f"a{i:02d}.json", json.dumps({"title": f"first {i}"}))
-    assert len(board.intake()) == 20
-    assert len(spares_of(board)) == 17  # the rest were deleted
-    for i in range(3):
-        drop(board, f"s{i}.json", json.dumps({"title": f"small {i}"}))
-    assert len(board.intake()) == 3
-    assert len(spares_of(board)) == 17 and not list((board.layout.inbox / ".processing").iterdir())
-
-
-def _zeroes_in_place(folder: Path) -> bool:
-    """Whether ``folder``'s file system zeroes a range in place (not tmpfs)."""
-    from orchestrator.fsutil import _zero
-
-    probe = folder / "zero-probe"
-    probe.write_text("x")
-    with open(probe, "r+b") as f:
-        ok = _zero(f.fileno(), 1, 4096)
-    probe.unlink()
-    return ok
-
-
-@pytest.mark.parametrize("zero_range", [True, False], ids=["zeroed", "cut"])
-def test_a_spare_is_reused_only_when_plain_ours_unlinked_and_open_nowhere_else(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zero_range: bool) -> None:
-    """Taking a spare goes by its descriptor: a symlink, a file linked elsewhere and a file
-    another process still has open (a writer that kept a dropped file open) lose their spare
-    name and keep every byte; a plain spare is written over from empty, whether its old
-    bytes are zeroed in place (ext4) or cut (where the file system cannot zero)."""
-    import orchestrator.fsutil as fsutil
-    from orchestrator.fsutil import Spares, atomic_write
-
-    if not zero_range:
-        monkeypatch.setattr(fsutil, "_zero", lambda fd, size, block: False)
-    spares = tmp_path / "spares"
-    spares.mkdir()
-    mine = tmp_path / "user.txt"
-    mine.write_text("the user's text")
-    (spares / ".spare.link.tmp").symlink_to(mine)
-    os.link(mine, spares / ".spare.hard.tmp")
-    held = spares / ".spare.held.tmp"
-    held.write_text("a drop its writer still holds")
-    writer = subprocess.Popen(
-        [sys.executable, "-c", "import sys; f = open(sys.argv[1], 'a'); print('open', flush=True);"
-         " sys.stdin.readline(); f.write(' and writes later'); f.close()", str(held)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert writer.stdout is not None and writer.stdout.readline() == "open\n"
-        held_ino = held.stat().st_ino
-        (spares / ".spare.plain.tmp").write_text("old text of a taken drop " * 20)
-        plain_ino = (spares / ".spare.plain.tmp").stat().st_ino
-        (spares / "loose").write_text("old text of another drop " * 20)
-        took = Spares(spares)
-        took._names = ["loose"]
-        taken = took.take("task_000.json")
-        assert taken is not None
-        os.close(taken[0])
-        left = Path(taken[1]).read_bytes()  # before anything is written: zeros, or nothing
-        assert left == b"\0" * len(left)
-        if zero_range and _zeroes_in_place(tmp_path):  # ext4, XFS: the block stays, zeroed
-            assert len(left) == 4096
-        else:
-            assert not left
-        os.unlink(taken[1])
-        outs = []
-        for i in range(4):  # each from the spares left, in the order the folder lists them
-            outs.append(tmp_path / f"task_{i:03d}.json")
-            atomic_write(outs[-1], f'{{"new": {i}}}\n', durable=False, spares=Spares(spares))
-        inos = [o.stat().st_ino for o in outs]
-        assert plain_ino in inos and held_ino not in inos and mine.stat().st_ino not in inos
-        assert not [p for p in spares.iterdir() if p.name.startswith(".spare.")]
-        writer.communicate("go\n", timeout=30)
-    finally:
-        writer.kill()
-        writer.wait()
-    assert mine.read_text() == "the user's text" and mine.stat().st_nlink == 1
-    for i, out in enumerate(outs):  # the held file's late write went nowhere near them
-        assert out.read_text() == f'{{"new": {i}}}\n' and out.stat().st_mode & 0o777 == 0o600
-    assert not list(spares.glob(".spare.*")) and not list(spares.glob(".*.tmp"))
-
-
-def test_a_spare_of_a_shape_no_kept_drop_has_is_never_written_over(tmp_path: Path) -> None:
-    """What someone put under spare names in .tasks/.tmp: a FIFO, a folder, a file over one
-    block, a sparse gigabyte, a small file with room allocated past its end. None becomes a
-    task file (which would then hold that disk, or block): the folder keeps its name and
-    what is in it, the others lose their spare name; each write makes a small new file."""
-    import ctypes
-
-    from orchestrator.fsutil import Spares, atomic_write
-
-    spares = tmp_path / "spares"
-    spares.mkdir()
-    os.mkfifo(spares / ".spare.fifo.tmp")
-    (spares / ".spare.dir.tmp").mkdir()
-    (spares / ".spare.dir.tmp" / "notes.txt").write_text("mine")
-    (spares / ".spare.big.tmp").write_bytes(b"x" * 5000)
-    with open(spares / ".spare.sparse.tmp", "wb") as f:
-        f.truncate(1 << 30)
-    with open(spares / ".spare.room.tmp", "wb") as f:
-        f.write(b"{}")
-        f.flush()
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-        assert libc.fallocate(f.fileno(), 1, 0, 64 << 20) == 0  # FALLOC_FL_KEEP_SIZE
-    assert os.stat(spares / ".spare.room.tmp").st_blocks * 512 >= 64 << 20
-    for i in range(5):
-        out = tmp_path / f"task_{i:03d}.json"
-        atomic_write(out, f'{{"new": {i}}}\n', durable=False, spares=Spares(spares))
-        assert out.read_text() == f'{{"new": {i}}}\n'
-        assert out.stat().st_blocks * 512 <= 8192 and stat.S_ISREG(out.stat().st_mode)
-    assert [p.name for p in spares.iterdir()] == [".spare.dir.tmp"]
-    assert (spares / ".spare.dir.tmp" / "notes.txt").read_text() == "mine"
-
-
 def test_tasks_made_together_answer_each_item_in_order(board: FileBoard,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """`create_many`: each item gets its task or the error that kept it from being made
@@ -642,24 +455,6 @@ def test_tasks_made_together_answer_each_item_in_order(board: FileBoard,
     assert board.create_many([], actor="intake") == []
 
 
-def test_where_leases_are_not_available_no_spare_is_reused_nor_all_deleted_at_once(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where the file system cannot say whether a spare is open elsewhere (no leases: NFS,
-    some FUSE), writes make new files; the spares are not all deleted by one write."""
-    import orchestrator.fsutil as fsutil
-    from orchestrator.fsutil import Spares, atomic_write
-
-    monkeypatch.setattr(fsutil, "_alone", lambda fd: None)
-    for i in range(5):
-        (tmp_path / f".spare.{i}.tmp").write_text(f"drop {i}")
-    spares = Spares(tmp_path)
-    for i in range(3):
-        atomic_write(tmp_path / f"task_00{i}.json", "{}\n", durable=False, spares=spares)
-        assert (tmp_path / f"task_00{i}.json").read_text() == "{}\n"
-    left = sorted(p.read_text() for p in tmp_path.glob(".spare.*"))
-    assert len(left) == 4 and all(t.startswith("drop ") for t in left)  # one tried, unlinked
-
-
 def test_a_disk_that_fills_mid_burst_keeps_every_drop_once(
         board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
     """The disk fills after the first group of tasks: intake stops with the error, the
@@ -693,3 +488,27 @@ def test_a_disk_that_fills_mid_burst_keeps_every_drop_once(
     subjects = sorted(t.subject for t in board.list())
     assert subjects == sorted(f"drop {i}" for i in range(40))  # each once
     assert list(board.layout.inbox.glob("*.json")) == []
+
+
+def test_the_first_command_after_a_burst_reads_no_task_file(
+        board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Intake writes the burst's new tasks into the index (issue 34 item 5): a fresh
+    process's list and status after it read no task file, as after any steady command."""
+    from orchestrator.board import index
+
+    for i in range(40):
+        drop(board, f"d{i:02d}.json", json.dumps({"title": f"drop {i}"}))
+    with open_board(board.layout) as taker:
+        assert len(taker.intake(repair=False)) == 40
+        reads: list[str] = []
+        real = index.read_task_file
+
+        def counted(path: Path | str, dir_fd: int | None = None) -> tuple[object, index.Key]:
+            reads.append(os.path.basename(path))
+            return real(path, dir_fd)
+
+        monkeypatch.setattr(index, "read_task_file", counted)
+    with open_board(board.layout) as fresh:
+        assert fresh.summary().counts["pending"] == 40
+        assert [t.subject for t in fresh.list()] == [f"drop {i}" for i in range(40)]
+    assert reads == []

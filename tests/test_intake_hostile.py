@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board import FileBoard, init_repo, open_board
-from orchestrator.board.model import Status, Task, Todo, Usage
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task, Todo, Usage
 from tests.test_team_support import cli, start, team_cleanup, team_env, wait_until, working_on
 
 SETTLED = time.time() - 60
@@ -115,7 +115,7 @@ def test_bad_task_files_in_tasks_do_not_stop_the_board(board: FileBoard) -> None
 
 def test_an_error_of_ours_for_one_file_rejects_that_file_only(
         board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.board.model import Task
+    from orchestrator.model import Task
 
     real = Task.model_validate
 
@@ -296,3 +296,69 @@ def test_wrong_types_in_a_task_file_never_reach_the_board(
     if len(tasks) == 1:  # rejected: the reason names the field
         key = next(iter(fields))
         assert key in reasons(board)["task_003.json"] or "line" in reasons(board)["task_003.json"]
+
+
+# --- issue 29 item 11: hostile text and sizes stay one file's problem -----------------
+SURROGATES = {
+    "title.json": b'{"title": "\\ud800"}',
+    "key.json": b'{"title": "ok", "\\udfff": 1}',
+    "nested.json": b'{"title": "ok", "metadata": {"a": [{"b": "x\\udc80y"}]}}',
+    "desc.json": b'{"subject": "ok", "description": "pair \\ud83d\\ude00 then \\ud83d"}',
+    "blocks.json": b'{"title": "ok", "labels": ["\\ud800\\ud800"]}',
+}
+
+
+def test_an_unpaired_surrogate_rejects_that_drop_and_list_and_add_still_work(
+        repo: Path) -> None:
+    layout = init_repo(repo)
+    for name, data in SURROGATES.items():
+        drop(layout.inbox, name, data)
+    drop(layout.inbox, "paired.json", b'{"title": "smile \\ud83d\\ude00"}')
+    res = cli(repo, "list", "--json")
+    assert res.returncode == 0, res.stderr
+    assert [t["subject"] for t in json.loads(res.stdout)] == ["smile \U0001F600"]
+    for name in SURROGATES:
+        assert "surrogate" in (layout.rejected / f"{name}.error.txt").read_text(), name
+        assert (layout.rejected / name).read_bytes() == SURROGATES[name]  # kept as written
+    res = cli(repo, "add", "after the bad drops")
+    assert res.returncode == 0, res.stderr
+    res = cli(repo, "add", os.fsdecode(b"bad \xff byte"))  # argv's surrogateescape
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    [line] = res.stderr.strip().splitlines()
+    assert "not Unicode" in line
+    res = cli(repo, "list", "--json")
+    assert res.returncode == 0, res.stderr
+    assert len(json.loads(res.stdout)) == 2
+
+
+@pytest.mark.parametrize("name,data", [
+    # compact JSON that pretty-printing (one list item a line) makes ~4x larger
+    ("list.json", b'{"title": "x", "a": [' + b"0," * 400_000 + b"0]}"),
+    # a control character in Markdown is one byte in the drop, six (\u0001) in JSON
+    ("ctrl.md", b"# ctrl\n" + b"\x01" * 900_000),
+    # a tab or a quote is one byte in Markdown, two (\t, \") in JSON
+    ("tabs.md", b"# tabs\n" + b'\t"' * 500_000),
+])
+def test_a_drop_under_the_size_limit_never_becomes_a_task_file_over_it(
+        board: FileBoard, name: str, data: bytes) -> None:
+    assert len(data) <= 1 << 20
+    drop(board.layout.inbox, name, data)
+    made = board.intake()
+    with open_board(board.layout) as fresh:  # the next process's scan
+        subjects = [t.subject for t in fresh.list()]
+    assert [t.subject for t in made] == subjects  # nothing taken in vanishes
+    if not made:
+        assert "limit" in reasons(board)[name]
+        assert (board.layout.rejected / name).read_bytes() == data
+    for f in board.layout.tasks.glob("task_*.json"):
+        assert f.stat().st_size <= 1 << 20
+
+
+def test_a_task_never_grows_into_a_file_the_next_scan_rejects(board: FileBoard) -> None:
+    from orchestrator.errors import InvalidInput
+
+    task = board.add("grows", description="d" * (700 * 1024))
+    with pytest.raises(InvalidInput, match="limit"):
+        board.edit(task.id, actor="cli", description="d" * (1100 * 1024))
+    with open_board(board.layout) as fresh:
+        assert len(fresh.get(task.id).description) == 700 * 1024

@@ -21,9 +21,9 @@ import pytest
 
 from orchestrator.agent.sandbox import task_sandbox
 from orchestrator.board import open_board
-from orchestrator.board.model import Status, Task
 from orchestrator.config import Config
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task
 from orchestrator.review.landing import land_order, land_tasks
 from tests.helpers import git, make_repo
 from tests.test_review import Cli, get, in_process, keep, lc

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.board import open_board
-from orchestrator.board.model import Status
 from orchestrator.config import Config
 from orchestrator.layout import Layout
+from orchestrator.model import Status
 from orchestrator.settings.live import ConfigWatcher, LiveConfig
 from orchestrator.team import status
 from tests.test_team_support import (

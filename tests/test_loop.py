@@ -19,9 +19,9 @@ from orchestrator.agent.prompt import PromptSources, build_prompt
 from orchestrator.agent.sandbox import safe_env
 from orchestrator.agent.tools import default_tools
 from orchestrator.agent.toolset import Toolset
-from orchestrator.board.model import Task
 from orchestrator.errors import BackendError
 from orchestrator.layout import Layout
+from orchestrator.model import Task
 from orchestrator.tasklog import TaskLog
 from tests.loopback import LoopbackAPI, check_pairing, tool_use
 

@@ -15,9 +15,9 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from orchestrator.board import open_board
-from orchestrator.board.model import Status
 from orchestrator.layout import Layout
 from orchestrator.mcp.handshake import HANDSHAKE_VERSIONS, initialize_result
+from orchestrator.model import Status
 from tests.helpers import git
 from tests.test_mcp_server import SERVE, TOOLS, _kept_for_review, call, text
 

@@ -16,9 +16,9 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from orchestrator.board import init_repo, open_board
-from orchestrator.board.model import Status
 from orchestrator.layout import Layout
 from orchestrator.mcp.status import render
+from orchestrator.model import Status
 from tests.helpers import git
 
 ROOT = Path(__file__).resolve().parent.parent

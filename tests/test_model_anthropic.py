@@ -143,7 +143,7 @@ def test_cache_rule_reads_prefixes_within_twenty_blocks_of_a_breakpoint() -> Non
 
 def test_pricing_by_name_then_family() -> None:
     from orchestrator.agent.pricing import cost_usd, price_of
-    from orchestrator.board.model import Usage
+    from orchestrator.model import Usage
 
     assert price_of("claude-haiku-4-5-20251001") == price_of("claude-haiku-4-5")
     assert price_of("claude-opus-9") == price_of("claude-opus-4-1")  # unknown: its family

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.agent.scripted import ScriptedModel, ScriptError, load_script, parse_step
-from orchestrator.board.model import Task
 from orchestrator.errors import InvalidInput
+from orchestrator.model import Task
 
 
 def play(model: ScriptedModel):  # type: ignore[no-untyped-def]

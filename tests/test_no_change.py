@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.board.model import Status
+from orchestrator.model import Status
 from tests.helpers import git
 from tests.test_team_support import cli, tasks, team_env
 

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board import open_board
-from orchestrator.board.model import Status
 from orchestrator.board.pg.store import PgBoard
 from orchestrator.config import BoardConfig
 from orchestrator.errors import LeaseLost, NotFound
 from orchestrator.layout import Layout
+from orchestrator.model import Status
 from tests.pg import Cluster, db_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,6 +188,38 @@ def test_an_idle_waiter_wakes_on_another_machines_add(tmp_path: Path, pg_board_u
         assert m2.claim("bob") is not None
 
 
+def test_the_listener_sleeps_on_its_socket_until_a_wanted_notify_comes(
+        pg_cluster: Cluster, pg_board_url: str) -> None:
+    """An idle waiter costs nothing: over a quiet 1.5 s its thread sleeps once or twice
+    (psycopg's notifies() woke it every 100 ms: 15 times), and a NOTIFY it wants wakes it
+    at once, while one it does not want (another teammate's claim) leaves it asleep."""
+    import resource
+
+    from orchestrator.board.pg.db import Listener
+
+    def sleeps() -> int:  # voluntary context switches of this thread: each time it blocked
+        return resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+
+    listener = Listener(pg_board_url, ["orch_tasks"], lambda p: p.endswith(" pending"))
+    try:
+        assert listener.wait(1.0)  # the first wait connects: anything may have changed
+        before, t0 = sleeps(), time.monotonic()
+        assert listener.wait(1.5) is False
+        assert time.monotonic() - t0 >= 1.4 and sleeps() - before <= 3
+        db = db_of(pg_board_url)
+        for payload, wanted in (("7 in_progress", False), ("8 pending", True)):
+            timer = threading.Timer(0.3, pg_cluster.sql,
+                                    (f"NOTIFY orch_tasks, '{payload}'", db))
+            timer.start()
+            t0 = time.monotonic()
+            assert listener.wait(2.0) is wanted, payload
+            took = time.monotonic() - t0
+            timer.join()
+            assert took >= 1.9 if not wanted else took < 1.0, (payload, took)
+    finally:
+        listener.close()
+
+
 def test_a_database_restart_under_running_claimers_loses_nothing_and_doubles_nothing(
         tmp_path: Path, pg_cluster: Cluster, pg_board_url: str) -> None:
     with board_at(tmp_path, pg_board_url, lease_seconds=2) as b:
@@ -327,69 +359,31 @@ def test_a_claim_that_fails_in_the_database_leaves_the_board_usable(
         board.claim("alice", task_id="task_999")
 
 
-def test_a_fresh_process_reads_the_light_way_and_sees_what_psycopg_sees(
-        tmp_path: Path, pg_board_url: str) -> None:
-    """PgBoard reads through orchestrator.board.pg.lite (libpq by ctypes, one JSON value a
-    query) until its first write: the same tasks as psycopg's reads, to the field."""
-    with board_at(tmp_path, pg_board_url) as heavy:
-        a = heavy.add("ünïcode ✓ 'quotes' \"and\" \\ a back-slash; DROP TABLE tasks", priority=2,
-                      description="line\nbreak\ttab \x01", metadata={"k": [1, None, 2.5]})
-        gone = heavy.add("to cancel")
-        heavy.cancel(gone.id)
-        stuck = heavy.add("blocked by a cancelled task", blocked_by=[gone.id])
-        blocked = heavy.add("blocked", blocked_by=[a.id])
-        big = heavy.create({"subject": "a three-digit id"}, actor="cli", task_id="task_1234")
-        heavy.add("blocked twice, in this order", blocked_by=[big.id, blocked.id, a.id])
-        t = heavy.claim("alice")
-        assert t is not None and t.id == a.id and t.lease is not None
-        heavy.update(t.id, t.lease.token, branch="task/a", waiting_for="a review")
-        time.sleep(0.01)
-        heavy.renew(t.id, t.lease.token)  # renewed_at, a few ms after acquired_at
-        with PgBoard(Layout.at(tmp_path / "m1"), BoardConfig(url=pg_board_url, machine="m1"),
-                     light=True) as light:
-            assert light._lite is not None and not light.db.is_open
-            for args in [(), (Status.PENDING,), ([Status.PENDING, Status.IN_PROGRESS],),
-                         (Status.MERGED,)]:
-                assert light.list(*args) == heavy.list(*args)
-            assert light.list(after=a.id, limit=2) == heavy.list(after=a.id, limit=2)
-            assert [x.id for x in light.list(after=a.id, limit=2)] == [gone.id, stuck.id]
-            assert light.list()[-1].blocked_by == ["task_1234", blocked.id, a.id]
-            got = light.get(a.id)
-            assert got == heavy.get(a.id) and got.lease is not None
-            assert got.lease.renewed_at != got.lease.acquired_at
-            assert got.subject.endswith("DROP TABLE tasks") and got.metadata == {
-                "k": [1, None, 2.5]} and got.lease.acquired_at.endswith("Z")
-            with pytest.raises(NotFound):
-                light.get("task_999")
-            problems = light.problems()
-            assert problems == heavy.problems() and stuck.id in problems
-            assert blocked.id not in problems
-            assert light._lite is not None and not light.db.is_open  # all of it, light
-            new = light.add("a write")  # psycopg from here on; the light way is closed
-            assert light.list() == heavy.list() and light._lite is None
-            assert light.get(new.id).subject == "a write"
-
-
-def test_a_claim_as_a_light_boards_first_write_commits_the_fast_way(
+def test_a_fresh_boards_first_claim_commits_the_fast_way(
         tmp_path: Path, pg_board_url: str) -> None:
     """The claim's statement is prepared on the connection its first call opens, and only
     then knows whether commits go the fast way (asynchronously under the events lock, then
     a flush: see pg.db); made before, it held the lock over every fsync (8 claimers: 3x
     slower)."""
-    with board_at(tmp_path, pg_board_url) as heavy:
-        heavy.add("a")
-    with PgBoard(Layout.at(tmp_path / "m1"), BoardConfig(url=pg_board_url, machine="m1"),
-                 light=True) as light:
-        assert light.get("task_001").status is Status.PENDING and not light.db.is_open
-        assert light.claim("bob") is not None and light.db.fast_commit
-        [text] = light.db.connection().execute(
+    with board_at(tmp_path, pg_board_url) as first:
+        first.add("a")
+    with PgBoard(Layout.at(tmp_path / "m1"), BoardConfig(url=pg_board_url, machine="m1")
+                 ) as fresh:
+        assert fresh.get("task_001").status is Status.PENDING
+        assert fresh.claim("bob") is not None and fresh.db.fast_commit
+        [text] = fresh.db.connection().execute(
             "SELECT statement FROM pg_prepared_statements WHERE name = 'orch_claim'"
         ).fetchone() or [""]
         assert "set_config('synchronous_commit', 'off', true)" in str(text)
 
 
-def test_list_in_a_fresh_cli_process_never_imports_psycopg(tmp_path: Path,
-                                                           pg_board_url: str) -> None:
+def test_list_and_show_in_a_fresh_cli_process_go_through_psycopg(tmp_path: Path,
+                                                                  pg_board_url: str) -> None:
+    """One way to the database, the library's (issue 31): the ctypes shadow of libpq that
+    read for one-shot commands is gone."""
+    from importlib.util import find_spec
+
+    assert find_spec("orchestrator.board.pg.lite") is None
     repo = tmp_path / "clone"
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
@@ -403,57 +397,34 @@ def test_list_in_a_fresh_cli_process_never_imports_psycopg(tmp_path: Path,
                        timeout=60)
     assert p.returncode == 0, p.stderr
     assert [line.split()[0] for line in p.stdout.splitlines()[1:]] == ids[1:]
-    assert "psycopg" not in p.stderr and " ctypes" in p.stderr  # the light way was taken
+    assert "psycopg" in p.stderr
     p = subprocess.run([sys.executable, "-m", "orchestrator", "show", ids[0]], cwd=repo,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and "in_progress" in p.stdout and "alice" in p.stdout, p.stdout
-    # a long-lived process (a teammate) connects through psycopg at once: its first claim
-    # must not pay for importing it
-    code = ("import sys; from orchestrator.board import open_board; "
-            "from orchestrator.config import BoardConfig; from orchestrator.layout import Layout; "
-            f"b = open_board(Layout.at({str(repo)!r}), BoardConfig(url={pg_board_url!r}), "
-            "actor='alice'); print(b._lite is None, b.db.is_open, 'psycopg' in sys.modules)")
-    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                       timeout=60)
-    assert p.stdout.split() == ["True", "True", "True"], p.stderr
 
 
-def test_the_light_way_refuses_what_the_usual_way_refuses(
+def test_a_board_refuses_a_password_a_missing_or_newer_schema_and_no_server_in_one_line(
         tmp_path: Path, pg_cluster: Cluster, pg_url: str, pg_board_url: str) -> None:
-    """A password in the URL, a missing or old schema: the light way steps aside and psycopg
-    says what is wrong; an unreachable server is the usual one line, said at once."""
-    from orchestrator.board.pg import lite, schema
+    from orchestrator.board.pg import schema
     from orchestrator.errors import BoardUnavailable, ConfigError
 
-    lib = lite.libpq()
-    assert lib is not None
-    assert lite.has_password(lib, "postgresql://u:pw@h/d")
-    assert lite.has_password(lib, "postgresql://u@h/d?password=pw")
-    assert lite.has_password(lib, "host=h password=pw dbname=d")
-    assert lite.has_password(lib, "postgresql://u@h/d?bogus=1")  # unreadable: step aside
-    assert not lite.has_password(lib, pg_board_url)
     with pytest.raises(ConfigError, match="holds a password"):  # past the config's own check
         PgBoard(Layout.at(tmp_path), BoardConfig.model_construct(url=pg_board_url.replace(
-            "postgres@", "postgres:pw@")), light=True)
+            "postgres@", "postgres:pw@")))
     with pytest.raises(BoardUnavailable, match="no orchestrator schema"):
-        PgBoard(Layout.at(tmp_path), BoardConfig(url=pg_url), light=True)
-    with pytest.raises(lite.LiteUnavailable):
-        lite.LiteConnection(pg_url)
+        PgBoard(Layout.at(tmp_path), BoardConfig(url=pg_url))
     with pytest.raises(BoardUnavailable) as exc:
-        lite.LiteConnection(f"postgresql://orch@/app?host={tmp_path}/nothing")
-    with pytest.raises(BoardUnavailable) as usual:
         schema.connect(f"postgresql://orch@/app?host={tmp_path}/nothing")
-    for e in (exc, usual):  # psycopg puts "connection is bad: " before libpq's words
-        text = str(e.value)
-        assert text.startswith("cannot reach the board database postgresql://orch@/app")
-        assert "No such file or directory (is PostgreSQL running" in text and "\n" not in text
+    text = str(exc.value)  # psycopg puts "connection is bad: " before libpq's words
+    assert text.startswith("cannot reach the board database postgresql://orch@/app")
+    assert "No such file or directory (is PostgreSQL running" in text and "\n" not in text
     pg_cluster.sql("UPDATE orchestrator.schema_version SET version = 99", db_of(pg_board_url))
     with pytest.raises(BoardUnavailable, match="newer than this orchestrator"):
-        PgBoard(Layout.at(tmp_path), BoardConfig(url=pg_board_url), light=True)
+        PgBoard(Layout.at(tmp_path), BoardConfig(url=pg_board_url))
 
 
-def test_the_light_way_reads_a_latin1_database_as_psycopg_does(tmp_path: Path,
-                                                               pg_cluster: Cluster) -> None:
+def test_a_latin1_database_reads_back_what_was_written(tmp_path: Path,
+                                                       pg_cluster: Cluster) -> None:
     from orchestrator.board.pg import schema
 
     name = f"latin1_{os.getpid()}"
@@ -464,9 +435,9 @@ def test_the_light_way_reads_a_latin1_database_as_psycopg_does(tmp_path: Path,
         schema.migrate(url)
         with board_at(tmp_path, url) as heavy:
             t = heavy.add("Grüße, façade, ½ ¼ - and ÿ", description="é" * 300)
-            with PgBoard(Layout.at(tmp_path / "m1"), BoardConfig(url=url, machine="m1"),
-                         light=True) as light:
-                assert light.get(t.id) == heavy.get(t.id) == t
-                assert light.list() == [t] and light._lite is not None
+            with PgBoard(Layout.at(tmp_path / "m1"), BoardConfig(url=url, machine="m1")
+                         ) as other:
+                assert other.get(t.id) == heavy.get(t.id) == t
+                assert other.list() == [t]
     finally:
         pg_cluster.sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -12,8 +12,8 @@ import pytest
 
 from orchestrator.board import open_board
 from orchestrator.board.eventlog import EventLog
-from orchestrator.board.model import Task
 from orchestrator.layout import Layout
+from orchestrator.model import Task
 from tests.loopback import LoopbackAPI, tool_use
 from tests.test_cli_board import ok, run
 

@@ -12,7 +12,7 @@ import pytest
 from orchestrator.agent import permission_flow
 from orchestrator.board import init_repo, open_board
 from orchestrator.board.mailboxes import Mailbox
-from orchestrator.board.model import Status
+from orchestrator.model import Status
 from tests.loopback import LoopbackAPI, tool_use
 from tests.test_approve import Background, cli
 from tests.test_backend_agent import Claimed, ClaimFn, api, claim  # noqa: F401 (fixtures)

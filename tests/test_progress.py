@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from orchestrator.agent.progress import Call, NoProgress, ProgressWatch
-from orchestrator.board.model import Budget
 from orchestrator.config import Config
+from orchestrator.model import Budget
 from tests.loopback import LoopbackAPI, Reply, tool_use
 from tests.test_backend_agent import ClaimFn, api, claim  # noqa: F401 (fixtures)
 from tests.test_claude_code_support import ClaudeScript, claude_binary, claude_env, read, said

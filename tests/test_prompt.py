@@ -13,7 +13,7 @@ from orchestrator.agent.prompt import (
 )
 from orchestrator.agent.tools import default_tools
 from orchestrator.agent.toolset import Toolset
-from orchestrator.board.model import Task
+from orchestrator.model import Task
 from tests.helpers import make_repo
 
 FIRST_REQUEST_MAX_BYTES = 20_000

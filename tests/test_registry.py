@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board import open_board
-from orchestrator.board.model import Status, Task
 from orchestrator.config import Config
 from orchestrator.errors import Conflict, UnsafeRemoval
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task
 from orchestrator.review import discard_task, merge_task
 from orchestrator.worktree import WorktreeManager, open_isolation
 from orchestrator.worktree.registry import registry_root

@@ -14,6 +14,11 @@ from tests.helpers import git, make_repo
 
 @pytest.fixture
 def clones(tmp_path: Path) -> tuple[Path, Path, Path]:
+    return make_clones(tmp_path)
+
+
+def make_clones(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A bare repository as the shared remote, and two clones of it."""
     seed = make_repo(tmp_path / "seed", {"app.py": "print('hi')\n"})
     bare = tmp_path / "remote.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(seed), str(bare)], check=True)

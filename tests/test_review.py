@@ -17,11 +17,11 @@ import pytest
 
 from orchestrator.board import init_repo, open_board
 from orchestrator.board.eventlog import EventLog
-from orchestrator.board.model import Status, Task
 from orchestrator.cli import main
 from orchestrator.config import Config
 from orchestrator.errors import Conflict, InvalidInput, InvalidTransition, NotFound, UnsafeRemoval
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task
 from orchestrator.review import (
     diff_text,
     discard_task,

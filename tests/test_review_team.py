@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board import init_repo, open_board
-from orchestrator.board.model import Status
+from orchestrator.model import Status
 from tests.helpers import git
 from tests.test_review import in_process
 from tests.test_team_support import cli as up_cli

@@ -19,10 +19,10 @@ from orchestrator.agent.permissions import PermissionGate
 from orchestrator.agent.tools import default_tools
 from orchestrator.agent.toolset import Toolset
 from orchestrator.board import open_board
-from orchestrator.board.model import Status, Task
 from orchestrator.config import AgentConfig
 from orchestrator.errors import SecretLeak
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task
 from orchestrator.secrets import redact, safe_env, secret_names
 from orchestrator.team.commit import commit_leftovers
 from tests.helpers import git

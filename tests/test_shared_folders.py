@@ -13,12 +13,12 @@ from typer.testing import CliRunner
 
 from orchestrator.board import init_repo, open_board
 from orchestrator.board.eventlog import EventLog
-from orchestrator.board.model import Status, Task
 from orchestrator.cli import _load_commands
 from orchestrator.cli.app import app
 from orchestrator.config import Config, SharedFolder, WorktreeConfig
 from orchestrator.errors import ConfigError
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task
 from orchestrator.worktree import WorktreeManager, binding
 from orchestrator.worktree.shared import tree_bytes
 from tests.helpers import git, make_repo

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board.eventlog import EventLog
-from orchestrator.board.model import Status, Task, check_transition, format_task_id, parse_task_id
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError, InvalidInput, InvalidTransition
+from orchestrator.model import Status, Task, check_transition, format_task_id, parse_task_id
 
 
 def test_task_ids_widen_past_999() -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.board.model import Task
 from orchestrator.config import WorktreeConfig
 from orchestrator.errors import UnsafeRemoval
 from orchestrator.layout import Layout
+from orchestrator.model import Task
 from orchestrator.worktree import WorktreeManager
 from tests.helpers import git, make_repo
 

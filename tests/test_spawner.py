@@ -42,7 +42,7 @@ def _comm(pid: int) -> str:
 
 def _spawner_of(pid: int) -> int | None:
     parent = _parent(pid)
-    return parent if "orchestrator.team.spawner" in cmdline(parent) else None
+    return parent if _comm(parent) == "orch-spawner" else None
 
 
 @pytest.mark.slow
@@ -92,6 +92,32 @@ def test_without_the_spawner_teammates_start_as_fresh_interpreters(repo: Path) -
         proc.send_signal(signal.SIGTERM)
         _, out = finish(proc)
     assert "the spawner is gone" in out
+
+
+def test_the_spawner_is_forked_from_the_lead_and_holds_none_of_its_files(repo: Path) -> None:
+    """The spawner starts as a fork of the lead (what the lead imported is loaded already),
+    not as a fresh interpreter; and neither it nor a teammate holds a file of the lead's
+    open: the lead's lock must go with the lead, its log and pipes are its own."""
+    with team_cleanup(repo):
+        proc = start(repo, "-n", "1", "--command", "true", env=team_env())
+        alice = wait_until(lambda: (m := mate(repo, "alice")).get("state") == "idle" and m,
+                           what="alice to wait for work")
+        spawner = _spawner_of(alice["pid"])
+        assert spawner is not None and _parent(spawner) == proc.pid
+        assert cmdline(spawner) == cmdline(proc.pid)
+        lead_files = {os.readlink(f"/proc/{proc.pid}/fd/{fd}")
+                      for fd in os.listdir(f"/proc/{proc.pid}/fd")} - {"/dev/null"}
+        assert any(f.endswith("daemon.lock") for f in lead_files), lead_files
+        for pid in (spawner, alice["pid"]):
+            held = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")
+                    if int(fd) > 2}
+            # files by path, pipes by inode (a teammate shares one with the lead on purpose:
+            # it closes when the lead dies); "anon_inode:…" names a kind, not one object
+            shared = {f for f in held & lead_files if not f.startswith("anon_inode:")}
+            allowed = set() if pid == spawner else {f for f in shared if f.startswith("pipe:")}
+            assert len(allowed) <= 1 and not shared - allowed, (pid, shared)
+        proc.send_signal(signal.SIGTERM)
+        assert finish(proc)[0] == 0
 
 
 HOLD_LOCK = """
@@ -157,7 +183,7 @@ def test_the_spawner_forks_a_teammate_passes_its_lead_pipe_and_reports_its_exit(
         if w >= 0:
             os.close(w)
         spawner.close()
-    assert spawner.proc is None
+    assert spawner.pid is None
 
 
 def test_a_hung_spawner_cannot_hang_the_lead(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -170,8 +196,8 @@ def test_a_hung_spawner_cannot_hang_the_lead(repo: Path, monkeypatch: pytest.Mon
     try:
         child = spawner.spawn(["--root", str(repo), "--name", "zed", "--lead-fd", "{lead_fd}"], r)
         os.close(r)
-        assert spawner.proc is not None
-        frozen = spawner.proc.pid
+        assert spawner.pid is not None
+        frozen = spawner.pid
         os.kill(frozen, signal.SIGSTOP)  # it can no longer report exits
         os.kill(child.pid, signal.SIGKILL)
         assert child.wait() == -signal.SIGKILL  # told by nobody: taken as killed
@@ -186,7 +212,7 @@ def test_a_hung_spawner_cannot_hang_the_lead(repo: Path, monkeypatch: pytest.Mon
 def test_the_lead_logs_the_last_board_write_of_a_teammate_killed_before_logging_it(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from orchestrator.board import open_board
-    from orchestrator.board.model import Status
+    from orchestrator.model import Status
 
     layout = init_repo(repo)
     lead = Lead(layout, Config(), teammates=1)

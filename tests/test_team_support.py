@@ -15,9 +15,9 @@ from typing import Any
 
 from orchestrator.board import open_board
 from orchestrator.board.eventlog import EventLog
-from orchestrator.board.model import Task
 from orchestrator.board.teamstatus import FileTeamStatus
 from orchestrator.layout import Layout
+from orchestrator.model import Task
 from orchestrator.team import status
 from orchestrator.team.status import pid_alive
 

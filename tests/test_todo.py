@@ -11,7 +11,7 @@ from orchestrator.agent.base import ToolContext
 from orchestrator.agent.permissions import PermissionGate
 from orchestrator.agent.tools import default_tools
 from orchestrator.agent.toolset import Toolset
-from orchestrator.board.model import Todo, TodoStatus
+from orchestrator.model import Todo, TodoStatus
 from tests.loopback import LoopbackAPI, tool_use
 from tests.test_approve import cli
 from tests.test_backend_agent import Claimed, ClaimFn, api, claim  # noqa: F401 (fixtures)

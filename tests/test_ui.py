@@ -11,9 +11,9 @@ import pytest
 
 from orchestrator.board import init_repo, open_board
 from orchestrator.board.adding import check_labels
-from orchestrator.board.model import Status
 from orchestrator.errors import InvalidInput
 from orchestrator.layout import Layout
+from orchestrator.model import Status
 from orchestrator.ui import diffview
 from orchestrator.ui.security import Guard, is_loopback
 from tests.helpers import make_repo

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from orchestrator.board import init_repo, open_board
-from orchestrator.board.model import Status
 from orchestrator.layout import Layout
+from orchestrator.model import Status
 from tests.helpers import git, make_repo
 from tests.test_team_support import start, team_cleanup, team_env, wait_until
 from tests.test_ui_support import CHROMIUM, CHROMIUM_ARGS, Ui, running_ui, wait_http_ready

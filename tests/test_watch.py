@@ -14,11 +14,11 @@ from rich.console import Console
 
 from orchestrator.board import init_repo, open_board
 from orchestrator.board.mailboxes import LEAD, Mailbox
-from orchestrator.board.model import Status
 from orchestrator.board.teamstatus import FileTeamStatus
 from orchestrator.cli.watch import column_of, frame, render_text, watch_board
 from orchestrator.config import Config
 from orchestrator.layout import Layout
+from orchestrator.model import Status
 from orchestrator.team import status
 from tests.test_team_support import wait_until
 

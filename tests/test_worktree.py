@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board.eventlog import EventLog
-from orchestrator.board.model import Task
 from orchestrator.config import WorktreeConfig
 from orchestrator.errors import InvalidInput, RunError, UnsafeRemoval
 from orchestrator.layout import Layout
+from orchestrator.model import Task
 from orchestrator.tasklog import TaskLog
 from orchestrator.worktree import WorktreeManager, binding
 from orchestrator.worktree.names import branch_name, check_branch, check_component, check_prefix

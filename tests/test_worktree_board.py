@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board import FileBoard, init_repo, open_board
-from orchestrator.board.model import Status, Task
 from orchestrator.config import WorktreeConfig
 from orchestrator.errors import NotFound, RunError
+from orchestrator.model import Status, Task
 from orchestrator.worktree import WorktreeManager, binding
 from tests.helpers import git
 

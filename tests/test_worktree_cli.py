@@ -12,10 +12,10 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 from orchestrator.board import init_repo, open_board
-from orchestrator.board.model import Status
 from orchestrator.cli import _load_commands
 from orchestrator.cli.app import app
 from orchestrator.config import WorktreeConfig
+from orchestrator.model import Status
 from orchestrator.worktree import WorktreeManager, binding
 from tests.helpers import git
 

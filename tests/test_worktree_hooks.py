@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board.eventlog import EventLog
-from orchestrator.board.model import Status, Task
 from orchestrator.config import WorktreeConfig
 from orchestrator.errors import RunError, UnsafeRemoval
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task
 from orchestrator.worktree import HookIsolation, WorktreeManager, open_isolation
 from tests.helpers import git
 

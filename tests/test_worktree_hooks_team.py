@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.board.model import Status
 from orchestrator.layout import Layout
+from orchestrator.model import Status
 from tests.test_team_support import add_tasks, cli, events, tasks, team_cleanup, team_env
 from tests.test_worktree_hooks import CREATE, REMOVE
 

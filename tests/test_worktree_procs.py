@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board import init_repo, open_board
-from orchestrator.board.model import Status, Task
 from orchestrator.config import WorktreeConfig
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task
 from orchestrator.worktree import WorktreeManager, binding
 from tests.helpers import child_pids, cmdline, git
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CREATE = """
 import json, sys, time
 from pathlib import Path
-from orchestrator.board.model import Task
+from orchestrator.model import Task
 from orchestrator.config import WorktreeConfig
 from orchestrator.layout import Layout
 from orchestrator.worktree import WorktreeManager

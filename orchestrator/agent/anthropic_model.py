@@ -19,8 +19,8 @@ import anthropic
 from orchestrator.agent.base import ModelResponse
 from orchestrator.agent.compact import ContextOverflow
 from orchestrator.agent.pricing import priced
-from orchestrator.board.model import Usage
 from orchestrator.errors import BackendError
+from orchestrator.model import Usage
 
 DEFAULT_SDK_RETRIES = 4
 STREAM_RETRIES = 2

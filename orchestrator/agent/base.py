@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from orchestrator.board.model import Usage
+from orchestrator.model import Usage
 
 if TYPE_CHECKING:
     from orchestrator.agent.permissions import PermissionGate

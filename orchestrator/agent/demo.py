@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.board import init_repo, open_board
-from orchestrator.board.model import Status
 from orchestrator.errors import Conflict, GitError
 from orchestrator.layout import Layout
+from orchestrator.model import Status
+from orchestrator.worktree.git import Git
 
 RUN_TIMEOUT = 300.0
 TEST = "python3 -m unittest -q"
@@ -168,7 +169,7 @@ def as_json(layout: Layout, code: int, rows: list[Row]) -> dict[str, Any]:
 
 
 def _git(cwd: Path, *args: str) -> str:
-    out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    out = Git(cwd).run(*args, check=False)
     if out.returncode != 0:
         raise GitError(f"git {' '.join(args)}: {out.stderr.strip()}")
     return out.stdout.strip()

@@ -47,6 +47,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.beneath import read_text_beneath
+from orchestrator.errors import GitError
+from orchestrator.secrets import safe_env
+from orchestrator.worktree.git import Git, git_env
+
 SHA_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 READ_ONLY_IN_ADMIN = ("HEAD", "gitdir", "commondir", "locked")
 BASE_OBJECTS = "/.orchestrator/objects"
@@ -157,9 +162,12 @@ class GitConfinement:
                 return None
             leaf = self.branch.rsplit("/", 1)[1]
             try:
-                new = (self.scratch / "refs" / leaf).read_text(errors="replace").strip()
-            except OSError:
+                # the agent's folder: a link, FIFO or huge file there is not a ref
+                new = read_text_beneath(self.scratch / "refs", leaf, 4096).strip()
+            except FileNotFoundError:
                 return f"[the branch {self.branch} was deleted inside the sandbox; kept as it was]"
+            except (OSError, UnicodeDecodeError):
+                new = "(not a ref file)"
             if new == self.start:
                 return None
             if not SHA_RE.fullmatch(new):
@@ -169,8 +177,12 @@ class GitConfinement:
             if problem:
                 return f"[the commits on {self.branch} were not imported: {problem}; " \
                        "the branch is kept as it was]"
-            out = _git(self.common, "update-ref", "-m", "commit (agent, sandboxed)",
-                       f"refs/heads/{self.branch}", new, self.start)
+            try:  # through the host's git runner: no hook of the agent's runs
+                out = Git(self.worktree).run(
+                    "update-ref", "-m", "commit (agent, sandboxed)", f"refs/heads/{self.branch}",
+                    new, self.start, check=False, timeout=UPDATE_TIMEOUT)
+            except GitError as exc:
+                return f"[could not move the branch {self.branch} to {new[:12]}: {exc}]"
             if out.returncode != 0:
                 return f"[could not move the branch {self.branch} to {new[:12]}: " \
                        f"{out.stderr.strip()}]"
@@ -190,12 +202,14 @@ def import_objects(common: Path, worktree: Path, wrap: Wrap, new: str, old: str)
     objects = common / "objects"
     quarantine = objects / f"incoming-{uuid.uuid4().hex[:12]}"
     (quarantine / "pack").mkdir(parents=True)
-    env = {**_git_env(), "GIT_OBJECT_DIRECTORY": str(quarantine),
-           "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(objects), "GIT_QUARANTINE_PATH": str(quarantine)}
+    env = git_env({"GIT_OBJECT_DIRECTORY": str(quarantine),  # the host runner's pinned settings
+                   "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(objects),
+                   "GIT_QUARANTINE_PATH": str(quarantine)})
     try:
         pack = subprocess.Popen(
             wrap(["git", "pack-objects", "--revs", "--thin", "--stdout", "-q"]),
-            cwd=worktree, env={"PATH": os.environ.get("PATH", os.defpath), **_git_env()},
+            cwd=worktree, env={k: v for k, v in safe_env(os.environ).items()
+                               if not k.startswith("GIT_")},  # in the sandbox: no secret
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         assert pack.stdin is not None
         pack.stdin.write(f"{new}\n^{old}\n".encode())
@@ -232,15 +246,7 @@ def import_objects(common: Path, worktree: Path, wrap: Wrap, new: str, old: str)
 def _git(common: Path, *args: str, env: dict[str, str] | None = None) \
         -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", f"--git-dir={common}", *args], capture_output=True, text=True,
-                          env=env or _git_env(), timeout=UPDATE_TIMEOUT, check=False)
-
-
-def _git_env() -> dict[str, str]:
-    """Host git with no hooks and no system/global config that could run a program."""
-    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TZ")}
-    return {**keep, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
-            "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.hooksPath",
-            "GIT_CONFIG_VALUE_0": os.devnull}
+                          env=env or git_env(), timeout=UPDATE_TIMEOUT, check=False)
 
 
 def _last(stderr: bytes | str) -> str:

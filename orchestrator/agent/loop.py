@@ -38,9 +38,9 @@ from orchestrator.agent.base import (
 from orchestrator.agent.compact import ContextOverflow, compact
 from orchestrator.agent.progress import Call, ProgressWatch
 from orchestrator.agent.prompt import Prompt, with_message_breakpoints
-from orchestrator.board.model import Usage
 from orchestrator.budget import Limit
 from orchestrator.config import AgentConfig
+from orchestrator.model import Usage
 from orchestrator.protocols import TaskLogger
 from orchestrator.team.delivery import as_prompt
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.agent.base import PermissionAsked, Stopped
-from orchestrator.board.model import TASK_ID_RE, normalize_task_id
 from orchestrator.controlplane import ControlPlane, Request, RequestKind
 from orchestrator.errors import NotFound
+from orchestrator.model import TASK_ID_RE, normalize_task_id
 
 REQUEST: RequestKind = "permission"
 PLAN_REQUEST: RequestKind = "plan"

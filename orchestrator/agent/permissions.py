@@ -59,7 +59,7 @@ from urllib.parse import urlsplit
 
 from orchestrator.agent.base import Tool
 from orchestrator.agent.paths import glob_regex
-from orchestrator.agent.shell_parse import RISKY_ASSIGNMENTS, Command, analyze
+from orchestrator.agent.shell_parse import Command, analyze, risky_name
 from orchestrator.config import AgentConfig
 from orchestrator.errors import ConfigError
 from orchestrator.fsutil import read_regular
@@ -309,7 +309,7 @@ def _allowed(cmd: Command, rules: list[Rule]) -> bool:
     """A command is allowed when an allow rule matches it as written, or when it only
     runs other commands (a wrapper, ``bash -c``) that all are — never through ``sudo``,
     and never with an assignment that changes what runs (``PATH=…``)."""
-    if RISKY_ASSIGNMENTS.intersection(cmd.assigns):
+    if any(risky_name(a) for a in cmd.assigns):
         return False
     if any(cmd.matches(r.specifier or "", by_name=False) == "yes" for r in rules):
         return True

@@ -39,11 +39,11 @@ from orchestrator.agent.prompt import (
     with_tools_breakpoint,
 )
 from orchestrator.agent.tools.common import obj, prop
-from orchestrator.board.model import TASK_ID_RE, Task, Usage
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane as Board
 from orchestrator.errors import BackendError, InvalidInput
 from orchestrator.layout import Layout
+from orchestrator.model import TASK_ID_RE, Task, Usage
 
 LEAD = "lead"
 REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")

@@ -30,8 +30,8 @@ from orchestrator.agent.permission_flow import PLAN_REQUEST, PermissionFlow
 from orchestrator.agent.permissions import PermissionGate
 from orchestrator.agent.tools.common import obj, prop
 from orchestrator.agent.toolset import Toolset
-from orchestrator.board.model import Task
 from orchestrator.errors import OrchestratorError
+from orchestrator.model import Task
 from orchestrator.protocols import Board
 
 PLAN_MODE_NOTE = """\

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.board.model import Usage
+from orchestrator.model import Usage
 
 PER_MILLION = 1_000_000
 

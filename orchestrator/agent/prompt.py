@@ -18,13 +18,14 @@ four breakpoints, the API's limit. The prompt is rebuilt for every task.
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.board.model import Task
+from orchestrator.errors import GitError, UserError
+from orchestrator.model import Task
 from orchestrator.prompting import last_failure
+from orchestrator.worktree.git import Git
 
 EPHEMERAL = {"type": "ephemeral"}
 MEMORY_MAX_CHARS = 16_000
@@ -144,8 +145,7 @@ def _memory(title: str, paths: list[Path]) -> str:
 
 def _git(cwd: Path, *args: str) -> str:
     try:
-        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                             timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        out = Git(cwd).run(*args, timeout=30, check=False, errors="replace")
+    except (OSError, GitError, UserError) as exc:
         return f"(git {args[0]} failed: {exc})"
     return out.stdout.strip() if out.returncode == 0 else f"(not a git worktree: {cwd})"

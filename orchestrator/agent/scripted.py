@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.agent.base import ModelResponse
-from orchestrator.board.model import Task
 from orchestrator.errors import BackendError, InvalidInput
+from orchestrator.model import Task
 
 SCRIPT_ENV = "ORCH_SCRIPT"
 

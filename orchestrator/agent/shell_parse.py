@@ -8,7 +8,12 @@ inside each one the command a *wrapper* runs — ``bash -c '…'`` (and sh, zsh,
 ksh…), ``env``, ``command``, ``builtin``, ``exec``, ``nice``, ``nohup``,
 ``timeout``, ``stdbuf``, ``time``, ``sudo``/``doas``/``su -c``, ``xargs``,
 ``find -exec/-execdir/-ok/-okdir``, ``eval``, ``trap``, ``watch``, ``flock``,
-``setsid``, ``ionice``, ``taskset``, ``chroot``, ``busybox``… — recursively.
+``setsid``, ``ionice``, ``taskset``, ``chroot``, ``busybox``, ``unshare``,
+``setpriv``, ``prlimit``, ``runuser``, ``script -c``, ``sg``, ``setarch`` (and
+``linux32``/``linux64``), ``nsenter``, ``strace``, ``ltrace``, ``fakeroot``,
+``systemd-run``, ``pkexec``… — recursively. A wrapper that runs a shell when given
+no command (``unshare``, ``nsenter``, ``setarch``) is read as running ``sh`` from
+stdin, which cannot be known.
 
 Words are taken at their static value (quotes and backslashes removed, so
 ``'r'm`` and ``\\rm`` are ``rm``); a word holding an expansion, a substitution or
@@ -16,7 +21,21 @@ an unquoted glob/brace pattern is *unknown*. What cannot be decided statically
 is reported as a reason (`Command.opaque`, `Analysis.problems`): an unknown word
 in the command position, ``eval`` of unknown words, ``source``/``.``, a shell
 reading its commands from stdin, ``alias``/``hash -p`` (they change what a name
-runs), a wrapper option this module does not know, input the parser rejects.
+runs), a wrapper option this module does not know, input the parser rejects —
+and every place where bash evaluates a string as code although it looks like
+data (fail closed: an allow rule never covers a line holding one):
+
+- arithmetic on anything but literal numbers (``$((x))``, ``(( x ))``, ``let``,
+  ``for ((…))``, ``$[x]``, an array subscript ``${a[i]}``, a substring offset
+  ``${x:n}``, ``[[ x -eq y ]]``): a value such as ``a[$(rm x)]`` runs ``rm x``;
+- builtins that assign to or test a variable *named* by a word, when the name has
+  a subscript or is unknown (``printf -v``, ``read``, ``declare``/``typeset``/
+  ``local``/``export``/``readonly``, ``unset``, ``getopts``, ``mapfile``, ``wait -p``,
+  ``test -v``/``[[ -v ]]``), ``declare -n``/``-i``, ``mapfile -C``, ``compgen``,
+  ``fc``; prompt expansion ``${x@P}`` and indirection ``${!x}``;
+- assignments to variables that change what runs or what the shell executes
+  (`risky_name`: ``PATH``, ``PS4``, ``BASH_ALIASES``, ``BASH_CMDS``, ``BASH_FUNC_*``…),
+  in front of a command or on their own.
 
 Parsed with tree-sitter-bash: a complete grammar of bash (``case``, ``[[ ]]``,
 arithmetic, here-documents, functions) in C, error-tolerant — a line with a
@@ -52,10 +71,35 @@ OPAQUE_BUILTINS = {
     "enable": "enable changes what a builtin name runs",
 }
 RISKY_ASSIGNMENTS = frozenset({"PATH", "BASH_ENV", "ENV", "IFS", "SHELLOPTS", "BASHOPTS",
-                               "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PS4",
-                               "PROMPT_COMMAND", "GLOBIGNORE"})
-"""Assignments in front of a command that change which program runs or what the
-shell executes: an allow rule never covers a command carrying one."""
+                               "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PS0", "PS1",
+                               "PS2", "PS3", "PS4", "PROMPT_COMMAND", "GLOBIGNORE",
+                               "BASH_ALIASES", "BASH_CMDS", "BASH_LOADABLES_PATH",
+                               "EXECIGNORE", "BASH_XTRACEFD", "BASH_COMPAT"})
+"""Assignments that change which program runs or what the shell executes (see
+`risky_name`): an allow rule never covers a line carrying one."""
+
+
+def risky_name(name: str) -> bool:
+    """Whether assigning ``name`` changes what runs: `RISKY_ASSIGNMENTS`, exported
+    functions (``BASH_FUNC_ls%%``) and ``LD_*`` loader variables."""
+    return (name in RISKY_ASSIGNMENTS or name.startswith(("BASH_FUNC_", "LD_"))
+            or name == "")
+
+
+NAMES_A_VARIABLE = frozenset({"printf", "read", "declare", "typeset", "local", "export",
+                              "readonly", "unset", "getopts", "mapfile", "readarray", "wait",
+                              "test", "[", "let"})
+"""Builtins that assign, test or evaluate a variable named by one of their words: in
+bash a name with a subscript (``a[$(rm x)]``) is evaluated as arithmetic, running
+what it holds."""
+EVALUATES = {
+    "let": "let evaluates its words as arithmetic",
+    "compgen": "compgen evaluates its word lists and runs its -C/-F commands",
+    "fc": "fc runs commands from the history",
+}
+ARITHMETIC_TOKENS = frozenset({"number", "binary_expression", "unary_expression",
+                               "parenthesized_expression", "ternary_expression"})
+ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 
 
 @dataclass(frozen=True)
@@ -75,6 +119,13 @@ class Wrapper:
     numeric_flags: bool = False
     default: tuple[str, ...] = ()
     open_tail: bool = False
+    leading: int = 0
+    """Operands before the options (``setarch ARCH -R cmd``)."""
+
+
+_SETARCH = ("-B --32bit -F --fdpic-funcptrs -I --short-inode -L --addr-compat-layout -R "
+            "--addr-no-randomize -S --whole-seconds -T --sticky-timeouts -X "
+            "--read-implies-exec -Z --mmap-page-zero -3 --3gb --4gb --uname-2.6 -v --verbose")
 
 
 def _w(with_arg: str = "", flags: str = "", no_command: str = "", **kw: object) -> Wrapper:
@@ -124,6 +175,69 @@ WRAPPERS: dict[str, Wrapper] = {
     "chrt": _w("-T -P -D", "-a --all-tasks -b --batch -d --deadline -f --fifo -i --idle "
                "-o --other -r --rr -R --reset-on-fork -v --verbose", "-p --pid -m --max",
                operands=1),
+    "unshare": _w("--propagation --setgroups -S --setuid -G --setgid --monotonic --boottime "
+                  "-R --root -w --wd --map-user --map-group --map-users --map-groups",
+                  "-m --mount -u --uts -i --ipc -n --net -p --pid -U --user -C --cgroup -T "
+                  "--time -f --fork -r --map-root-user -c --map-current-user --map-auto "
+                  "--kill-child --mount-proc --keep-caps", "-h --help -V --version",
+                  default=("sh",)),
+    "setpriv": _w("--ambient-caps --inh-caps --bounding-set --ruid --euid --rgid --egid "
+                  "--reuid --regid --groups --securebits --pdeathsig --selinux-label "
+                  "--apparmor-profile --landlock-access --landlock-rule",
+                  "--nnp --no-new-privs --clear-groups --keep-groups --init-groups "
+                  "--reset-env", "-d --dump -h --help -V --version", escalates=True),
+    "nsenter": _w("-t --target -S --setuid -G --setgid -W --wdns",
+                  "-a --all -m --mount -u --uts -i --ipc -n --net -p --pid -C --cgroup -U "
+                  "--user -T --time --preserve-credentials -r --root -w --wd -F --no-fork "
+                  "-Z --follow-context", "-h --help -V --version", escalates=True,
+                  default=("sh",)),
+    "prlimit": _w("-o --output", "--noheadings --raw --verbose -c --core -d --data -e --nice "
+                  "-f --fsize -i --sigpending -l --memlock -m --rss -n --nofile -q "
+                  "--msgqueue -r --rtprio -s --stack -t --cpu -u --nproc -v --as -x --locks "
+                  "-y --rttime", "-p --pid -h --help -V --version"),
+    "runuser": _w("-u --user -w --whitelist-environment -g --group -G --supp-group -s "
+                  "--shell", "-m -p --preserve-environment -l --login -f --fast -P --pty",
+                  "-h --help -V --version", escalates=True),
+    "setarch": _w("", _SETARCH, "--list -h --help -V --version", leading=1, default=("sh",)),
+    "linux32": _w("", _SETARCH, "-h --help -V --version", default=("sh",)),
+    "linux64": _w("", _SETARCH, "-h --help -V --version", default=("sh",)),
+    "strace": _w("-e -o -p -s -u -E -a -b -I -O -S -X -P",
+                 "-f -ff -c -C -d -D -F -i -k -n -q -qq -r -t -tt -ttt -T -v -w -x -xx -y "
+                 "-yy -Z -z", "-h -V"),
+    "ltrace": _w("-e -o -p -s -u -a -A -D -F -l -n -x -L",
+                 "-b -c -C -f -i -r -S -t -tt -ttt -T -w", "-h -V"),
+    "fakeroot": _w("-l --lib --faked -s -i -b", "-u --unknown-is-real", "-h -v --version"),
+    "eatmydata": _w(),
+    "nocache": _w(),
+    "catchsegv": _w(),
+    "valgrind": _w(),
+    "firejail": _w(),
+    "bwrap": _w(),
+    "dbus-run-session": _w("", "--config-file --dbus-daemon"),
+    "torsocks": _w("-u --user -p --pass -a --address -P --port",
+                   "-i --isolate -q --quiet -d --debug"),
+    "proxychains": _w("-f", "-q"),
+    "proxychains4": _w("-f", "-q"),
+    "faketime": _w("-p -f", "-m --exclude-monotonic --disable-shm", operands=1),
+    "numactl": _w("-N --cpunodebind -C --physcpubind -m --membind -p --preferred -i "
+                  "--interleave", "-a --all -l --localalloc", "-s --show -H --hardware"),
+    "xvfb-run": _w("-e --error-file -f --auth-file -n --server-num -p --xauth-protocol -s "
+                   "--server-args -w --wait", "-a --auto-servernum -l --listen-tcp"),
+    "pkexec": _w("--user", "--disable-internal-agent --keep-cwd", escalates=True),
+    "systemd-run": _w("-u --unit -p --property -d --description --slice -E --setenv --uid "
+                      "--gid -M --machine -H --host --on-active --on-boot --on-calendar",
+                      "--user --system --scope -r --remain-after-exit -t --pty -P --pipe -G "
+                      "--collect -q --quiet --wait --no-block --same-dir", escalates=True),
+    "runcon": _w("-u -r -t -l", "-c --compute"),
+    "cgexec": _w("-g", "--sticky"),
+    "chpst": _w("-u -U -b -e -/ -n -l -L -m -d -o -p -f -c -r -t", "-v -P -0 -1 -2",
+                escalates=True),
+    "cpulimit": _w("-l --limit", "-z --lazy -i --include-children -v --verbose -q --quiet "
+                   "-k --kill -r --restore -f --foreground -b --background",
+                   "-p --pid -e --exe -P --path"),
+    "trickle": _w("-d -u -w -t -l -n", "-s -v"),
+    "chronic": _w("", "-e -v"),
+    "ifne": _w("", "-n"),
 }
 
 
@@ -247,7 +361,9 @@ def analyze(line: str, depth: int = 0) -> Analysis:
         tree = parser.parse(text.encode("utf-8", "surrogateescape"))
         if tree.root_node.has_error and not result.problems:
             result.problems.append("the shell parser cannot read it")
-        result.commands += _Reader(depth).commands(tree.root_node)
+        reader = _Reader(depth)
+        result.commands += reader.commands(tree.root_node)
+        result.problems += [p for p in reader.problems if p not in result.problems]
     return result
 
 
@@ -262,6 +378,8 @@ def _language() -> Language:
 class _Reader:
     def __init__(self, depth: int) -> None:
         self.depth = depth
+        self.problems: list[str] = []
+        """Places of the line where bash evaluates a string as code (see the module)."""
 
     def commands(self, root: Node) -> list[Command]:
         """Every command below ``root`` in source order, without recursion on the tree
@@ -272,6 +390,9 @@ class _Reader:
             node = stack.pop()
             if node.type == "command":
                 out.append(self.command(node))
+            why = _evaluates(node)
+            if why is not None:
+                self.problems.append(f"{_text(node)[:60]}: {why}")
             stack.extend(reversed(node.children))
         return out
 
@@ -280,8 +401,7 @@ class _Reader:
         words: list[Word] = []
         for child in node.children:
             if child.type == "variable_assignment":
-                name = child.child_by_field_name("name")
-                assigns.append(_text(name) if name is not None else "")
+                assigns.append(_assigned(child))
             elif child.type == "command_name":
                 words.append(word_value(child.children[0]) if child.children else None)
             elif child.type not in _NOT_WORDS and not child.type.endswith("redirect"):
@@ -301,6 +421,10 @@ class _Reader:
         if name in OPAQUE_BUILTINS and (name != "alias" or any(
                 w is None or "=" in w for w in args)) and (name != "enable" or args):
             cmd.opaque = OPAQUE_BUILTINS[name]
+        elif name in EVALUATES:
+            cmd.opaque = EVALUATES[name]
+        elif name in NAMES_A_VARIABLE and (why := _names_unsafely(name, args)):
+            cmd.opaque = why
         elif name == "hash" and "-p" in args:
             cmd.opaque = "hash -p changes what a name runs"
         elif name == "eval":
@@ -311,8 +435,18 @@ class _Reader:
                 self.run_string(cmd, operands[:1], "trap")
         elif name in SHELLS:
             self.shell(cmd, args)
-        elif name == "su":
+        elif name == "su" or (name == "runuser" and not {"-u", "--user"} & set(
+                a for a in args if a is not None)):
             self.su(cmd, args)
+        elif name == "script":
+            self.script(cmd, args)
+        elif name == "sg":
+            cmd.escalates = True
+            rest = [a for a in args[1:] if a != "-c"] if args and args[0] != "-" else []
+            if rest:
+                self.run_string(cmd, rest[:1], "sg")
+            else:
+                cmd.opaque = "sg runs a shell reading its commands from stdin"
         elif name == "find":
             self.find(cmd, args)
         elif name in WRAPPERS:
@@ -361,14 +495,24 @@ class _Reader:
 
     def su(self, cmd: Command, args: list[Word]) -> None:
         cmd.escalates = True
+        self.command_option(cmd, args, "su -c",
+                            "su runs a login shell reading its commands from stdin")
+
+    def script(self, cmd: Command, args: list[Word]) -> None:
+        self.command_option(cmd, args, "script -c",
+                            "script runs a shell reading its commands from the terminal")
+
+    def command_option(self, cmd: Command, args: list[Word], what: str, otherwise: str) -> None:
+        """The commands of a ``-c STRING`` / ``--command=STRING`` option (``-lc`` too);
+        ``otherwise`` is why nothing can be known without one."""
         for i, a in enumerate(args):
-            if a in ("-c", "--command") and i + 1 < len(args):
-                self.run_string(cmd, args[i + 1:i + 2], "su -c")
+            if a is not None and re.fullmatch(r"-[A-Za-z]*c|--command", a) and i + 1 < len(args):
+                self.run_string(cmd, args[i + 1:i + 2], what)
                 return
             if a is not None and a.startswith("--command="):
-                self.run_string(cmd, [a.partition("=")[2]], "su -c")
+                self.run_string(cmd, [a.partition("=")[2]], what)
                 return
-        cmd.opaque = "su runs a login shell reading its commands from stdin"
+        cmd.opaque = otherwise
 
     def find(self, cmd: Command, args: list[Word]) -> None:
         i = 0
@@ -388,6 +532,8 @@ class _Reader:
         cmd.escalates = spec.escalates
         assigns: list[str] = []
         i = 0
+        if args[:1] and args[0] is not None and not args[0].startswith("-"):
+            i = spec.leading
         while i < len(args):
             a = args[i]
             if a is None:
@@ -396,8 +542,11 @@ class _Reader:
             if a == "--":
                 i += 1
                 break
-            if spec.assignments and re.match(r"[A-Za-z_][A-Za-z0-9_]*=", a):
+            if spec.assignments and re.match(r"[A-Za-z_][A-Za-z0-9_%]*=", a):
                 assigns.append(a.partition("=")[0])
+                if risky_name(assigns[-1]):
+                    cmd.opaque = f"{cmd.name} sets {assigns[-1]}, which changes what runs"
+                    return
                 i += 1
                 continue
             if not a.startswith("-") or (a == "-" and "-" not in spec.flags):
@@ -465,6 +614,130 @@ class _Reader:
 
 
 _NOT_WORDS = frozenset({"variable_assignment", "command_name", "comment", "ERROR"})
+
+
+def _assigned(node: Node) -> str:
+    """The variable a ``variable_assignment`` node assigns (``a`` of ``a[0]=1``)."""
+    name = node.child_by_field_name("name")
+    if name is not None and name.type == "subscript":
+        name = name.child_by_field_name("name") or name.children[0]
+    return _text(name) if name is not None else ""
+
+
+def _evaluates(node: Node) -> str | None:
+    """Why bash may run code held in a string or a value at ``node``; None when it
+    cannot (see the module's docstring for the forms)."""
+    kind, kids = node.type, node.children
+    if kind == "arithmetic_expansion" or (kind == "compound_statement" and kids
+                                          and kids[0].type == "(("):
+        return None if _literal(kids[1:-1]) else _ARITH
+    if kind == "c_style_for_statement":
+        head = [k for k in kids if k.type not in ("do_group", "compound_statement")]
+        return None if _literal(head[2:]) else _ARITH
+    if kind == "subscript":
+        index = [k for k in kids[2:-1] if k.type != "]"]
+        return None if _literal(index) or _text_of(index) in ("@", "*") else _ARITH
+    if kind == "expansion":
+        types = [k.type for k in kids]
+        if len(types) > 1 and types[1] == "!":
+            return "indirect expansion ${!x} uses a name held in a value"
+        if any(t == "@" and i + 1 < len(kids) and _text(kids[i + 1]) == "P"
+               for i, t in enumerate(types)):
+            return "prompt expansion ${x@P} runs the substitutions a value holds"
+        if ":" in types and not _literal([k for k in kids[types.index(":") + 1:-1]
+                                          if k.type != ":"]):
+            return _ARITH
+    if kind == "unary_expression" and kids and _text(kids[0]) in ("-v", "-R"):
+        return "[[ -v ]] evaluates a subscript of the name it tests"
+    if kind == "binary_expression" and any(
+            k.type == "test_operator" and _text(k) in ARITHMETIC_TESTS for k in kids):
+        operands = [k for k in kids if k.type != "test_operator"]
+        return None if _literal(operands) else _ARITH
+    if kind == "variable_assignment" and risky_name(_assigned(node)):
+        return f"assigning {_assigned(node) or 'a name'} changes what runs"
+    if kind in ("declaration_command", "unset_command") and kids:
+        words = [word_value(k) if k.type != "variable_assignment" else _assigned(k)
+                 for k in kids[1:]]
+        return _names_unsafely(_text(kids[0]), words)
+    return None
+
+
+_ARITH = ("arithmetic on values only known at run time (bash evaluates a value such as "
+          "a[$(cmd)] as code)")
+
+
+def _literal(nodes: list[Node]) -> bool:
+    """Whether the arithmetic ``nodes`` hold only numbers and operators."""
+    stack = list(nodes)
+    while stack:
+        n = stack.pop()
+        if n.is_named and n.type not in ARITHMETIC_TOKENS:
+            return False
+        if n.type == "number" and not re.fullmatch(r"[0-9]+|0[xX][0-9a-fA-F]+", _text(n)):
+            return False  # 10#$x, base#digits with expansions
+        stack.extend(n.children)
+    return True
+
+
+def _text_of(nodes: list[Node]) -> str:
+    return "".join(_text(n) for n in nodes)
+
+
+_READ_ARGS = {"read": ("-a", "-d -i -n -N -p -t -u"), "mapfile": ("", "-d -n -O -s -u -c"),
+              "readarray": ("", "-d -n -O -s -u -c"), "wait": ("-p", ""),
+              "printf": ("-v", "")}
+"""Per builtin: (options naming a variable, other options taking a value)."""
+
+
+def _names_unsafely(name: str, args: list[Word]) -> str | None:
+    """Why the builtin ``name`` with ``args`` may evaluate a variable's name as code
+    (a subscript, a name only known at run time), or run a callback; else None."""
+    if name in ("test", "["):
+        args = args[:-1] if name == "[" and args and args[-1] == "]" else args
+        if "-v" in args or "-R" in args:
+            return f"{name} -v evaluates a subscript of the name it tests"
+        operator = {2: 0, 3: 1}.get(len(args))
+        known = args if operator is None and len(args) > 3 else (
+            [args[operator]] if operator is not None else [])
+        return f"{name} with an operator only known at run time" if None in known else None
+    if name in ("mapfile", "readarray") and any(
+            a is not None and a.startswith("-") and "C" in a for a in args):
+        return f"{name} -C runs a callback"
+    if name == "getopts":
+        targets = args[1:2]
+    elif name in _READ_ARGS:
+        naming, valued = (set(s.split()) for s in _READ_ARGS[name])
+        targets, i = [], 0
+        while i < len(args):
+            a = args[i]
+            if a is None:
+                return f"{name} has a word only known at run time"
+            if a.startswith("-") and len(a) > 1 and a != "--":
+                opt = "-" + a[-1]
+                if opt in naming | valued:
+                    value = a[2:] if len(a) > 2 and a[:2] == opt else (
+                        args[i + 1] if i + 1 < len(args) else "")
+                    if opt in naming:
+                        targets.append(value)
+                    i += 1 if len(a) > 2 and a[:2] == opt else 2
+                    continue
+            elif name in ("read", "mapfile", "readarray"):
+                targets.append(a)
+            elif name == "printf":
+                break
+            i += 1
+    else:  # declare typeset local export readonly unset: every word names a variable
+        if any(a is not None and a[:1] in "-+" and ("n" in a or "i" in a) for a in args):
+            return f"{name} -n/-i makes later values evaluate as names or arithmetic"
+        targets = [a if a is None or a[:1] in "-+" else a.partition("=")[0] for a in args]
+        targets = [t for t in targets if t is None or t[:1] not in "-+"]
+        if any(t is not None and risky_name(t) for t in targets if t):
+            return f"{name} assigns a variable that changes what runs"
+    if any(t is None for t in targets):
+        return f"{name} names a variable only known at run time"
+    if any("[" in t for t in targets if t):
+        return f"{name} names a variable with a subscript, which bash evaluates as code"
+    return None
 
 
 def _text(node: Node) -> str:

@@ -6,7 +6,7 @@ importing the agent's tools.
 
 from __future__ import annotations
 
-from orchestrator.board.model import Todo, TodoStatus
+from orchestrator.model import Todo, TodoStatus
 
 MARKS = {TodoStatus.PENDING: "[ ]", TodoStatus.IN_PROGRESS: "[>]", TodoStatus.DONE: "[x]"}
 

@@ -43,10 +43,10 @@ from orchestrator.agent.prompt import PromptSources, build_prompt
 from orchestrator.agent.scripted import ScriptedModel, ScriptError, load_script
 from orchestrator.agent.tools.subagent import Subagents
 from orchestrator.agent.toolset import Toolset
-from orchestrator.board.model import Usage
 from orchestrator.config import Config
 from orchestrator.errors import BackendError, ConfigError, InvalidInput
 from orchestrator.layout import Layout
+from orchestrator.model import Usage
 from orchestrator.protocols import RunContext, RunResult
 from orchestrator.team import delivery
 

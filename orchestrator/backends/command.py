@@ -23,20 +23,20 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import subprocess
 import tempfile
 from pathlib import Path
 
 from orchestrator.agent.credproxy import run_env
 from orchestrator.agent.sandbox import backend_sandbox
-from orchestrator.board.model import Usage
 from orchestrator.budget import USAGE_FILE_ENV, read_usage_file
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError, InvalidInput
 from orchestrator.layout import Layout
+from orchestrator.model import Usage
 from orchestrator.process import CANNOT_RUN, run_streamed
 from orchestrator.prompting import last_lines, task_env
 from orchestrator.protocols import RunContext, RunResult
+from orchestrator.worktree.git import Git
 
 
 def locate_command(command: str, start: Path, root: Path) -> tuple[str, str | None]:
@@ -69,9 +69,7 @@ def locate_command(command: str, start: Path, root: Path) -> tuple[str, str | No
 
 
 def _committed(root: Path, rel: str) -> bool:
-    out = subprocess.run(["git", "cat-file", "-e", f"HEAD:{rel}"], cwd=root,
-                         capture_output=True, check=False)
-    return out.returncode == 0
+    return Git(root).ok("cat-file", "-e", f"HEAD:{rel}")
 
 
 class CommandBackend:

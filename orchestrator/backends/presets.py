@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import shlex
 import shutil
-import subprocess
 from pathlib import Path
 
 from orchestrator.agent.credproxy import run_env
@@ -37,6 +36,7 @@ from orchestrator.layout import Layout
 from orchestrator.process import CANNOT_RUN, run_streamed
 from orchestrator.prompting import build_prompt, last_lines, task_env
 from orchestrator.protocols import RunContext, RunResult
+from orchestrator.worktree.git import Git
 
 PRESETS: dict[str, CommandPreset] = {
     "aider": CommandPreset(argv=["aider", "--yes-always", "--no-auto-commits",
@@ -65,10 +65,9 @@ def find_program(word: str, cwd: Path, path: str | None) -> str | None:
 
 def worktree_state(path: Path) -> str:
     """HEAD and the dirty files: what tells whether an agent did anything."""
-    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True,
-                         text=True, check=False).stdout
-    return out + subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
-                                cwd=path, capture_output=True, text=True, check=False).stdout
+    git = Git(path)
+    return (git.run("rev-parse", "HEAD", check=False).stdout
+            + git.run("status", "--porcelain", "--untracked-files=all", check=False).stdout)
 
 
 class PresetBackend:

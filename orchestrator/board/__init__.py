@@ -27,7 +27,7 @@ __all__ = ["FileBoard", "board_paths", "init_repo", "open_board"]
 
 def __getattr__(name: str) -> Any:
     """`FileBoard` is imported when first asked for: a module that needs only the task model
-    (``orchestrator.board.model``) or a PostgreSQL board does not load the file board."""
+    (``orchestrator.model``) or a PostgreSQL board does not load the file board."""
     if name == "FileBoard":
         from orchestrator.board.store import FileBoard
 
@@ -52,6 +52,14 @@ def open_board(layout: Layout, config: BoardSettings | None = None,
     return FileBoard(layout, config, actor)
 
 
+def board_modules(config: BoardSettings) -> list[str]:
+    """What a process that opens this board imports to use it: the team's spawner loads
+    them before it forks, so each teammate shares them (PostgreSQL: psycopg and libpq)."""
+    if config.url:
+        return ["orchestrator.board.pg.store", "psycopg"]
+    return ["orchestrator.board.store"]
+
+
 def board_paths(layout: Layout) -> dict[str, Path]:
     """Where the file board keeps things, for ``init`` to tell the user."""
     return {"root": layout.root, "tasks": layout.tasks, "inbox": layout.inbox,
@@ -63,11 +71,10 @@ def init_repo(root: Path, worktree_root: Path | None = None) -> Layout:
 
     Idempotent. A worktree root outside the repository needs no exclude line.
     """
-    import subprocess  # here: the board's readers never run git
+    from orchestrator.worktree.git import Git  # here: the board's readers never run git
 
     layout = Layout.at(root, worktree_root).ensure()
-    out = subprocess.run(["git", "rev-parse", "--git-common-dir"], cwd=layout.root,
-                         capture_output=True, text=True, check=False)
+    out = Git(layout.root).run("rev-parse", "--git-common-dir", check=False)
     if out.returncode != 0:
         raise UserError(f"not a git repository: {layout.root}")
     exclude = (layout.root / out.stdout.strip()).resolve() / "info" / "exclude"

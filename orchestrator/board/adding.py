@@ -12,9 +12,9 @@ import re
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.board.model import Budget, Task
 from orchestrator.errors import InvalidInput
 from orchestrator.layout import Layout
+from orchestrator.model import Budget, Task
 
 if TYPE_CHECKING:
     from orchestrator.config import Config

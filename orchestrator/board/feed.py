@@ -1,7 +1,7 @@
 """The change feed: file events on ``.tasks/`` (and the inbox) wake idle waiters.
 
 Events are hints (they can be lost, and arrive for our own writes too); the
-waiter re-reads the journal and rescans periodically whatever happens. One
+waiter re-reads the files they name and rescans periodically whatever happens. One
 watcher per board, started on the first wait and stopped by ``close()``, so a
 board that only reads and writes never starts a thread.
 
@@ -32,11 +32,13 @@ if TYPE_CHECKING:
 
 
 class ChangeFeed:
-    def __init__(self, tasks: Path, inbox: Path, on_task: Callable[[str], None]) -> None:
+    def __init__(self, tasks: Path, inbox: Path, on_task: Callable[[str | None], None]
+                 ) -> None:
         self.tasks = tasks
         self.inbox = inbox
         self.on_task = on_task
-        """Called (in the watcher thread) with the id of a task file that changed."""
+        """Called (in the watcher thread) with the id of a task file that changed (None:
+        events were lost, rescan every file)."""
         self.wake = threading.Event()
         self._watcher: Watcher | None = None
         self._lock = threading.Lock()
@@ -77,11 +79,16 @@ class ChangeFeed:
         if watcher is not None:
             watcher.stop()
 
+    def lost(self) -> None:
+        """Events were lost (the kernel's queue overflowed, a folder went away)."""
+        self.on_task(None)
+        self.wake.set()
+
     def changed(self, names: list[str], *, tasks: bool) -> None:
         """File ``names`` changed in ``.tasks/`` (``tasks``) or the inbox: wake the waiters."""
         relevant = False
         for name in names:
-            if not name or name.startswith("."):  # temp files, journal, locks, staging
+            if not name or name.startswith("."):  # temp files, the index, locks, staging
                 continue
             relevant = True
             m = TASK_FILE_RE.match(name) if tasks else None

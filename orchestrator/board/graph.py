@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from operator import attrgetter
 
-from orchestrator.board.model import FINAL, Status, Task
+from orchestrator.model import FINAL, Status, Task
 
 DEAD_ENDS = (Status.CANCELLED, Status.DISCARDED)
 

@@ -1,23 +1,23 @@
-"""A per-process view of ``.tasks/``, cheap to keep fresh with 10,000 task files.
+"""The file board's view of ``.tasks/``: every task as a stat-keyed scan last saw it.
 
-The index is a hint, never the truth: every write re-reads the task file under
-its lock. It is refreshed three ways:
+The task files are the truth; this is a view of them, never trusted over them: every
+write re-reads the task file under its lock. A scan lists the folder and ``stat``s each
+task file; a file whose (mtime, size, inode) differs from what the view holds is read
+again (an atomic write renames a new inode in, so any write changes the key; a hand edit
+in place changes mtime or size).
 
-- the **journal** ``.tasks/.journal``: every board write appends a line
-  ``<id> <status> <priority>`` (one ``O_APPEND`` write, no fsync: it is a hint),
-  so a refresh reads only what was written since the last one instead of
-  stat-ing every file. A claimer applies those lines without opening the task
-  files (they become *stale*: status and order known, the rest re-read when a
-  reader needs it), so N claiming processes do not each re-read every claim;
-- **dirty ids** marked by the watchdog handler (hand edits, files dropped
-  straight into ``.tasks/``);
-- a **full rescan** (``os.scandir`` + stat comparison) every ``rescan_seconds``,
-  since file-system events can be lost and people edit files by hand.
+**One derived index**, ``.tasks/.index.sqlite`` (`sqlite3`, WAL), keeps what the last
+scan of any process saw: each task's key and the task itself, with its status, priority,
+cost, tokens and what it waits for as columns. A process starting cold begins from it
+and reads only the files changed since; whatever it read (and whatever it wrote) is
+written back at its next scan and when the board closes, and intake writes a burst's
+new tasks in one transaction, so the first command after a burst reads no file. `status`
+counts from its columns (`summary`) without decoding a task. Deleting it, or a copy it
+cannot read, loses nothing: the next scan reads every file again.
 
-A cold start (``orchestrator list`` in a fresh process) begins from
-``.tasks/.snapshot.json``, a cache of every task with its file's stat saved by
-the last scan that had to read many files, and re-reads only the files whose
-stat changed since.
+Within a long-lived process the view is kept fresh by the change feed (the ids of the
+task files inotify saw change) and a full scan every ``rescan_seconds``; a process
+without a feed (a command, the MCP server) scans on every read.
 """
 
 from __future__ import annotations
@@ -25,60 +25,41 @@ from __future__ import annotations
 import bisect
 import contextlib
 import errno
-import json
 import os
 import re
 import stat
 import threading
 import time
-from collections.abc import Iterator
-from operator import attrgetter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from orchestrator.board.model import TASK_ID_RE, InvalidRecord, Status, Task
-from orchestrator.fsutil import Spares, atomic_write, read_open_file
-from orchestrator.record import decode_list, encode_list
+from orchestrator.controlplane import BoardSummary
+from orchestrator.fsutil import atomic_write, read_open_file
+from orchestrator.model import InvalidRecord, Status, Task, task_number
+from orchestrator.record import decode_list, describe_error
 
-STATUSES = frozenset(s.value for s in Status)
+if TYPE_CHECKING:
+    import sqlite3
+
 TASK_FILE_RE = re.compile(r"^(task_\d{3,})\.json$")
-JOURNAL = ".journal"
-JOURNAL_MAX_BYTES = 4 << 20
-"""Past this size a writer starts a new journal; readers notice and rescan once."""
 MAX_TASK_BYTES = 1 << 20
-SNAPSHOT = ".snapshot.json"
+"""A task file larger than this is not read (and is never written)."""
+MAX_NEW_TASK_BYTES = MAX_TASK_BYTES * 3 // 4
+"""A new task's file, at most: the rest is room to grow (feedback, todos, usage), so
+a task taken in near the limit never becomes a file the next scan rejects."""
 STAGING = ".tmp"
 """Where atomic writes of the board stage their temp files (see `staged_write`)."""
-SNAPSHOT_VERSION = 2
-SNAPSHOT_AFTER = 200
-"""A full scan that had to read this many files saves a snapshot for the next cold start."""
+INDEX = ".index.sqlite"
+SCHEMA = 1
+"""The index's ``user_version``: an index of another version is made afresh."""
+NANO = 1_000_000_000
+"""Costs are summed as whole nano-dollars, so the total is exact."""
 
 Key = tuple[int, int, int]
 """(mtime_ns, size, inode): atomic writes rename a new inode in, so any write changes it."""
-
-
-def task_number(task_id: str) -> int:
-    return int(task_id[5:])
-
-
-def describe_error(exc: Exception) -> str:
-    """One line for a decoding error (a record's, or pydantic's for settings and MCP
-    arguments), naming the field: ``priority: expected int, got str``."""
-    text = str(exc)
-    if isinstance(exc, InvalidRecord):
-        m = re.match(r"(?s)(.*) - at `\$\.?(.*)`$", text)
-        if m:
-            where = re.sub(r"\[(\d+)\]", r".\1", m.group(2)) or "file"
-            what = m.group(1).replace("`", "")
-            return f"{where}: {what[:1].lower()}{what[1:]}"
-        return text.replace("`", "")
-    errors = getattr(exc, "errors", None)
-    if type(exc).__module__.startswith("pydantic") and callable(errors):
-        err = errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "file"
-        return f"{where}: {err['msg']}"
-    return text
 
 
 RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
@@ -133,16 +114,19 @@ class TaskIndex:
         read the whole folder)."""
         self.generation = 0
         """Bumped on every change seen, so derived views (problems) can be cached."""
+        self.watched = False
+        """The change feed runs: between full scans, the ids it names are enough."""
         self._keys: dict[str, Key] = {}
         self._queue: list[tuple[int, int, str]] | None = []
         """Pending tasks in claim order; None until first asked for after a scan that filled
         an empty view (a command that only lists never sorts them)."""
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
-        self.stale: set[str] = set()
-        """Ids whose status and order came from the journal; re-read before full use."""
-        self._journal_pos = 0
-        self._journal_ino: int | None = None
+        self._unsaved: set[str] = set()
+        """Ids whose row in the index differs from this view (read, written or gone)."""
+        self._view = "none"
+        """What the view was started from: "none" yet, the index's "keys" only (`summary`),
+        or "all" of it."""
         self._next_scan = 0.0
         self.lock = threading.RLock()
 
@@ -150,23 +134,19 @@ class TaskIndex:
     def refresh(self, *, full: bool = False, light: bool = False) -> bool:
         """Bring the view up to date; True if anything changed.
 
-        ``light`` (the claim path) applies the journal and the watchdog's dirty ids
-        only; otherwise stale entries are re-read and the periodic rescan runs when due.
+        A full scan when asked, on the first refresh, when no feed runs (unless
+        ``light``: the claim path, which re-reads what it tries anyway), and every
+        ``rescan_seconds``; otherwise the files the feed named are re-read.
         """
         with self.lock:
             before = self.generation
             due = time.monotonic() >= self._next_scan
-            if full or self._journal_ino is None or (due and not light):
+            if full or due or self._view != "all" or not (self.watched or light):
                 self._full_scan()
             else:
-                for task_id, status, priority in self._read_journal():
-                    self._apply(task_id, status, priority)
                 with self._dirty_lock:
                     dirty, self._dirty = self._dirty, set()
                 for task_id in dirty:
-                    self.load(task_id)
-            if not light:
-                for task_id in list(self.stale):
                     self.load(task_id)
             return self.generation != before
 
@@ -178,17 +158,10 @@ class TaskIndex:
         with self._dirty_lock:
             self._dirty.add(task_id)
 
-    def skip_own(self, ino: int, start: int, end: int) -> None:
-        """Our own journal line needs no re-read when nothing came before it unread."""
-        with self.lock:
-            if self._journal_ino == ino and self._journal_pos == start:
-                self._journal_pos = end
-
     def load(self, task_id: str, dir_fd: int | None = None) -> Task | None:
         """Re-read one task file into the view (``dir_fd``: the task folder, open); the
         task, or None when missing or broken."""
         with self.lock:
-            self.stale.discard(task_id)
             name = f"{task_id}.json"
             try:
                 task, key = read_task_file(
@@ -206,15 +179,17 @@ class TaskIndex:
             return task
 
     def put(self, task: Task, key: Key | None = None) -> None:
+        """``task`` as this process just read or wrote it (``key``: its file's, when known;
+        a task put without one is read again by the next scan)."""
         with self.lock:
             self.broken.pop(task.id, None)
-            self.stale.discard(task.id)
             old = self.tasks.get(task.id)
             if old is not None and old.status is Status.PENDING:
                 self._unqueue(old)
             self.tasks[task.id] = task
             if key is not None:
                 self._keys[task.id] = key
+                self._unsaved.add(task.id)
             if task.status is Status.PENDING and self._queue is not None:
                 bisect.insort(self._queue, _order(task))
             self.generation += 1
@@ -233,20 +208,127 @@ class TaskIndex:
             found = [t for t in self.tasks.values() if t.status is Status.IN_PROGRESS]
         yield from found
 
-    # --- internals ----------------------------------------------------------------
-    def _apply(self, task_id: str, status: str | None, priority: int | None) -> None:
-        """A journal line: update status and order from it; the rest is re-read lazily."""
-        old = self.tasks.get(task_id)
-        if old is None or status is None or priority is None or status not in STATUSES:
-            self.load(task_id)
-            return
-        if (old.status, old.priority) != (status, priority):
-            self.put(old.model_copy(update={"status": Status(status), "priority": priority}))
-        self.stale.add(task_id)
+    # --- the derived index ---------------------------------------------------------
+    def save(self) -> bool:
+        """Write what this view read or wrote since into the index, in one transaction;
+        False when it could not (a read-only board, a locked index: it costs speed only,
+        and is tried again with the next save)."""
+        with self.lock:
+            if not self._unsaved:
+                return True
+            ids, self._unsaved = self._unsaved, set()
+            rows = [_row(self.tasks[t], self._keys[t]) for t in ids
+                    if t in self.tasks and t in self._keys]
+            gone = [(t,) for t in ids if t not in self.tasks]
+            saved = False
+            with self._db() as db:
+                if db is not None:
+                    with db:
+                        db.executemany("INSERT OR REPLACE INTO tasks VALUES "
+                                       "(?,?,?,?,?,?,?,?,?,?,?)", rows)
+                        db.executemany("DELETE FROM tasks WHERE id = ?", gone)
+                    saved = True
+            if not saved:
+                self._unsaved |= ids
+            return saved
 
+    def summary(self) -> BoardSummary:
+        """The totals of every task, counted by the index once a scan has brought it up
+        to date (key by key: no task is decoded but those whose files changed); from the
+        view itself when the index cannot be used."""
+        with self.lock:
+            self._full_scan(keys_only=True)
+            with self._db() as db:
+                if db is not None and not self._unsaved:
+                    counts = dict.fromkeys((s.value for s in Status), 0)
+                    cost = tokens = 0
+                    for status, n, c, t in db.execute(
+                            "SELECT status, count(*), sum(cost), sum(tokens) FROM tasks "
+                            "GROUP BY status"):
+                        counts[status] = n
+                        cost, tokens = cost + c, tokens + t
+                    waiting = db.execute("SELECT id, waiting FROM tasks WHERE waiting IS NOT "
+                                         "NULL ORDER BY num").fetchall()
+                    return BoardSummary(counts=counts, cost_usd=round(cost / NANO, 6),
+                                        tokens=tokens, waiting=[(i, w) for i, w in waiting])
+            self._full_scan()
+            return totals(self.tasks.values())
+
+    @contextlib.contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection | None]:
+        """The index, open (None when it cannot be). An error while it is used is not
+        raised: the caller goes without it."""
+        import sqlite3
+
+        db = self._open()
+        if db is None:
+            yield None
+            return
+        try:
+            yield db
+        except sqlite3.OperationalError:
+            pass  # locked, busy, read-only: another time
+        except sqlite3.DatabaseError:
+            self._discard()  # damaged: made afresh by the next process
+        finally:
+            db.close()
+
+    def _open(self) -> sqlite3.Connection | None:
+        """Connect to the index, making it when missing, damaged (not a database) or of
+        another `SCHEMA`; None when that cannot be done now."""
+        import sqlite3
+
+        for _ in range(2):
+            try:
+                db = sqlite3.connect(self.dir / INDEX, timeout=5.0)
+            except sqlite3.Error:
+                return None
+            try:
+                if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:
+                    _create(db)
+                db.execute("PRAGMA synchronous = OFF")
+                return db
+            except sqlite3.OperationalError:
+                db.close()
+                return None
+            except sqlite3.DatabaseError:
+                db.close()
+                self._discard()
+        return None
+
+    def _discard(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                os.unlink(self.dir / f"{INDEX}{suffix}")
+
+    def _load_saved(self, *, keys_only: bool = False) -> None:
+        """Start the view from the index: every task (or, ``keys_only``, only the keys: a
+        scan then reads the changed files, and `summary` counts the rest in the index)."""
+        self._view = "keys" if keys_only else "all"
+        rows: list[tuple[str, int, int, int, bytes]] = []
+        with self._db() as db:
+            if db is not None:
+                rows = db.execute(f"SELECT id, mtime, size, ino{'' if keys_only else ', data'} "
+                                  "FROM tasks ORDER BY num").fetchall()
+        if keys_only:
+            self._keys = {r[0]: (r[1], r[2], r[3]) for r in rows}
+            return
+        try:
+            tasks = decode_list(b"[" + b",".join(r[4] for r in rows) + b"]", Task)
+        except (InvalidRecord, ValueError):
+            rows, tasks = [], []  # an index of another model: the scan reads every file
+        have = self.tasks  # read already (by a `summary`): newer than the index
+        self._keys = {r[0]: (r[1], r[2], r[3]) for r in rows} | {
+            t: self._keys[t] for t in have if t in self._keys}
+        self.tasks = {t.id: t for t in tasks} | have
+        self._queue = None
+        self.generation += 1
+
+    # --- internals ----------------------------------------------------------------
     def _drop(self, task_id: str) -> None:
         old = self.tasks.pop(task_id, None)
-        self._keys.pop(task_id, None)
+        if self._keys.pop(task_id, None) is not None:
+            self._unsaved.add(task_id)
         if self.broken.pop(task_id, None) is not None or old is not None:
             self.generation += 1
         if old is not None and old.status is Status.PENDING:
@@ -260,55 +342,15 @@ class TaskIndex:
         if i < len(queue) and queue[i][2] == task.id:
             del queue[i]
 
-    def _read_journal(self) -> list[tuple[str, str | None, int | None]]:
-        path = self.dir / JOURNAL
-        try:
-            with path.open("rb") as fh:
-                ino = os.fstat(fh.fileno()).st_ino
-                if ino != self._journal_ino:  # a writer started a new journal
-                    self._full_scan()
-                    return []
-                fh.seek(self._journal_pos)
-                data = fh.read()
-        except FileNotFoundError:
-            return []
-        end = data.rfind(b"\n") + 1  # a torn last line is read next time
-        self._journal_pos += end
-        latest: dict[str, tuple[str, str | None, int | None]] = {}
-        for line in data[:end].decode(errors="replace").split("\n"):
-            parts = line.split()
-            if not parts or not TASK_ID_RE.match(parts[0]):
-                continue
-            ok = len(parts) == 3 and parts[2].lstrip("-").isdigit()
-            latest[parts[0]] = (parts[0], parts[1] if ok else None,
-                                int(parts[2]) if ok else None)
-        return list(latest.values())
-
-    def _journal_mark(self) -> None:
-        # Created up front, so that its first appearance never looks like a rotation
-        # (a read-only or full board is still read: the stat below copes without it).
-        with contextlib.suppress(OSError):
-            os.close(os.open(self.dir / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
-        try:
-            st = (self.dir / JOURNAL).stat()
-        except FileNotFoundError:
-            self._journal_ino, self._journal_pos = -1, 0
-            return
-        self._journal_ino, self._journal_pos = st.st_ino, st.st_size
-
-    def _full_scan(self) -> None:
-        # Mark the journal first: whatever is written during the scan is read again next time.
-        self._journal_mark()
-        if not self.tasks:
-            self._queue = None  # sorted when first asked for: listing never needs it
-            self._load_snapshot()
-        self._scan_files()
-
-    def _scan_files(self) -> None:
+    def _full_scan(self, *, keys_only: bool = False) -> None:
+        if self._view == "none" or (self._view == "keys" and not keys_only):
+            self._load_saved(keys_only=keys_only)
+        with self._dirty_lock:
+            self._dirty.clear()
         seen: set[str] = set()
         strays = 0
         todo: list[str] = []
-        known, broken, stale = self._keys.get, self.broken, self.stale
+        known, broken = self._keys.get, self.broken
         match, remember, want = TASK_FILE_RE.match, seen.add, todo.append
         # By the folder's descriptor: each stat and open then looks up the file's name
         # alone, not every folder of its path (a third off each open).
@@ -323,7 +365,7 @@ class TaskIndex:
                     task_id = m[1]
                     remember(task_id)
                     key = known(task_id)
-                    if key is not None and task_id not in broken and task_id not in stale:
+                    if key is not None and task_id not in broken:
                         try:  # a file never read has no key to compare: it is read anyway
                             st = entry.stat(follow_symlinks=False)
                         except FileNotFoundError:
@@ -335,8 +377,7 @@ class TaskIndex:
                 self.load(task_id, folder)
         finally:
             os.close(folder)
-        loaded = len(todo)
-        for task_id in set(self.tasks) - seen | set(self.broken) - seen:
+        for task_id in (set(self._keys) | set(self.tasks) | set(self.broken)) - seen:
             self._drop(task_id)
         self.dropped_here = strays
         self.full_scans += 1
@@ -349,46 +390,43 @@ class TaskIndex:
         if strays != self.strays:
             self.generation += 1
         self.strays = strays
-        if loaded >= SNAPSHOT_AFTER:
-            self._save_snapshot()
+        self.save()
         self._next_scan = time.monotonic() + self.rescan_seconds
 
-    # --- the snapshot: a cold start without reading every file ----------------------
-    def _save_snapshot(self) -> None:
-        ids = [tid for tid in self.tasks if tid in self._keys and tid not in self.stale]
-        ids.sort(key=task_number)  # loaded in this order, a list's sort by number is linear
-        keys = json.dumps({"version": SNAPSHOT_VERSION, "keys": [self._keys[t] for t in ids]})
-        tasks = encode_list([self.tasks[t] for t in ids])
-        with contextlib.suppress(OSError):  # a cache: failing to write it costs speed only
-            staged_write(self.dir / SNAPSHOT, f"{keys}\n{tasks}\n", durable=False)
 
-    def _load_snapshot(self) -> None:
-        """Tasks as of the last snapshot, keyed by their file's stat; the scan that follows
-        re-reads every file whose stat differs, so the snapshot is never trusted blindly."""
-        try:
-            raw = (self.dir / SNAPSHOT).read_bytes()
-            cut = raw.find(b"\n")
-            if cut < 0:
-                return
-            view = memoryview(raw)  # the two parts decoded where they lie, not copied out
-            meta = msgspec.json.decode(view[:cut], type=_SnapshotHead)
-            if meta.version != SNAPSHOT_VERSION:
-                return
-            tasks = decode_list(view[cut + 1:], Task)  # one call: 50,000 tasks in 0.1 s
-            keys = meta.keys
-            if len(keys) != len(tasks):
-                return
-        except (OSError, ValueError, KeyError, TypeError):
-            return  # missing or unreadable: the scan reads the files instead
-        ids = list(map(attrgetter("id"), tasks))
-        self.tasks = dict(zip(ids, tasks, strict=True))
-        self._keys = dict(zip(ids, keys, strict=True))
-        self.generation += 1
+def _create(db: sqlite3.Connection) -> None:
+    db.execute("PRAGMA journal_mode = WAL")
+    db.executescript(f"""
+        BEGIN IMMEDIATE;
+        DROP TABLE IF EXISTS tasks;
+        CREATE TABLE tasks (id TEXT PRIMARY KEY, num INTEGER, mtime INTEGER, size INTEGER,
+                            ino INTEGER, status TEXT, priority INTEGER, cost INTEGER,
+                            tokens INTEGER, waiting TEXT, data BLOB);
+        PRAGMA user_version = {SCHEMA};
+        COMMIT;
+    """)
 
 
-class _SnapshotHead(msgspec.Struct):
-    version: int
-    keys: list[Key]
+def _row(task: Task, key: Key) -> tuple[object, ...]:
+    waiting = task.waiting_for if task.status is Status.FAILED else None
+    return (task.id, task_number(task.id), *key, task.status.value, task.priority,
+            round(task.usage.cost_usd * NANO), task.usage.tokens, waiting or None,
+            msgspec.json.encode(task))
+
+
+def totals(tasks: Iterable[Task]) -> BoardSummary:
+    """The totals of ``tasks``, counted afresh."""
+    counts = dict.fromkeys((s.value for s in Status), 0)
+    cost = tokens = 0
+    waiting: list[tuple[str, str]] = []
+    for t in sorted(tasks, key=lambda t: task_number(t.id)):
+        counts[t.status.value] += 1
+        cost += round(t.usage.cost_usd * NANO)
+        tokens += t.usage.tokens
+        if t.status is Status.FAILED and t.waiting_for:
+            waiting.append((t.id, t.waiting_for))
+    return BoardSummary(counts=counts, cost_usd=round(cost / NANO, 6), tokens=tokens,
+                        waiting=waiting)
 
 
 def _order(task: Task) -> tuple[int, int, str]:
@@ -403,20 +441,18 @@ def _is_drop(name: str) -> bool:
 DROP_SUFFIXES = (".json", ".md", ".markdown")
 
 
-def staged_write(path: Path, data: str, *, durable: bool = True, sync_dir: bool = True,
-                 spares: Spares | None = None) -> os.stat_result:
+def staged_write(path: Path, data: str, *, durable: bool = True, sync_dir: bool = True
+                 ) -> os.stat_result:
     """`atomic_write` of a file in ``.tasks`` with its temp file in ``.tasks/.tmp``.
 
     Watchers of ``.tasks`` then see one event per write (the file arriving) instead of
     the temp file's create, writes and rename inside the folder; and the portable
     watchdog observer (see `feed`) holds back every event after an in-folder rename
     for 0.5 s. The staging folder is made on first use (and again if someone removed it).
-    ``spares``: files kept in the staging folder to be written over (see `Spares`).
     """
     staging = path.parent / STAGING
     try:
-        return atomic_write(path, data, durable=durable, sync_dir=sync_dir, tmp_dir=staging,
-                            spares=spares)
+        return atomic_write(path, data, durable=durable, sync_dir=sync_dir, tmp_dir=staging)
     except FileNotFoundError:
         if staging.is_dir() or not path.parent.is_dir():
             raise

@@ -22,9 +22,11 @@ with it (an error of ours included) rejects that file with the reason, or, when 
 the move fails, leaves it with a one-line warning; then intake goes on. Only regular
 files are ever opened, and without blocking (``lstat`` first; a FIFO, socket, device,
 folder or symlink is moved to ``rejected/`` unopened); names (`MAX_NAME_BYTES`),
-sizes (1 MiB) and nesting (`MAX_DEPTH`) are bounded. A file that does not parse and
-was modified less than `SETTLE_SECONDS` ago may still be being written: it is left
-for the next pass, and a burst (``up --burst``) is not finished while one waits.
+sizes (1 MiB a file, 768 KiB the task file it becomes) and nesting (`MAX_DEPTH`) are
+bounded; text must be Unicode (a JSON escape of an unpaired surrogate is refused). A
+file that does not parse and was modified less than `SETTLE_SECONDS` ago may still be
+being written: it is left for the next pass, and a burst (``up --burst``) is not
+finished while one waits.
 """
 
 from __future__ import annotations
@@ -45,14 +47,14 @@ from orchestrator.board.index import (
     DROP_SUFFIXES,
     MAX_TASK_BYTES,
     TASK_FILE_RE,
-    describe_error,
     read_task_file,
 )
-from orchestrator.board.model import InvalidRecord, Status, Task, normalize_task_id
 from orchestrator.budget import make_budget
 from orchestrator.errors import Conflict, InvalidInput, NotFound
-from orchestrator.fsutil import atomic_write, each_in_threads, read_open_file
+from orchestrator.fsutil import atomic_write, read_open_file
+from orchestrator.model import InvalidRecord, Status, Task, normalize_task_id
 from orchestrator.procutil import pid_alive
+from orchestrator.record import describe_error
 
 if TYPE_CHECKING:
     from orchestrator.board.store import FileBoard
@@ -135,8 +137,10 @@ def parse_drop(name: str, data: bytes) -> Draft:
 
 
 def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
-    """`InvalidInput` when lists and objects in ``value`` nest deeper than ``limit``
-    (walked without recursion)."""
+    """`InvalidInput` when lists and objects in ``value`` nest deeper than ``limit``, or
+    a string in it is not Unicode that UTF-8 can hold (JSON's ``"\\ud800"`` escapes
+    decode to an unpaired surrogate, which no event or task file can be written with);
+    walked without recursion."""
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
@@ -144,8 +148,15 @@ def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
             raise InvalidInput(f"JSON nested more than {limit} levels deep")
         if isinstance(item, dict):
             stack.extend((v, depth + 1) for v in item.values())
+            stack.extend((k, depth + 1) for k in item)
         elif isinstance(item, list):
             stack.extend((v, depth + 1) for v in item)
+        elif isinstance(item, str) and not item.isascii():
+            try:
+                item.encode()
+            except UnicodeEncodeError as exc:
+                raise InvalidInput(f"text holds an unpaired surrogate "
+                                   f"({item[exc.start]!r}), not Unicode") from None
 
 
 def parse_markdown(text: str) -> dict[str, Any]:
@@ -302,7 +313,7 @@ def take_dropped(board: Any, actor: str, moved: list[Path], *,
     claims = _Claims(layout.inbox)
     deferred = getattr(board, "deferred_sync", None)  # the file board: one flush, not 2 a file
     failed: BaseException | None = None  # a full disk: the caller backs off
-    with deferred(len(found)) if deferred is not None else contextlib.nullcontext():
+    with deferred() if deferred is not None else contextlib.nullcontext():
         batch: list[_Claimed] = []  # claimed and read, their tasks not yet made
         try:
             for path, rel in found:
@@ -323,23 +334,14 @@ def take_dropped(board: Any, actor: str, moved: list[Path], *,
                 with contextlib.suppress(OSError):
                     os.rename(item.mine, item.path)
             failed = exc
-    # Only now (the flush on the way out did not fail) are the tasks made durable, even
-    # when a full disk stopped the burst; the file board keeps their drops to write over.
-    retire = getattr(board, "retire_files", None)
-    _delete(retire(taken) if retire is not None else taken)
+    # Only now (the flush on the way out did not fail) are the tasks durable, even when a
+    # full disk stopped the burst: their drops can go.
+    for path in taken:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
     if failed is not None:
         raise failed
     return created
-
-
-def _delete(paths: list[Path]) -> None:
-    """Delete ``paths`` (gone already is fine), from a few threads (`each_in_threads`)."""
-    each_in_threads(_unlink, paths)
-
-
-def _unlink(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
 
 
 def settling(layout: Layout) -> float | None:

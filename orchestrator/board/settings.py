@@ -28,6 +28,12 @@ class BoardSettings(Protocol):
     def remote(self) -> str: ...
     @property
     def machine(self) -> str | None: ...
+    @property
+    def lock_wait_seconds(self) -> float: ...
+    @property
+    def statement_seconds(self) -> float: ...
+    @property
+    def idle_in_transaction_seconds(self) -> float: ...
 
 
 class CheckedBoardSettings(msgspec.Struct, frozen=True):
@@ -40,6 +46,9 @@ class CheckedBoardSettings(msgspec.Struct, frozen=True):
     url: str | None
     remote: str
     machine: str | None
+    lock_wait_seconds: float = 2.0
+    statement_seconds: float = 30.0
+    idle_in_transaction_seconds: float = 5.0
 
 
 def default_settings() -> BoardSettings:

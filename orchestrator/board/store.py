@@ -4,7 +4,8 @@ file implementation of the whole `orchestrator.controlplane.ControlPlane`.
 Every write happens under the task's lock file (``.tasks/.locks/<id>.lock``,
 ``flock``), re-reads the task file, checks the transition and the fencing
 token, and replaces the file atomically (temp + fsync + rename + fsync of the
-folder). The in-memory `TaskIndex` only chooses candidates; the file decides.
+folder). The `TaskIndex` (the tasks as a stat-keyed scan last saw them, kept in
+``.tasks/.index.sqlite``) only chooses candidates; the file decides.
 
 The rest of the control plane hangs off the board: ``events`` (`EventLog`,
 ``events.jsonl`` with its seq and index), ``mailboxes``, ``logs``, ``team``,
@@ -29,19 +30,22 @@ import msgspec
 from orchestrator.board import graph
 from orchestrator.board.eventlog import EventLog
 from orchestrator.board.feed import ChangeFeed
-from orchestrator.board.flock import LOCK_TIMEOUT, FileLocked, HeldLockFile, flocked
+from orchestrator.board.flock import LOCK_TIMEOUT, FileLocked, flocked
 from orchestrator.board.index import (
-    JOURNAL,
-    JOURNAL_MAX_BYTES,
-    STAGING,
+    MAX_NEW_TASK_BYTES,
+    MAX_TASK_BYTES,
     TASK_FILE_RE,
     TaskIndex,
-    describe_error,
     read_task_file,
     staged_write,
-    task_number,
 )
-from orchestrator.board.model import (
+from orchestrator.board.settings import BoardSettings, default_settings
+from orchestrator.controlplane import BoardSummary
+from orchestrator.errors import Conflict, InvalidInput, LeaseLost, NotFound
+from orchestrator.events import secret_values
+from orchestrator.fsutil import fsync_dir, read_regular_bytes, sync_filesystem
+from orchestrator.layout import Layout
+from orchestrator.model import (
     InvalidRecord,
     Lease,
     Status,
@@ -50,14 +54,10 @@ from orchestrator.board.model import (
     format_task_id,
     normalize_task_id,
     parse_task_id,
+    task_number,
     utcnow,
 )
-from orchestrator.board.settings import BoardSettings, default_settings
-from orchestrator.controlplane import BoardSummary
-from orchestrator.errors import Conflict, InvalidInput, LeaseLost, NotFound
-from orchestrator.events import secret_values
-from orchestrator.fsutil import Spares, fsync_dir, read_open_file, sync_filesystem
-from orchestrator.layout import Layout
+from orchestrator.record import describe_error
 
 if TYPE_CHECKING:
     from orchestrator.board.mailboxes import FileMailboxes
@@ -78,10 +78,6 @@ _ID, _DIGITS, _THIRD = attrgetter("id"), itemgetter(slice(5, None)), itemgetter(
 
 class BoardClosed(RuntimeError):
     """``wait_for_*`` on a board that was closed (by another thread, at shutdown)."""
-
-
-SPARES_FROM = 16
-"""A batch of at least this many new tasks writes them over spare files (`Spares`)."""
 
 
 class FileBoard:
@@ -124,14 +120,8 @@ class FileBoard:
         self._problems: tuple[int, dict[str, str]] = (-1, {})
         self._holder: str | None = None  # the lease owner of the last fenced write, for events
         self._deferred: int | None = None  # the thread inside `deferred_sync`
-        self._spares: Spares | None = None  # its spare files to write over
         self._deferred_seq = 0  # the id mark it has yet to write
         self._deferred_dirty = False  # it wrote something that skipped its fsync
-        self._seq_lock: HeldLockFile | None = None  # open for the deferred batch
-        self._journal_fd: int | None = None  # open for the deferred batch
-        self._journal_ino = -1  # its inode
-        self._mark_file: tuple[int, tuple[int, int, int], int] | None = None
-        """Inside the deferred batch: ``.seq`` as last read (fd kept open, its stat, value)."""
         self._closed = False
         self.rejected_files: list[Path] = []
         """Where the last `intake` moved the files it rejected (for the command to say)."""
@@ -143,9 +133,11 @@ class FileBoard:
         self.close()
 
     def close(self) -> None:
-        """Stop the watchdog thread; a thread blocked in ``wait_for_*`` raises BoardClosed."""
+        """Stop the watchdog thread (a thread blocked in ``wait_for_*`` raises BoardClosed)
+        and save what this process read or wrote into the index."""
         self._closed = True
         self._feed.close()
+        self._index.save()
 
     # --- reading -----------------------------------------------------------------
     def get(self, task_id: str) -> Task:
@@ -209,19 +201,8 @@ class FileBoard:
             return dict(self._problems[1])
 
     def summary(self) -> BoardSummary:
-        """From ``.tasks/.run/board-summary`` and the journal lines since (see
-        `orchestrator.board.summary`); every task file only when that cannot tell."""
-        from orchestrator.board import summary  # only status asks
-        def every() -> builtins.list[Task]:
-            self._index.refresh(full=True)
-            with self._index.lock:
-                return list(self._index.tasks.values())
-
-        try:
-            with flocked(self.layout.locks / "summary.lock"):
-                return summary.summarize(self.layout.tasks, self.layout.run, every)
-        except (PermissionError, FileNotFoundError):  # a board this process cannot write to
-            return summary.totals(every())
+        """Counted by the index (`TaskIndex.summary`) after one stat per task file."""
+        return self._index.summary()
 
     # --- writing (people and the lead) -----------------------------------------
     def add(self, subject: str, *, description: str = "", blocked_by: Collection[str] = (),
@@ -257,14 +238,22 @@ class FileBoard:
                 continue
             try:
                 draft = Task.model_validate({**fields, "id": "task_000"})  # before an id is spent
+                size = len(draft.model_dump_json(indent=2).encode())
             except InvalidRecord as exc:
                 out[i] = InvalidInput(f"invalid task: {describe_error(exc)}")
+                continue
+            except UnicodeEncodeError as exc:
+                out[i] = InvalidInput(f"text holds {exc.object[exc.start]!r}, not Unicode")
                 continue
             except Exception as exc:  # a bug of ours, for this item only
                 out[i] = exc
                 continue
+            if size > MAX_NEW_TASK_BYTES:
+                out[i] = InvalidInput(f"the task would be {size} bytes, over the "
+                                      f"{MAX_NEW_TASK_BYTES // 1024} KiB limit of a new task")
+                continue
             drafts.append((i, draft, wanted))
-        with self._seq_locked():
+        with flocked(self.layout.locks / "seq.lock"):
             # The mark's rename is made durable by the task file's fsync of .tasks (one
             # fsync of the folder, not two); on a failure, by its own.
             made: builtins.list[tuple[int, Task]] = []
@@ -286,7 +275,7 @@ class FileBoard:
             written: builtins.list[Task] = []
             for i, task in made:
                 try:
-                    self._write(task, hint=False)
+                    self._write(task)
                 except BaseException as exc:
                     with contextlib.suppress(Exception):
                         self.events.emit("task_create_failed", task.id, actor=actor,
@@ -300,9 +289,6 @@ class FileBoard:
                     continue
                 out[i] = task
                 written.append(task)
-            if written:
-                with contextlib.suppress(Exception):  # hints (see `_write`), one append
-                    self._journal(written)
         return out
 
     def edit(self, task_id: str, *, actor: str, **fields: Any) -> Task:
@@ -344,35 +330,17 @@ class FileBoard:
         return task
 
     @contextlib.contextmanager
-    def deferred_sync(self, writes: int = 0) -> Iterator[None]:
+    def deferred_sync(self) -> Iterator[None]:
         """Writes inside skip their own fsyncs; one flush of the file system on the way out
         makes them durable together (intake of a burst of drops: 2 fsyncs a file cost more
-        than everything else). Whatever must follow durability waits until after it.
-        ``writes``: how many new task files the batch expects; from `SPARES_FROM` on, they
-        are written over the spare files kept in ``.tasks/.tmp`` (see `retire_files`)."""
+        than everything else), and the id mark is written once. Whatever must follow
+        durability waits until after it."""
         self._deferred, self._deferred_seq = threading.get_ident(), 0
         self._deferred_dirty = False
-        if writes >= SPARES_FROM:
-            self._spares = Spares(self.layout.tasks / STAGING)
-        try:  # the files every create opens stay open for the batch (its lock is per create)
-            with self.events.hold():
-                self._seq_lock = HeldLockFile(self.layout.locks / "seq.lock")
-                self._journal_fd = os.open(self.layout.tasks / JOURNAL,
-                                           os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-                self._journal_ino = os.fstat(self._journal_fd).st_ino
-                yield
+        try:
+            yield
         finally:
-            if self._seq_lock is not None:
-                self._seq_lock.close()
-                self._seq_lock = None
-            if self._journal_fd is not None:
-                os.close(self._journal_fd)
-                self._journal_fd = None
-            if self._mark_file is not None:
-                os.close(self._mark_file[0])
-                self._mark_file = None
             self._deferred = None
-            self._spares = None
             if self._deferred_seq:
                 with flocked(self.layout.locks / "seq.lock"):
                     try:
@@ -385,6 +353,7 @@ class FileBoard:
             if self.config.fsync and self._deferred_dirty:  # nothing written: nothing to flush
                 sync_filesystem(self.layout.tasks)
             self._deferred_dirty = False
+            self._index.save()  # the next command starts from the burst's tasks
 
     def rejected_drops(self) -> builtins.list[str]:
         from orchestrator.board.intake import rel_to
@@ -549,6 +518,7 @@ class FileBoard:
         if self._closed:
             raise BoardClosed("the board is closed")
         self._feed.start(inbox=inbox)
+        self._index.watched = True
 
     def _check_id(self, task_id: str) -> str:
         return normalize_task_id(str(task_id))
@@ -588,42 +558,14 @@ class FileBoard:
         return format_task_id(n)
 
     def _read_mark(self) -> tuple[int, bool]:
-        """The high-water mark in ``.seq``, and whether there is one (under the seq lock).
-
-        Inside a deferred batch the file last read stays open, and while ``.seq`` is still
-        that file, unchanged, it is not read again: one ``stat`` an id instead of an open
-        and a read. (The open descriptor keeps the file's inode from being reused, so an
-        equal inode number, size and mtime really is the same, unchanged file: the mark
-        is only ever replaced whole, by a rename.)"""
+        """The high-water mark in ``.seq``, and whether there is one (under the seq lock)."""
         path = self.layout.seq
-        held = self._mark_file if self._deferred == threading.get_ident() else None
-        if held is not None:
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
-                return 0, False
-            if (st.st_ino, st.st_size, st.st_mtime_ns) == held[1]:
-                return held[2], True
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            return int(read_regular_bytes(path, 1 << 16).decode().strip() or 0), True
         except FileNotFoundError:
             return 0, False
-        keep = False
-        try:
-            st = os.fstat(fd)
-            try:
-                high = int(read_open_file(fd, st.st_size, 1 << 16).decode().strip() or 0)
-            except (ValueError, OSError) as exc:  # not digits, not UTF-8, not a file
-                raise InvalidInput(f"{path} is corrupt: {exc}") from None
-            if self._deferred == threading.get_ident():
-                if self._mark_file is not None:
-                    os.close(self._mark_file[0])
-                self._mark_file = (fd, (st.st_ino, st.st_size, st.st_mtime_ns), high)
-                keep = True
-            return high, True
-        finally:
-            if not keep:
-                os.close(fd)
+        except (ValueError, OSError) as exc:  # not digits, not UTF-8, not a file
+            raise InvalidInput(f"{path} is corrupt: {exc}") from None
 
     def _highest_on_disk(self) -> int:
         """The highest task number among the files (names only: no stat, no read)."""
@@ -652,7 +594,7 @@ class FileBoard:
             raise InvalidInput(f"{task_id}: unreadable task file: {exc}") from None
         return task
 
-    def _write(self, task: Task, *, forgettable: bool = False, hint: bool = True) -> None:
+    def _write(self, task: Task, *, forgettable: bool = False) -> None:
         """Replace the task file atomically and durably.
 
         ``forgettable`` (claims and renewals) skips the folder fsync: after a power
@@ -661,53 +603,13 @@ class FileBoard:
         """
         task.updated_at = utcnow()
         path = self.layout.task_file(task.id)
-        spares = self._spares if self._deferred == threading.get_ident() else None
-        st = staged_write(path, task.model_dump_json(indent=2) + "\n", durable=self._durable,
-                          sync_dir=not forgettable, spares=spares)
+        text = task.model_dump_json(indent=2) + "\n"
+        if len(text.encode()) > MAX_TASK_BYTES:
+            # Written, it would be a file every reader refuses: the task would vanish.
+            raise InvalidInput(f"{task.id}: the task would be over the "
+                               f"{MAX_TASK_BYTES >> 20} MiB limit of a task file")
+        st = staged_write(path, text, durable=self._durable, sync_dir=not forgettable)
         self._index.put(task, (st.st_mtime_ns, st.st_size, st.st_ino))
-        # The file is written: that is the change. The journal only hints it to other
-        # processes (their rescans find it anyway), so a full disk must not fail the write.
-        # (``hint=False``: the caller hints a group of writes at once.)
-        if hint:
-            with contextlib.suppress(OSError):
-                self._journal([task])
-
-    def retire_files(self, paths: builtins.list[Path]) -> builtins.list[Path]:
-        """Files done with (intake's taken drops, once their tasks are durable) kept as
-        spares in ``.tasks/.tmp`` for the next burst to write over; returns those not kept,
-        for the caller to delete (see `Spares`)."""
-        if len(paths) < SPARES_FROM:
-            return paths
-        staging = self.layout.tasks / STAGING
-        with contextlib.suppress(OSError):
-            staging.mkdir(exist_ok=True)
-        return Spares(staging).keep(paths)
-
-    def _seq_locked(self) -> contextlib.AbstractContextManager[None]:
-        if self._seq_lock is not None and self._deferred == threading.get_ident():
-            return self._seq_lock.locked()
-        return flocked(self.layout.locks / "seq.lock")
-
-    def _journal(self, tasks: builtins.list[Task]) -> None:
-        path = self.layout.tasks / JOURNAL
-        line = "".join(f"{t.id} {t.status} {t.priority}\n" for t in tasks).encode()
-        held = self._journal_fd if self._deferred == threading.get_ident() else None
-        if held is not None and self._journal_ino != _inode(path):
-            held = None  # rotated meanwhile: append to the new one
-        fd = held if held is not None else os.open(
-            path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line)
-            end = os.lseek(fd, 0, os.SEEK_CUR)
-            st = os.fstat(fd)
-        finally:
-            if fd != held:
-                os.close(fd)
-        self._index.skip_own(st.st_ino, end - len(line), end)
-        if st.st_size > JOURNAL_MAX_BYTES:
-            # Readers see a new inode and rescan once; the old journal is just dropped.
-            with contextlib.suppress(FileNotFoundError):
-                os.replace(path, self.layout.tasks / f"{JOURNAL}.old")
 
     def _mutate(self, task_id: str, change: Callable[[Task], None], *,
                 forgettable: bool = False, lock_timeout: float = LOCK_TIMEOUT) -> Task:
@@ -796,13 +698,6 @@ def _count_attempt(task: Task, error: str, retry: bool) -> None:
     task.attempts += 1
     task.error = error
     _move(task, Status.PENDING if retry and task.attempts < task.max_attempts else Status.FAILED)
-
-
-def _inode(path: Path) -> int:
-    try:
-        return os.stat(path).st_ino
-    except FileNotFoundError:
-        return -1
 
 
 def _assign(task: Task, fields: dict[str, Any]) -> None:

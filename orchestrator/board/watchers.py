@@ -54,10 +54,10 @@ class _Inotify:
         self.feed.changed([os.fsdecode(event.name)], tasks=event.wd in self._tasks_wds)
 
     def on_watch_deleted(self, wd: int) -> None:
-        self.feed.wake.set()  # the folder went away: let the waiter rescan
+        self.feed.lost()  # the folder went away: let the waiter rescan
 
     def on_queue_overflow(self) -> None:
-        self.feed.wake.set()  # events were lost: let the waiter rescan
+        self.feed.lost()  # events were lost: let the waiter rescan
 
     def stop(self) -> None:
         self._fd.stop()

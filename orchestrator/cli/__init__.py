@@ -89,6 +89,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                        "runs one command there and exits with its status. The task itself is not "
                        "touched."),
     "config": ("settings", "Show and change settings (orchestrator.toml)."),
+    "forge": ("forge", "The forge where the team reviews in pull requests: `forge check` says "
+                       "what works, `forge sync` runs one pass."),
 }
 
 SHORT_LIVED = frozenset({"add", "list", "board", "show", "cancel", "status", "review"})

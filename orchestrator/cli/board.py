@@ -16,7 +16,6 @@ import typer
 
 from orchestrator.backends import BACKENDS
 from orchestrator.board import board_paths, init_repo, open_board
-from orchestrator.board.model import Status, normalize_task_id
 from orchestrator.cli import tasks
 from orchestrator.cli.app import (
     JsonOpt,
@@ -27,6 +26,7 @@ from orchestrator.cli.app import (
 )
 from orchestrator.cli.output import plain
 from orchestrator.controlplane import Event
+from orchestrator.model import Status, normalize_task_id
 
 
 @app.command("init")

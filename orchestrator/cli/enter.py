@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 
 from orchestrator.board import open_board
-from orchestrator.board.model import normalize_task_id
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
 from orchestrator.errors import InvalidInput
+from orchestrator.model import normalize_task_id
 from orchestrator.worktree import open_isolation
 from orchestrator.worktree.enter import run_in, user_shell, workspace_of
 

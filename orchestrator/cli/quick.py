@@ -96,7 +96,7 @@ def _convert(kind: str, raw: str) -> Any:
             return int(raw)
         except ValueError:
             return None
-    from orchestrator.board.model import Status
+    from orchestrator.model import Status
 
     try:
         return Status(raw)

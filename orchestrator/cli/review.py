@@ -10,10 +10,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from orchestrator.board.model import Status
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, page, print_json, print_table
 from orchestrator.cli.output import echo, plain
 from orchestrator.errors import InvalidInput
+from orchestrator.model import Status
 from orchestrator.review import diff_text, discard_task, merge_task, retry_task, review_rows
 
 TaskArg = Annotated[str, typer.Argument(metavar="ID", help="task_007, or just 7.")]
@@ -69,7 +69,7 @@ def diff(task_id: TaskArg,
     """The task's changes against its base: paged and coloured on a terminal, plain when piped."""
     r = open_repo(repo)
     if json_:
-        from orchestrator.board.model import normalize_task_id
+        from orchestrator.model import normalize_task_id
 
         print_json({"task": normalize_task_id(task_id), "stat": stat,
                     "diff": diff_text(r.layout, r.config, task_id, stat=stat, color=False)})

@@ -17,10 +17,10 @@ from typing import Any
 
 from orchestrator.agent.todos import progress, render
 from orchestrator.board import open_board
-from orchestrator.board.model import Budget, Status, Task, Usage
 from orchestrator.budget import describe
 from orchestrator.cli.output import PIPED_WIDTH, echo, page, plain, print_json
 from orchestrator.controlplane import ControlPlane
+from orchestrator.model import Budget, Status, Task, Usage
 from orchestrator.repo import open_repo, to_jsonable
 
 STATUS_STYLE = {

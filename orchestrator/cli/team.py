@@ -13,10 +13,10 @@ import typer
 
 from orchestrator.backends import BACKENDS
 from orchestrator.board import open_board
-from orchestrator.board.model import normalize_task_id
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json, require_commit
 from orchestrator.cli.output import echo
 from orchestrator.errors import InvalidInput, NotFound
+from orchestrator.model import normalize_task_id
 from orchestrator.team import status
 from orchestrator.team.mailbox import check_name
 from orchestrator.transcript import render
@@ -195,7 +195,7 @@ def logs(
 def _run_ended(r: Any, task_id: str, grace: float = 0.6) -> threading.Event:
     """Set once the task is neither pending nor running (its last lines are written before
     its status changes; ``grace`` lets the follower read them)."""
-    from orchestrator.board.model import Status
+    from orchestrator.model import Status
 
     ended = threading.Event()
 

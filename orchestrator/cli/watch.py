@@ -24,10 +24,10 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.board.model import Status, Task, column_of
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task, column_of
 from orchestrator.review.common import using_board
 from orchestrator.team.status import team_status
 

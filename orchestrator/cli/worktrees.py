@@ -10,8 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator.board import open_board
-from orchestrator.board.model import Task
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
+from orchestrator.model import Task
 from orchestrator.worktree import Workspaces, open_isolation
 
 
@@ -19,7 +19,11 @@ from orchestrator.worktree import Workspaces, open_isolation
 def _manager(repo: Path | None) -> Iterator[tuple[Workspaces, list[Task]]]:
     r = open_repo(repo)
     with open_board(r.layout, r.board) as board:
-        yield open_isolation(r.layout, r.config.worktree, board, actor="cli"), board.list()
+        from orchestrator.agent.sandbox import task_sandbox
+
+        box = task_sandbox(r.config, network=r.config.sandbox.network)  # re-created ones' setup
+        yield open_isolation(r.layout, r.config.worktree, board, actor="cli",
+                             sandbox=box), board.list()
 
 
 @app.command("worktrees")

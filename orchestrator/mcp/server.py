@@ -23,12 +23,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
 
 from orchestrator.board import open_board
-from orchestrator.board.index import describe_error
-from orchestrator.board.model import Budget, Status, Task
 from orchestrator.budget import describe, make_budget
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import InvalidInput, OrchestratorError
 from orchestrator.mcp.handshake import INSTRUCTIONS, SERVER_NAME, FirstLine
+from orchestrator.model import Budget, Status, Task
+from orchestrator.record import describe_error
 from orchestrator.repo import Repo, to_jsonable
 from orchestrator.review import diff_text, discard_task, merge_task, review_rows
 

@@ -15,11 +15,11 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.board.model import Task
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError
 from orchestrator.layout import Layout
+from orchestrator.model import Task
 from orchestrator.review.common import using_board
 from orchestrator.worktree.git import Git
 

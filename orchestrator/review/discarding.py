@@ -17,10 +17,10 @@ cleans them up the same way (fail-closed, ``force`` snapshots first), and it sta
 
 from __future__ import annotations
 
-from orchestrator.board.model import Status, Task, check_transition
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task, check_transition
 from orchestrator.record import Record
 from orchestrator.review.common import using_board
 

@@ -49,12 +49,12 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from orchestrator.agent.sandbox import task_sandbox
-from orchestrator.board.model import LAND_FEEDBACK, Status, Task, parse_task_id
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError, InvalidInput, OrchestratorError, RunError
 from orchestrator.layout import Layout
+from orchestrator.model import LAND_FEEDBACK, Status, Task, parse_task_id
 from orchestrator.review.common import using_board
 from orchestrator.review.diff import current_branch
 from orchestrator.review.merging import (

@@ -32,7 +32,6 @@ from typing import Literal
 
 from filelock import FileLock
 
-from orchestrator.board.model import Status, Task
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import (
@@ -44,6 +43,7 @@ from orchestrator.errors import (
     UnsafeRemoval,
 )
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task
 from orchestrator.record import Record
 from orchestrator.review.common import using_board
 from orchestrator.review.diff import Changes, changes, current_branch, merge_conflicts

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator import budget
-from orchestrator.board.model import Status, Task, check_transition
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, InvalidInput
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task, check_transition
 from orchestrator.review.common import using_board
 from orchestrator.review.retrying import MAX_FEEDBACK_CHARS
 

@@ -9,11 +9,11 @@ its full ``max_attempts`` again.
 
 from __future__ import annotations
 
-from orchestrator.board.model import Status, Task, check_transition
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, InvalidInput
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task, check_transition
 from orchestrator.review.common import using_board
 
 MAX_FEEDBACK_CHARS = 20_000

@@ -13,12 +13,12 @@ import time
 from datetime import datetime
 from typing import Any
 
-from orchestrator.board.model import Status, Task
 from orchestrator.budget import describe
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task
 from orchestrator.review.common import using_board
 from orchestrator.review.diff import (
     Changes,

@@ -10,12 +10,11 @@ and the run is abandoned without touching the board again.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
-from orchestrator.board.model import Task
 from orchestrator.controlplane import Board
 from orchestrator.errors import LeaseLost
+from orchestrator.model import Task
 
 _Write = Callable[[], Task]
 
@@ -55,13 +54,12 @@ class Claim:
         """A fenced write of non-status fields; `LeaseLost` marks the claim lost."""
         return self._write(lambda: self.board.update(self.task_id, self.token, **fields))
 
-    def still_ours(self, margin: float) -> None:
-        """Raise `LeaseLost` unless the lease holds for ``margin`` seconds yet: a read when
-        the heartbeat has kept it fresh, a renewal (a fenced write) otherwise."""
-        lease = self.board.get(self.task_id).lease
-        if lease is None or lease.token != self.token or lease.owner != self.owner \
-                or lease.expires_at - time.time() < margin:
-            self._write(lambda: self.board.renew(self.task_id, self.token))
+    def still_ours(self) -> None:
+        """Raise `LeaseLost` unless the lease holds, renewed for a full term: a fenced
+        write timed by the board's clock, so a machine whose clock is off by minutes
+        neither trusts a dead lease nor doubts a live one."""
+        self._write(lambda: self.board.renew(self.task_id, self.token,
+                                             lease_seconds=self.lease_seconds))
 
     # --- the final write ---------------------------------------------------------
     def complete(self, **fields: object) -> Task:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 from orchestrator.agent.git_confine import SHA_RE
-from orchestrator.board.model import Task
+from orchestrator.beneath import read_text_beneath
 from orchestrator.errors import GitError, SecretLeak
+from orchestrator.model import Task
 from orchestrator.secrets import commit_leaks, secret_names
-from orchestrator.worktree.safety import worktree_git_dir
+from orchestrator.worktree.git import Git
+from orchestrator.worktree.safety import MAX_TASK_REF, worktree_git_dir
 
 TASK_REF = ".task_ref"
 
@@ -39,20 +39,18 @@ def commit_leftovers(worktree: Path, task: Task, teammate: str,
     """
     check_head(worktree, task)
     name, email = author(teammate)
-    env = dict(os.environ, GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email,
+    env = dict(GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email,
                GIT_COMMITTER_NAME=name, GIT_COMMITTER_EMAIL=email)
     added = _git(worktree, env, "add", "-A", "--verbose")
     if f"'{TASK_REF}'" in added:  # excluded by info/exclude, so staged only when tracked
         _git(worktree, env, "rm", "-q", "--cached", "--ignore-unmatch", "--", TASK_REF)
     refuse_leaks(worktree, env, base)
-    commit = subprocess.run(
-        ["git", *NO_AUTO_MAINTENANCE, "commit", "-q", "--no-verify",
-         "-m", f"{'WIP: ' if wip else ''}{task.subject}\n\nTask: {task.id}"],
-        cwd=worktree, env=env, capture_output=True, text=True, check=False)
+    wt = Git(worktree)
+    commit = wt.run(*NO_AUTO_MAINTENANCE, "commit", "-q", "--no-verify",
+                    "-m", f"{'WIP: ' if wip else ''}{task.subject}\n\nTask: {task.id}",
+                    env=env, check=False)
     if commit.returncode != 0:
-        staged = subprocess.run(["git", "diff", "--cached", "--quiet"], cwd=worktree, env=env,
-                                capture_output=True, check=False)
-        if staged.returncode == 0:
+        if wt.ok("diff", "--cached", "--quiet"):
             return None  # nothing to commit
         error = commit.stderr.strip() or commit.stdout.strip()
         raise GitError(f"git commit failed in {worktree}: {error}", task=task.id)
@@ -72,7 +70,7 @@ def check_head(worktree: Path, task: Task) -> None:
                        task=task.id)
     if task.branch:
         try:
-            head = (git_dir / "HEAD").read_text().strip()
+            head = read_text_beneath(git_dir, "HEAD", MAX_TASK_REF).strip()
         except (OSError, UnicodeDecodeError) as exc:
             raise GitError(f"cannot read the worktree's HEAD: {exc}", task=task.id) from exc
         if head != f"ref: refs/heads/{task.branch}":
@@ -103,8 +101,9 @@ def _head_commit(worktree: Path) -> str | None:
     if git_dir is None:
         return None
     try:
-        head = (git_dir / "HEAD").read_text().strip()
-        common = (git_dir / (git_dir / "commondir").read_text().strip()).resolve()
+        head = read_text_beneath(git_dir, "HEAD", MAX_TASK_REF).strip()
+        common = (git_dir / read_text_beneath(git_dir, "commondir", MAX_TASK_REF).strip()
+                  ).resolve()
         if not head.startswith("ref: refs/heads/"):
             return None
         sha = (common / head.removeprefix("ref: ")).read_text().strip()
@@ -116,13 +115,11 @@ def _head_commit(worktree: Path) -> str | None:
 def idle_maintenance(repo: Path) -> None:
     """``git maintenance run --auto`` (packs loose objects past git's thresholds; quick
     when there is nothing to do), what git would have run after each commit."""
-    subprocess.run(["git", "maintenance", "run", "--auto", "--quiet"], cwd=repo,
-                   capture_output=True, check=False)
+    Git(repo).run("maintenance", "run", "--auto", "--quiet", check=False)
 
 
 def _git(cwd: Path, env: dict[str, str], *args: str) -> str:
-    out = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                         check=False)
+    out = Git(cwd).run(*args, env=env, check=False)
     if out.returncode != 0:
         raise GitError(f"git {args[0]} failed in {cwd}: {out.stderr.strip()}")
     return out.stdout.strip()

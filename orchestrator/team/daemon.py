@@ -24,11 +24,11 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from orchestrator.board.model import utcnow
 from orchestrator.config import Config
 from orchestrator.errors import AlreadyRunning, ConfigError, OrchestratorError, UserError
 from orchestrator.layout import Layout
 from orchestrator.logging import configure
+from orchestrator.model import utcnow
 from orchestrator.team import status
 from orchestrator.team.lead import Lead
 from orchestrator.team.wake import COLD_SIGNAL

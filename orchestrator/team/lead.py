@@ -39,13 +39,15 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from orchestrator.backends import backend_module
-from orchestrator.board.model import LAND_FEEDBACK, Status, Task, utcnow
+from orchestrator.board import board_modules
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import OrchestratorError
 from orchestrator.events import last_status_event
+from orchestrator.forge.watcher import ForgeWatcher
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
+from orchestrator.model import LAND_FEEDBACK, Status, Task, utcnow
 from orchestrator.process import signal_group
 from orchestrator.procutil import lock_holders, process_state
 from orchestrator.prompting import reason_line
@@ -53,8 +55,10 @@ from orchestrator.settings.live import ConfigWatcher, LiveConfig
 from orchestrator.team import status
 from orchestrator.team.hooks import Hooks
 from orchestrator.team.mailbox import LEAD, read_new
+from orchestrator.team.pushing import PendingPushes
 from orchestrator.team.spawner import SpawnedProcess, Spawner, SpawnerGone
 from orchestrator.team.wake import COLD_SIGNAL, Waker
+from orchestrator.worktree.remote import Remote
 
 BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 60.0
@@ -117,6 +121,8 @@ class Lead:
         """Dropped files rejected during this run (a burst with any exits 1)."""
         self.lander: subprocess.Popen[bytes] | None = None
         """The running ``orchestrator land`` (``team.land``)."""
+        self.pushes = PendingPushes()
+        """Across machines: this machine's finished branches the remote has not taken."""
 
     # --- life -----------------------------------------------------------------
     def run(self) -> int:
@@ -128,8 +134,10 @@ class Lead:
         self.start_spawner()  # it imports while the lead recovers
         self.board = open_board(self.layout, self.config.board, actor=LEAD)
         self.hooks = Hooks(self.layout, self.config.hooks, self.board)
+        self.pushes.remote = Remote.for_config(self.layout.root, self.config)
         self.live = LiveConfig(self.layout.root, self.config, self.overrides)
         watcher = ConfigWatcher(self.live.files, self.waker.notify).start()
+        forge = ForgeWatcher.for_config(self.layout, self.config)  # [forge]: pull requests
         try:
             self.waker.install_signals()
             self.recover()
@@ -137,6 +145,8 @@ class Lead:
             self.waker.follow_board(self.board, self.config.board.rescan_seconds)
             for child in self.children:
                 self.guarded("starting a teammate", self.spawn, child)
+            if forge is not None and not self.burst:
+                forge.start()
             if not self.burst and not self.board.ready():
                 self.log.info("waiting for tasks",
                               add="orchestrator add 'SUBJECT' (or drop a file in the inbox)")
@@ -150,6 +160,8 @@ class Lead:
             return 1 if self.burst and (failed or self.rejected) else 0
         finally:
             watcher.stop()
+            if forge is not None:
+                forge.stop()
             self.shutdown_children()
             if self.spawner is not None:
                 self.spawner.close()
@@ -195,6 +207,12 @@ class Lead:
 
     def loop(self) -> None:
         while True:
+            # before sleeping, not only after a wake-up: a burst with nothing to do (an
+            # empty board, every task in review) ends at once, not after a rescan period
+            if self.burst and not self.stopping \
+                    and self.guarded("reading the board", self.drained):
+                self.log.info("burst finished: no claimable work left")
+                self.stop(1)
             timeout = self.guarded("reading the board", self.timeout)
             wake = self.waker.wait(self.config.board.rescan_seconds if timeout is None
                                    else timeout, [c.pidfd for c in self.children if c.alive])
@@ -210,13 +228,11 @@ class Lead:
                     return
                 continue
             self.tick()
+            self.guarded("pushing a finished branch", self.pushes.retry, self.board, self.log)
             now = time.monotonic()
             for child in self.children:
                 if child.restart_at is not None and now >= child.restart_at:
                     self.guarded("starting a teammate", self.spawn, child)
-            if self.burst and self.guarded("reading the board", self.drained):
-                self.log.info("burst finished: no claimable work left")
-                self.stop(1)
 
     def timeout(self) -> float:
         """Until the next thing that is due without any event: a lease expiry, a restart."""
@@ -224,6 +240,8 @@ class Lead:
         now_m, now_w = time.monotonic(), time.time()
         if self.cold_deadline is not None:
             due.append(self.cold_deadline - now_m)
+        if self.pushes.due is not None:
+            due.append(self.pushes.due - now_m)
         if self.lander is not None:
             due.append(LAND_POLL_SECONDS)
         if not self.stopping:
@@ -403,7 +421,8 @@ class Lead:
 
         return not self.board.ready() and not self.board.list(Status.IN_PROGRESS) \
             and settling(self.layout) is None \
-            and self.lander is None and not (self.config.team.land and self.landable())
+            and self.lander is None and not (self.config.team.land and self.landable()) \
+            and not self.pushes.pending(self.board)
 
     # --- the merge queue (team.land) --------------------------------------------
     def land(self) -> None:
@@ -450,7 +469,8 @@ class Lead:
 
     def start_spawner(self) -> None:
         try:
-            self.spawner = Spawner().start(preload=[backend_module(self.config.team.backend)])
+            self.spawner = Spawner().start(preload=[backend_module(self.config.team.backend),
+                                                    *board_modules(self.config.board)])
         except OSError as exc:
             self.log.warning("no spawner; teammates start as fresh interpreters",
                              error=f"{type(exc).__name__}: {exc}")

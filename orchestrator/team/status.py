@@ -19,10 +19,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator.board.model import Status
 from orchestrator.controlplane import BoardSummary, ControlPlane
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
+from orchestrator.model import Status
 from orchestrator.procutil import pid_alive as pid_alive  # re-exported
 
 
@@ -111,6 +111,11 @@ def team_status(layout: Layout, board: ControlPlane, counts: dict[str, int] | No
         "teammates": mates,
         "board": counts or {},
         "spending": spending or {},
+        "push_pending": [
+            {"task": t.id, "branch": t.branch, "machine": t.push_pending.machine,
+             "reason": t.push_pending.reason}
+            for t in (board.list(Status.REVIEW) if here is not None else [])
+            if t.push_pending is not None],
         "permission_requests": [
             {"request_id": r.id, "from": r.sender, "task": r.task, "body": r.body,
              "ts": r.ts, "kind": "permission_request", **r.fields}
@@ -161,6 +166,9 @@ def format_status(st: dict[str, Any]) -> str:
     for w in spent.get("waiting", []):
         lines.append(f"{w['task']} waits: {w['reason']}  (orchestrator resume {w['task']} "
                      "--budget-usd N | --review)")
+    for p in st["push_pending"]:
+        lines.append(f"{p['task']} push pending: {p['branch']} is not on the remote yet; "
+                     f"the lead of {p['machine']} pushes it again ({p['reason']})")
     for req in st["permission_requests"]:
         lines.append(f"permission request {req.get('request_id')} from {req.get('from')}: "
                      f"{req.get('body', '')}  (orchestrator approve|deny {req.get('request_id')})")

@@ -25,7 +25,6 @@ import argparse
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -35,14 +34,20 @@ from typing import TYPE_CHECKING, Any
 from orchestrator import budget
 from orchestrator.agent.sandbox import task_sandbox
 from orchestrator.backends import load_backend
-from orchestrator.board.model import Status, Task, Usage, utcnow
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane, Message, TaskLogger
-from orchestrator.errors import BoardUnavailable, LeaseLost, OrchestratorError, SecretLeak
+from orchestrator.errors import (
+    BoardUnavailable,
+    GitError,
+    LeaseLost,
+    OrchestratorError,
+    SecretLeak,
+)
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.logging import configure, get_logger
+from orchestrator.model import Status, Task, Usage, utcnow
 from orchestrator.prompting import reason_line, task_env
 from orchestrator.protocols import Backend, RunContext, Workspace
 from orchestrator.secrets import redact, safe_env
@@ -51,7 +56,9 @@ from orchestrator.team import delivery, status
 from orchestrator.team.claim import Claim
 from orchestrator.team.commit import commit_leftovers, idle_maintenance
 from orchestrator.team.mailbox import read_new
+from orchestrator.team.pushing import Pushes
 from orchestrator.team.wake import COLD_SIGNAL, Wake, Waker
+from orchestrator.worktree.git import Git
 from orchestrator.worktree.remote import Remote
 
 if TYPE_CHECKING:  # imported when the teammate runs (see `run`), not at start-up
@@ -81,9 +88,9 @@ class Teammate:
         self.committed = False
         """A task was committed since the last `idle_maintenance`."""
         self.remote: Remote | None = None
-        self._wip_lock = threading.Lock()
-        """One WIP push at a time (the heartbeat's thread and the run's both push)."""
         """The shared git remote of a team across machines (a PostgreSQL board)."""
+        self.pushes: Pushes | None = None
+        """The running claim's pushes to the remote (each carries the lease)."""
         self.undelivered: list[Message] = []
         """Messages for the agent that came while no task ran: they go to the next run."""
         self.messages_path: Path | None = None
@@ -229,8 +236,8 @@ class Teammate:
                 probe = folder / f".probe-{self.name}"
                 atomic_write(probe, "ok\n")
                 probe.unlink()
-            subprocess.run(["git", "--version"], capture_output=True, check=True)
-        except (OSError, subprocess.CalledProcessError) as exc:
+            Git(self.layout.root).run("--version")
+        except (OSError, GitError) as exc:
             self.board_fails(exc)
             return False
         self.log.info("working again; claiming", after=self.fault)
@@ -249,6 +256,8 @@ class Teammate:
             stop.set()
         claim = Claim(self.board, task, owner=self.name,
                       lease_seconds=self.config.board.lease_seconds)
+        if self.remote is not None:
+            self.pushes = Pushes(self.remote, claim, task, self.log)
         beat = Heartbeat(self, claim, stop)
         beat.start()
         try:
@@ -273,6 +282,7 @@ class Teammate:
                     self.fail(claim, f"{type(exc).__name__}: {exc}")
         finally:
             beat.finish()
+            self.pushes = None
         if claim.lost:
             why = ("cancelled" if beat.cancelled
                    else "lease lost (another teammate owns the task now)")
@@ -285,6 +295,7 @@ class Teammate:
         from orchestrator.worktree.manager import WorktreeManager, binding
 
         if self.remote is not None and isinstance(self.isolation, WorktreeManager):
+            self.set_aside_stale(task)
             self.isolation.start_ref = self.remote.prepare(
                 task, self.isolation.branch_for(task), self.board, self.config.worktree.base)
         ws = self.isolation.create(task)
@@ -348,7 +359,7 @@ class Teammate:
                 self.fail(claim, result.error or "backend failed", retry=result.retry)
                 return
             # never commit over a new owner's work
-            claim.still_ours(margin=self.config.board.lease_seconds / 3)
+            claim.still_ours()
             # a workspace that is no git checkout (hook isolation) cannot be committed: its
             # isolation snapshots it on keep instead
             try:
@@ -407,11 +418,12 @@ class Teammate:
             task = claim.update(checks=checks, error=error, **fields)
             ctx.task = task
         fields["error"] = None
-        if self.remote is not None and ws.branch and (ws.path / ".git").exists():
-            rejected = self.remote.finish(ws.path, ws.branch, task.id)
-            if rejected:  # still kept for review: the work is on the local branch
-                self.log.error("push rejected", task=task.id, error=rejected)
-                fields["error"] = rejected
+        if self.pushes is not None and ws.branch and (ws.path / ".git").exists():
+            pending = self.pushes.finish(ws.path, ws.branch, str(getattr(
+                self.board, "machine", "")))
+            if pending:  # still kept for review: this machine's lead pushes it again
+                self.log.error("push pending", task=task.id, reason=pending.reason)
+                fields["push_pending"] = pending
         done = claim.complete(**fields)
         self.isolation.keep(done)
         self.log.info("completed", task=task.id, sha=sha)
@@ -428,18 +440,33 @@ class Teammate:
 
     def push_wip(self, task_id: str) -> None:
         """Across machines: push the task's worktree state as its WIP snapshot when it
-        changed since the last push (one push at a time: the heartbeat pushes too), so
+        changed since the last push (`Pushes`: one at a time, each carrying the lease), so
         another machine resumes from here if this one dies. A failure is logged: the next
-        push tries again."""
+        push tries again; a lost lease marks the claim lost."""
         path = self.layout.worktree(task_id)
-        if self.remote is None or not (path / ".git").exists():
+        pushes = self.pushes
+        if pushes is None or not (path / ".git").exists():
             return
-        with self._wip_lock:
-            try:
-                self.remote.snapshot(path, task_id)
-            except Exception as exc:  # the remote is down
-                self.log.error("snapshot failed", task=task_id,
-                               error=f"{type(exc).__name__}: {exc}")
+        try:
+            pushes.wip(path)
+        except LeaseLost:
+            pass  # the claim is marked lost: the run stops
+        except Exception as exc:  # the remote is down
+            self.log.error("snapshot failed", task=task_id,
+                           error=f"{type(exc).__name__}: {exc}")
+
+    def set_aside_stale(self, task: Task) -> None:
+        """A worktree here whose state is not what the board recorded last (a run here lost
+        its lease, and another lease pushed since, or its agent went on writing): saved
+        under ``refs/orchestrator/stale/<task>`` and removed, so this run starts from the
+        recorded state and no write of the fenced-out run reaches it."""
+        assert self.remote is not None
+        saved = self.remote.set_aside(self.layout.worktree(task.id), task.id, task.branch,
+                                      task.pushed)
+        if saved:
+            self.log.warning("set aside a stale worktree", task=task.id, saved=saved)
+            self.board.events.emit("worktree_set_aside", task.id, actor=self.name,
+                                   sha=saved)
 
     def fail(self, claim: Claim, error: str, *, retry: bool = True) -> None:
         """Record a failed run (the claim's final write), and say why on the console: the
@@ -471,7 +498,7 @@ class Teammate:
               session_id: str | None = None) -> None:
         """Stop for a person: commit the work in progress to the task branch, and the task
         waits (``failed`` with ``waiting_for`` = the reason) for `orchestrator resume`."""
-        claim.still_ours(margin=self.config.board.lease_seconds / 3)
+        claim.still_ours()
         sha = commit_leftovers(path, task, self.name, wip=True) if (path / ".git").exists() \
             else None
         if sha:
@@ -578,8 +605,10 @@ def _unchanged(path: Path, task: Task) -> bool:
     attempt committed). A workspace that is no git checkout cannot tell: False."""
     if not (path / ".git").exists() or not task.base_commit:
         return False
-    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True,
-                         text=True, check=False)
+    try:
+        out = Git(path).run("rev-parse", "HEAD", check=False)
+    except GitError:
+        return False
     return out.returncode == 0 and out.stdout.strip() == task.base_commit
 
 

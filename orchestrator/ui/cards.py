@@ -1,6 +1,6 @@
 """What the web board shows of a task: its column and its card, and the board's filters.
 
-Columns follow ``board --watch`` (`orchestrator.board.model.column_of`): pending,
+Columns follow ``board --watch`` (`orchestrator.model.column_of`): pending,
 in progress, waiting for input, review, merged, failed; cancelled and discarded
 tasks go to one folded column, ``closed``.
 """
@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from orchestrator.board.adding import labels_of
-from orchestrator.board.model import Status, Task, column_of
+from orchestrator.model import Status, Task, column_of
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("pending", "Pending"), ("in_progress", "In progress"), ("waiting", "Waiting for you"),

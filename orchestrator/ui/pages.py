@@ -15,13 +15,12 @@ from typing import Any
 
 from orchestrator.agent import permission_flow
 from orchestrator.board.adding import labels_of
-from orchestrator.board.index import task_number
-from orchestrator.board.model import Status, Task, normalize_task_id
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError, InvalidInput, NotFound
 from orchestrator.events import event_status
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task, normalize_task_id, task_number
 from orchestrator.review import diff_text, review_rows
 from orchestrator.team.status import board_counts, team_status
 from orchestrator.ui import cards, diffview, transcript

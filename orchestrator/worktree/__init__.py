@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from orchestrator.board.model import Task
 from orchestrator.config import WorktreeConfig
 from orchestrator.controlplane import ControlPlane
 from orchestrator.layout import Layout
+from orchestrator.model import Task
 from orchestrator.protocols import Isolation
 from orchestrator.worktree.hooks import HookIsolation
 from orchestrator.worktree.manager import WorktreeManager, binding

@@ -1,29 +1,123 @@
-"""A thin runner for the git command line.
+"""The one runner for the git command line: every git command orchestrator runs on
+the host (in the main checkout, in a task's worktree, on its branch) goes through `Git`.
 
 Plain ``subprocess.run`` per call: no long-lived ``git cat-file`` helpers to leak,
 and safe to use from many threads. Failures become `GitError` with git's stderr.
+
+Host git never runs what an agent wrote (the trust boundary in docs/architecture.md):
+
+- `PINNED` settings come from the environment (``GIT_CONFIG_COUNT``), which wins over
+  every config file and reaches the git processes git itself starts: no hook runs
+  (``core.hooksPath`` is a file, so no hook is found under it: ``pre-commit``,
+  ``post-commit``, ``post-checkout``, ``post-merge``, ``reference-transaction``…, also a
+  relative ``.husky/_`` that the person's config names and that would resolve into the
+  worktree), no ``core.fsmonitor`` program, and no git process inside a nested repository
+  (an agent's ``sub/.git`` with its own config) — its commit is compared, its files are not;
+- the only config file of a task's worktree the agent can write is its admin folder's
+  ``config.worktree`` (read by git when ``extensions.worktreeConfig`` is on, as sparse
+  checkouts turn it): a command in a worktree whose ``config.worktree`` sets anything but
+  sparse-checkout settings is refused (`check_worktree_config`), so filter, diff and merge
+  drivers, ``core.sshCommand``, ``gpg.program``, ``include.path`` and the like come only
+  from the person's config files. A ``.gitattributes`` the agent commits can name only
+  drivers the person defined.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.beneath import read_text_beneath
 from orchestrator.errors import GitError, UserError
 
 #: Variables that would point git at another repository or index than the one we name.
 _REPO_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR",
               "GIT_OBJECT_DIRECTORY", "GIT_NAMESPACE")
 
+PINNED: tuple[tuple[str, str], ...] = (
+    ("core.hooksPath", os.devnull),
+    ("core.fsmonitor", "false"),
+    ("diff.ignoreSubmodules", "dirty"),
+    ("submodule.recurse", "false"),
+)
+"""Settings no config file can change for a git command orchestrator runs."""
+
+WORKTREE_CONFIG_KEYS = frozenset({("core", "sparsecheckout"), ("core", "sparsecheckoutcone"),
+                                  ("index", "sparse")})
+"""What a task worktree's ``config.worktree`` may set (what ``git sparse-checkout`` writes)."""
+MAX_GIT_FILE = 1 << 12
+MAX_WORKTREE_CONFIG = 1 << 16
+_SECTION = re.compile(r"\[\s*([A-Za-z0-9.-]+)\s*\]")
+_ENTRY = re.compile(r"([A-Za-z][A-Za-z0-9-]*)\s*=\s*(true|false|yes|no|on|off|1|0)", re.I)
+
 
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _REPO_VARS}
     env["LC_ALL"] = "C"  # stable messages, and the `locked` reason "initializing" we look for
     env.update(extra or {})
+    try:  # after any the person set, so that ours are the last word
+        n = int(env.get("GIT_CONFIG_COUNT", "0"))
+    except ValueError:
+        n = 0
+    for i, (key, value) in enumerate(PINNED, n):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
+    env["GIT_CONFIG_COUNT"] = str(n + len(PINNED))
     return env
+
+
+def worktree_git_dir(path: Path) -> Path | None:
+    """The admin folder (``<common>/worktrees/<name>``) that the ``.git`` file of the
+    linked worktree at ``path`` names, when it names one that names it back; None when
+    ``path`` is no linked worktree. Read without following links or waiting on a FIFO."""
+    try:
+        text = read_text_beneath(path, ".git", MAX_GIT_FILE).strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    git_dir = Path(text.removeprefix("gitdir:").strip())
+    git_dir = git_dir if git_dir.is_absolute() else (path / git_dir).resolve()
+    try:
+        back = Path(read_text_beneath(git_dir, "gitdir", MAX_GIT_FILE).strip())
+    except (OSError, UnicodeDecodeError):
+        return None
+    if back.resolve() != (path / ".git").resolve():
+        return None
+    return git_dir
+
+
+def check_worktree_config(path: Path) -> None:
+    """`GitError` when the linked worktree at ``path`` has a ``config.worktree`` that sets
+    anything but `WORKTREE_CONFIG_KEYS` (or is not a small regular file): its admin folder
+    is writable from the task's sandbox, so such a setting may be the agent's."""
+    admin = worktree_git_dir(path)
+    if admin is None:
+        return
+    try:
+        text = read_text_beneath(admin, "config.worktree", MAX_WORKTREE_CONFIG)
+    except FileNotFoundError:
+        return
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GitError(f"{admin / 'config.worktree'}: {exc}; not running git there") from None
+    section = ""
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#;":
+            continue
+        if m := _SECTION.fullmatch(line):
+            section = m[1].lower()
+            continue
+        m = _ENTRY.fullmatch(line)
+        if m is None or (section, m[1].lower()) not in WORKTREE_CONFIG_KEYS:
+            raise GitError(
+                f"{admin / 'config.worktree'} sets {line[:80]!r}, and a task's worktree "
+                "config holds only sparse-checkout settings (an agent may have written "
+                "it): not running git there; remove the line to go on")
 
 
 @dataclass(frozen=True)
@@ -33,11 +127,15 @@ class Git:
     cwd: Path
 
     def run(self, *args: str, check: bool = True, env: Mapping[str, str] | None = None,
-            input: str | None = None) -> subprocess.CompletedProcess[str]:
+            input: str | None = None, timeout: float | None = None,
+            errors: str = "strict") -> subprocess.CompletedProcess[str]:
+        """``git ARGS`` in ``cwd`` under the rules above; `GitError` when it fails (and
+        ``check``) or when ``cwd``'s worktree config is not one git may run under."""
+        check_worktree_config(Path(self.cwd))
         try:
             out = subprocess.run(
                 ["git", *args], cwd=self.cwd, env=git_env(env), input=input,
-                capture_output=True, text=True, check=False,
+                capture_output=True, text=True, errors=errors, check=False, timeout=timeout,
             )
         except FileNotFoundError as exc:
             if not Path(self.cwd).is_dir():
@@ -45,6 +143,8 @@ class Git:
             raise UserError("git is not installed or not on PATH") from exc
         except NotADirectoryError as exc:
             raise GitError(f"not a folder: {self.cwd}") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise GitError(f"git {' '.join(args[:2])}: no answer in {timeout} s") from exc
         if check and out.returncode != 0:
             msg = out.stderr.strip() or out.stdout.strip() or f"exit {out.returncode}"
             raise GitError(f"git {' '.join(args[:2])}: {msg}")

@@ -38,12 +38,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.board.model import Task
+from orchestrator.beneath import read_beneath, write_beneath
 from orchestrator.config import WorktreeConfig
 from orchestrator.controlplane import ActorEvents, ControlPlane
 from orchestrator.errors import GitError, NotFound, RunError, UnsafeRemoval
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
+from orchestrator.model import Task
 from orchestrator.procutil import busy_reason
 from orchestrator.protocols import Workspace
 from orchestrator.worktree import reconcile as housekeeping
@@ -53,7 +54,7 @@ from orchestrator.worktree.lock import RepoLock
 from orchestrator.worktree.manager import task_env
 from orchestrator.worktree.names import check_component
 from orchestrator.worktree.reconcile import GcReport, ReconcileReport, disk_use
-from orchestrator.worktree.safety import MAX_NAMED, TASK_REF, dirty_paths
+from orchestrator.worktree.safety import MAX_NAMED, MAX_TASK_REF, TASK_REF, dirty_paths
 from orchestrator.worktree.setup import PortBlocks, run_setup
 
 if TYPE_CHECKING:
@@ -382,7 +383,7 @@ class HookIsolation:
         if not path.is_dir():
             return False
         try:
-            ref = json.loads((path / TASK_REF).read_text())
+            ref = json.loads(read_beneath(path, TASK_REF, MAX_TASK_REF))
         except FileNotFoundError:
             return True
         except (OSError, ValueError):
@@ -429,7 +430,7 @@ class HookIsolation:
     def _write_task_ref(self, ws: Workspace) -> None:
         ref = {"task": ws.task_id, "branch": ws.branch, "repo": str(self.layout.root),
                "isolation": "hooks"}
-        (ws.path / TASK_REF).write_text(json.dumps(ref, indent=1) + "\n")
+        write_beneath(ws.path, TASK_REF, json.dumps(ref, indent=1) + "\n")
         if ws.branch is not None:  # a git checkout: never commit the ref
             exclude = Path(Git(ws.path).out("rev-parse", "--git-path", "info/exclude"))
             exclude = exclude if exclude.is_absolute() else ws.path / exclude

@@ -28,11 +28,12 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.board.model import Task
+from orchestrator.beneath import write_beneath
 from orchestrator.config import WorktreeConfig
 from orchestrator.controlplane import ActorEvents, ControlPlane
 from orchestrator.errors import GitError, InvalidInput, NotFound, RunError, UnsafeRemoval
 from orchestrator.layout import Layout
+from orchestrator.model import Task
 from orchestrator.procutil import busy_reason
 from orchestrator.protocols import Workspace
 from orchestrator.worktree import reconcile as housekeeping
@@ -489,12 +490,12 @@ class WorktreeManager:
             return
         run_setup(self.config.setup, ws.path, ws.env, self.config.setup_timeout,
                   self.plane.logs.writer(ws.task_id, "setup"), ws.task_id, self.sandbox)
-        marker.write_text("ok\n")
+        write_beneath(git_dir, SETUP_MARKER, "ok\n")  # the admin folder is the agent's too
 
     def _write_task_ref(self, ws: Workspace) -> None:
         ref = {"task": ws.task_id, "branch": ws.branch, "base": ws.base,
                "base_commit": ws.base_commit, "repo": str(self.layout.root)}
-        (ws.path / safety.TASK_REF).write_text(json.dumps(ref, indent=1) + "\n")
+        write_beneath(ws.path, safety.TASK_REF, json.dumps(ref, indent=1) + "\n")
 
     def ensure_excluded(self) -> None:
         """``.task_ref`` is never committed, and the worktree root (when inside the repo)

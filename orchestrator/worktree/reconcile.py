@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.board.model import Status, Task
 from orchestrator.errors import InvalidInput, NotFound, RunError, UnsafeRemoval
+from orchestrator.model import Status, Task
 from orchestrator.procutil import busy_reason
 from orchestrator.worktree.git import list_worktrees
 from orchestrator.worktree.safety import dirty_paths

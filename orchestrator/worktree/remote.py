@@ -16,6 +16,16 @@ is where their work meets:
   merge; `Remote.push_base` after a merge, refusing with git's reason when the remote
   moved or rejects the push.
 
+**A push carries its lease.** A task's pushes (`snapshot`, `push_branch`) name the commit
+the remote's ref must hold for the push to go through (``--force-with-lease=REF:EXPECT``):
+the one the board recorded, fenced by the lease token, after the last push it accepted
+(``Task.pushed``). A teammate that lost its lease knows only the commit of its own time,
+so once the new owner has pushed, its push is refused (`PushRefused`). The new owner, when
+its own push is refused (a fenced-out teammate slipped a push in before it), checks that
+its lease still holds with a fenced write, and only then pushes over it
+(`orchestrator.team.pushing`). A new owner adopts the commit the board recorded, never
+whatever a ref's tip holds now.
+
 Every git error is a `GitError` carrying git's own words.
 """
 
@@ -31,11 +41,26 @@ from orchestrator.worktree.git import Git
 from orchestrator.worktree.names import check_branch
 
 if TYPE_CHECKING:
-    from orchestrator.board.model import Task
     from orchestrator.config import Config
     from orchestrator.controlplane import Board
+    from orchestrator.model import Task
 
 WIP_PREFIX = "refs/orchestrator/wip/"
+IDENTITY = {"GIT_AUTHOR_NAME": "orchestrator", "GIT_AUTHOR_EMAIL": "orchestrator@localhost",
+            "GIT_COMMITTER_NAME": "orchestrator", "GIT_COMMITTER_EMAIL": "orchestrator@localhost"}
+"""Who makes a WIP snapshot's commit (a machine may have no git identity)."""
+FORCE = object()
+"""`Remote._push`: whatever the remote's ref holds."""
+FAST_FORWARD = object()
+"""`Remote._push`: only a fast-forward of the remote's ref."""
+
+
+class PushRefused(GitError):
+    """A leased push met another commit on the remote than the lease last pushed."""
+
+    def __init__(self, message: str, *, ref: str) -> None:
+        super().__init__(message)
+        self.ref = ref
 
 
 def wip_ref(task_id: str) -> str:
@@ -83,7 +108,7 @@ class Remote:
                 blockers.append(blocker.branch)
         self.fetch_branches(blockers)
         if branch:
-            self.adopt(branch, task.id)
+            self.adopt(branch, task.id, task.pushed)
         name = self.base_branch(base)
         return self.fetch_base(name) if name else None
 
@@ -102,75 +127,123 @@ class Remote:
                             f"+refs/heads/{base}:{self.remote_ref(base)}", check=False)
         return self.remote_ref(base) if out.returncode == 0 else None
 
-    def adopt(self, branch: str, task_id: str) -> str | None:
-        """When this clone has no ``branch``: make it from the remote's WIP snapshot of the
-        task (the newest state) or else the remote's branch. The commit, or None."""
+    def adopt(self, branch: str, task_id: str,
+              pushed: dict[str, str] | None = None) -> str | None:
+        """When this clone has no ``branch``: make it from the newest state the board
+        recorded for the task (``pushed``: its WIP snapshot, else its branch) or, with no
+        record (a task started before records were kept), the remote's WIP snapshot or else
+        its branch. A ref whose tip is not the recorded commit (a fenced-out teammate pushed
+        over it) is not taken. The commit, or None."""
         check_branch(branch, "task branch")
         if self.repo.branch_exists(branch):
             return None
-        for src, dst in ((wip_ref(task_id), wip_ref(task_id)),
-                         (f"refs/heads/{branch}", self.remote_ref(branch))):
+        pushed = pushed or {}
+        for key, src, dst in (("wip", wip_ref(task_id), wip_ref(task_id)),
+                              ("branch", f"refs/heads/{branch}", self.remote_ref(branch))):
+            want = pushed.get(key)
+            if pushed and want is None:
+                continue
             got = self.repo.run("fetch", "--quiet", "--no-tags", self.name, f"+{src}:{dst}",
                                 check=False)
-            if got.returncode == 0:
-                commit = self.repo.commit_of(dst)
-                if commit:
-                    self.repo.run("branch", "--no-track", branch, commit)
-                    return commit
+            commit = self.repo.commit_of(dst) if got.returncode == 0 else None
+            if want is not None and commit != want:
+                # the recorded commit by its id: a fenced-out teammate moved the ref since
+                # (a remote lets a commit no ref reaches be fetched by id, or it is here)
+                self.repo.run("fetch", "--quiet", "--no-tags", self.name, want, check=False)
+                commit = want if self.repo.ok("cat-file", "-e", f"{want}^{{commit}}") else None
+            if commit:
+                self.repo.run("branch", "--no-track", branch, commit)
+                return commit
         return None
 
-    # --- while and after a task runs --------------------------------------------------
-    def snapshot(self, worktree: Path, task_id: str) -> str | None:
-        """Push the worktree's whole state as ``refs/orchestrator/wip/<task>``; the commit
-        pushed, or None when nothing changed since the last snapshot."""
+    def set_aside(self, worktree: Path, task_id: str, branch: str | None,
+                  pushed: dict[str, str]) -> str | None:
+        """Before a run here: when this clone's worktree of the task holds another state
+        than the newest the board recorded (``pushed``), save that state under
+        ``refs/orchestrator/stale/<task>`` and remove the worktree and its branch, so the
+        run starts from the recorded state (`adopt`). The commit saved, or None."""
+        recorded = pushed.get("wip") or pushed.get("branch")
+        if recorded is None or not (worktree / ".git").exists():
+            return None
         wt = Git(worktree)
-        head = wt.commit_of("HEAD")
+        tree, head = _state(wt)
         if head is None:
             return None
-        fd, index = tempfile.mkstemp(prefix="orch-wip-index-")
-        os.close(fd)
-        try:
-            env = {"GIT_INDEX_FILE": index}
-            wt.run("read-tree", "HEAD", env=env)
-            wt.run("add", "-A", env=env)
-            wt.run("rm", "--cached", "--quiet", "--ignore-unmatch", ".task_ref", env=env)
-            tree = wt.out("write-tree", env=env)
-        finally:
-            os.unlink(index)
-        last = wt.commit_of(wip_ref(task_id))
-        if last is not None and wt.out("rev-parse", f"{last}^{{tree}}") == tree \
-                and wt.ok("merge-base", "--is-ancestor", head, last):
+        if self.repo.ok("cat-file", "-e", f"{recorded}^{{commit}}") and \
+                self.repo.out("rev-parse", f"{recorded}^{{tree}}") == tree:
             return None
-        if tree == wt.out("rev-parse", "HEAD^{tree}"):
-            commit = head  # nothing uncommitted: the branch tip is the snapshot
-        else:
-            commit = wt.out("commit-tree", tree, "-p", head, "-m",
-                            f"orchestrator: work in progress of {task_id}")
-        wt.run("update-ref", wip_ref(task_id), commit)
-        wt.run("push", "--quiet", "--force", self.name, f"{commit}:{wip_ref(task_id)}")
+        commit = head if tree == wt.out("rev-parse", "HEAD^{tree}") else wt.out(
+            "commit-tree", tree, "-p", head, "-m", f"orchestrator: set aside, {task_id}",
+            env=IDENTITY)
+        self.repo.run("update-ref", f"refs/orchestrator/stale/{task_id}", commit)
+        self.repo.run("worktree", "remove", "--force", "--force", str(worktree))
+        if branch:
+            check_branch(branch, "task branch")
+            self.repo.run("branch", "-D", branch, check=False)
+        self.repo.run("update-ref", "-d", wip_ref(task_id), check=False)
         return commit
 
-    def finish(self, worktree: Path, branch: str, task_id: str) -> str | None:
-        """On completion: the final snapshot, then the branch pushed. Returns the reason a
-        push was rejected (the task still goes to review: its work is on the local branch
-        and in the snapshot ref), or None."""
-        try:
-            self.snapshot(worktree, task_id)
-            self.push_branch(branch)
-        except GitError as exc:
-            return str(exc)
+    # --- while and after a task runs --------------------------------------------------
+    def snapshot(self, worktree: Path, task_id: str, expect: str | None = None, *,
+                 leased: bool = False) -> str | None:
+        """Push the worktree's whole state as ``refs/orchestrator/wip/<task>``; the commit
+        pushed, or None when nothing changed since the last snapshot. With ``leased`` the
+        push goes through only while the remote's ref is ``expect`` (None: absent), else
+        `PushRefused`."""
+        wt = Git(worktree)
+        tree, head = _state(wt)
+        if head is None:
+            return None
+        last = wt.commit_of(wip_ref(task_id))
+        if last is not None and (not leased or last == expect) and wt.out(
+                "rev-parse", f"{last}^{{tree}}") == tree and wt.ok(
+                "merge-base", "--is-ancestor", head, last):
+            return None  # the remote has this state already
+        if tree == wt.out("rev-parse", "HEAD^{tree}"):
+            commit = head  # nothing uncommitted: the branch tip is the snapshot
+        else:  # orchestrator's commit: made on a machine with no git identity too
+            commit = wt.out("commit-tree", tree, "-p", head, "-m",
+                            f"orchestrator: work in progress of {task_id}", env=IDENTITY)
+        wt.run("update-ref", wip_ref(task_id), commit)
+        self._push(commit, wip_ref(task_id), expect if leased else FORCE)
+        return commit
+
+    def push_branch(self, branch: str, expect: str | object | None = FAST_FORWARD) -> str:
+        """Push a finished task's branch; returns its commit. With ``expect`` (a commit, or
+        None: the remote has no such branch) the push is leased as in `snapshot`; without,
+        a push that is no fast-forward is refused. A rejection raises `GitError` (a leased
+        one that met another commit: `PushRefused`) with git's reason."""
+        check_branch(branch, "task branch")
+        commit = self.repo.out("rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}")
+        self._push(commit, f"refs/heads/{branch}", expect)
+        return commit
+
+    def remote_commit(self, ref: str) -> str | None:
+        """What the remote's ``ref`` holds now (None: no such ref)."""
+        out = self.repo.run("ls-remote", self.name, ref)
+        for line in out.stdout.splitlines():
+            sha, _, name = line.partition("\t")
+            if name == ref:
+                return sha
         return None
 
-    def push_branch(self, branch: str) -> None:
-        """Push a finished task's branch; a rejection raises `GitError` with git's reason."""
-        check_branch(branch, "task branch")
-        out = self.repo.run("push", "--quiet", "--porcelain", self.name,
-                            f"refs/heads/{branch}:refs/heads/{branch}", check=False)
-        if out.returncode != 0:
-            raise GitError(f"push of {branch} to {self.name} was rejected: {_reason(out)}")
+    def _push(self, commit: str, ref: str, expect: str | object | None) -> None:
+        lease = [] if expect is FAST_FORWARD else [
+            "--force" if expect is FORCE else f"--force-with-lease={ref}:{expect or ''}"]
+        out = self.repo.run("push", "--quiet", "--porcelain", *lease, self.name,
+                            f"{commit}:{ref}", check=False)
+        if out.returncode == 0:
+            return
+        reason = _reason(out)
+        where = ref.removeprefix("refs/heads/")
+        if "stale info" in reason or "fetch first" in reason:
+            raise PushRefused(f"push of {where} to {self.name} was refused: the remote holds "
+                              "another commit than this lease last pushed", ref=ref)
+        raise GitError(f"push of {where} to {self.name} was rejected: {reason}")
 
     def drop_wip(self, task_id: str) -> None:
-        """Forget the snapshot of a task that is done with (merged or discarded)."""
+        """Forget the snapshot of a task that is done with (in review with its branch
+        pushed, merged or discarded)."""
         self.repo.run("update-ref", "-d", wip_ref(task_id), check=False)
         self.repo.run("push", "--quiet", self.name, f":{wip_ref(task_id)}", check=False)
 
@@ -235,6 +308,25 @@ class Remote:
                             f"refs/heads/{base}:refs/heads/{base}", check=False)
         if out.returncode != 0:
             raise Conflict(f"push of {base} to {self.name} was rejected: {_reason(out)}")
+
+
+def _state(wt: Git) -> tuple[str, str | None]:
+    """The tree of a worktree's whole state (committed or not, untracked files included,
+    ignored ones not, ``.task_ref`` left out) and its HEAD; the worktree and its index are
+    not touched. ("", None) when it has no commit."""
+    head = wt.commit_of("HEAD")
+    if head is None:
+        return "", None
+    fd, index = tempfile.mkstemp(prefix="orch-wip-index-")
+    os.close(fd)
+    try:
+        env = {"GIT_INDEX_FILE": index}
+        wt.run("read-tree", "HEAD", env=env)
+        wt.run("add", "-A", env=env)
+        wt.run("rm", "--cached", "--quiet", "--ignore-unmatch", ".task_ref", env=env)
+        return wt.out("write-tree", env=env), head
+    finally:
+        os.unlink(index)
 
 
 def _checked_out(repo: Git, branch: str) -> bool:

@@ -16,8 +16,11 @@ from pathlib import Path
 
 from orchestrator.errors import GitError
 from orchestrator.worktree.git import Git, is_oid, read_commits
+from orchestrator.worktree.git import worktree_git_dir as linked_git_dir
 
 TASK_REF = ".task_ref"
+MAX_TASK_REF = 1 << 16
+"""``.task_ref`` is a few hundred bytes; a larger one is not ours."""
 SNAPSHOT_PREFIX = "refs/orchestrator/snapshots/"
 MAX_NAMED = 5
 
@@ -72,19 +75,8 @@ def inspect(repo: Git, path: Path, branch: str | None, bases: Sequence[str] = ()
 def worktree_git_dir(path: Path, common_dir: Path | None = None) -> Path | None:
     """The git dir of the linked worktree at ``path`` (``<common>/worktrees/<name>``), or
     None when ``path`` is not one (of the repository at ``common_dir``, when given)."""
-    try:
-        text = (path / ".git").read_text().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    if not text.startswith("gitdir:"):
-        return None
-    git_dir = Path(text.removeprefix("gitdir:").strip())
-    git_dir = git_dir if git_dir.is_absolute() else (path / git_dir).resolve()
-    try:
-        back = Path((git_dir / "gitdir").read_text().strip())
-    except (OSError, UnicodeDecodeError):
-        return None
-    if back.resolve() != (path / ".git").resolve():
+    git_dir = linked_git_dir(path)
+    if git_dir is None:
         return None
     if common_dir is not None and git_dir.parent.resolve() != (common_dir / "worktrees").resolve():
         return None

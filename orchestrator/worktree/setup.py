@@ -19,14 +19,17 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from orchestrator.agent.sandbox import Sandbox
 from orchestrator.errors import InvalidInput, RunError
 from orchestrator.fsutil import atomic_write
 from orchestrator.protocols import TaskLogger
 from orchestrator.secrets import safe_env
 from orchestrator.worktree.git import Git
 from orchestrator.worktree.lock import RepoLock
+
+if TYPE_CHECKING:
+    from orchestrator.agent.sandbox import Sandbox
 
 INCLUDE_FILE = ".worktreeinclude"
 MAX_PORT = 65535
@@ -110,6 +113,8 @@ def run_setup(commands: Sequence[str], cwd: Path, env: Mapping[str, str], timeou
     enabled ``sandbox`` (the task's: setup runs what the worktree holds, e.g. a
     ``package.json``'s scripts) each runs inside it, with no secret in its environment.
     """
+    from orchestrator.agent.sandbox import Sandbox  # the sandbox's git rules import worktree/
+
     full = {**os.environ, **env}
     if sandbox is not None and sandbox.enabled:
         full = safe_env(full)

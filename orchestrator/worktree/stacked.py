@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from orchestrator.board.model import Status, Task
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import RunError
+from orchestrator.model import Status, Task
 from orchestrator.worktree.git import Git
 
 

@@ -27,9 +27,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from orchestrator.board import init_repo
-from orchestrator.board.model import Task
 from orchestrator.config import WorktreeConfig
 from orchestrator.layout import Layout
+from orchestrator.model import Task
 from orchestrator.worktree import WorktreeManager, safety
 from orchestrator.worktree.registry import Record
 

@@ -1,33 +1,34 @@
-"""Team benchmark (issue 4): parallel efficiency, idle CPU, memory per teammate.
+"""Team benchmark (issue 34): a team that starts at once, idles at zero, on either board.
 
-    .venv/bin/python scripts/bench/team.py [--idle-seconds 30] [--sizes 1,2,4,8] [--repeat 3]
+    .venv/bin/python scripts/bench/team.py [--idle-seconds 30] [--repeat 1] [--boards file,pg]
 
-1. 16 tasks whose command sleeps 1 s, run with ``up --burst -n N`` for each N,
-   ``--repeat`` times (sizes interleaved; this machine's speed drifts from
-   minute to minute, so one run per size is mostly noise). Prints the median
-   wall time of the whole command and of the work phase (first claim to last
-   completion, from events.jsonl), and the parallel efficiency of the work
-   phase, ``16 s / (N * work time)`` (start-up of the Python processes is shown
-   apart: it is the same for any amount of work), with its range over the runs.
-   Target ≥ 90 % at N=4. The last column is the textbook parallel efficiency,
-   ``T(1) / (N * T(N))`` against the one-teammate run, which leaves out the
-   per-task overhead that one teammate pays too.
-2. An idle daemon with 4 teammates: CPU seconds of the lead and teammates
-   over ``--idle-seconds`` (target ≤ 0.3 s per 30 s) and each teammate's
-   memory (target ≤ 80 MB): resident, and its proportional share (teammates
-   are forked from the spawner and share its pages).
+Fresh processes and the real daemon, on the file board and on PostgreSQL (a throwaway
+cluster from tests/pg.py, durable commits, as a real server has):
+
+1. ``up --burst -n 4`` on 40 tasks whose command sleeps 2 s: efficiency of the whole
+   command, ``80 s / (4 * wall)`` (goal ≥ 95 %), start to first claim (goal ≤ 0.5 s),
+   last completion to exit (goal ≤ 0.2 s), from events.jsonl / the events table;
+2. ``up --burst -n 4`` on an empty board: wall time (goal ≤ 1.5 s);
+3. an idle ``up -n 4`` (detached): CPU seconds of the lead, spawner and teammates over
+   ``--idle-seconds`` (goal ≤ 0.1 per 30 s) and each teammate's proportional set size
+   (goal ≤ 20 MB: teammates are forked from the spawner and share its pages);
+4. ``orchestrator add`` in a fresh process (median of 5).
+
+Each figure is printed beside its goal with ✓/✗, with the machine's load average.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -35,22 +36,38 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from orchestrator.board import open_board  # noqa: E402
-from orchestrator.board.teamstatus import FileTeamStatus  # noqa: E402
+from orchestrator.config import Config  # noqa: E402
+from orchestrator.controlplane import ControlPlane  # noqa: E402
 from orchestrator.layout import Layout  # noqa: E402
 from orchestrator.procutil import stat_fields  # noqa: E402
 from orchestrator.team import status  # noqa: E402
 
-TASKS = 16
-TASK_SECONDS = 1.0
+TASKS = 40
+TASK_SECONDS = 2.0
+TEAM = 4
+NAMES = ("alice", "bob", "carol", "dave")
 
 
-def make_repo(path: Path) -> Path:
+def mark(ok: bool) -> str:
+    return "✓" if ok else "✗"
+
+
+def make_repo(path: Path, url: str | None) -> Path:
     path.mkdir(parents=True)
     for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "init"]):
         subprocess.run(["git", *args], cwd=path, check=True,
                        env=dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@x",
                                 GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@x"))
+    if url is not None:
+        (path / "orchestrator.toml").write_text(f'[board]\nurl = "{url}"\n')
     return path
+
+
+@contextlib.contextmanager
+def board_of(repo: Path) -> Iterator[ControlPlane]:
+    layout = Layout.at(repo)
+    with open_board(layout, Config.load(repo).board, actor="bench") as board:
+        yield board
 
 
 def orch(repo: Path, *args: str, **kw: object) -> subprocess.CompletedProcess[str]:
@@ -62,108 +79,156 @@ def _ts(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
-def burst(tmp: Path, n: int) -> tuple[float, float]:
-    """(wall time of ``up --burst``, work time: first claim to last completion)."""
-    repo = make_repo(tmp / f"burst{n}")
-    with open_board(Layout.at(repo)) as board:
-        for i in range(TASKS):
+def burst(repo: Path, tasks: int) -> tuple[float, float, float]:
+    """(wall time of ``up --burst -n 4``, start to first claim, last completion to exit)."""
+    with board_of(repo) as board:
+        for i in range(tasks):
             board.add(f"sleep task {i}")
-    t0 = time.monotonic()
-    res = orch(repo, "up", "--burst", "-n", str(n), "--command",
-               f"sleep {TASK_SECONDS}; echo done > out.txt")
-    wall = time.monotonic() - t0
+    t0 = time.time()
+    res = orch(repo, "up", "--burst", "-n", str(TEAM), "--command",
+               f"sleep {TASK_SECONDS:g}; echo done > out.txt")
+    end = time.time()
     if res.returncode != 0:
-        raise SystemExit(f"burst -n {n} failed: {res.stderr[-2000:]}")
-    evs = [json.loads(x) for x in Layout.at(repo).events.read_text().splitlines()]
+        raise SystemExit(f"burst failed: {res.stderr[-2000:]}")
+    if not tasks:
+        return end - t0, 0.0, 0.0
+    with board_of(repo) as board:
+        evs = [e.to_dict() for e in board.events.read()]
     claims = [_ts(e["ts"]) for e in evs if e["event"] == "task_claimed"]
     done = [_ts(e["ts"]) for e in evs if e["event"] == "task_completed"]
-    assert len(done) == TASKS, f"{len(done)} of {TASKS} completed"
-    return wall, max(done) - min(claims)
+    assert len(done) == tasks, f"{len(done)} of {tasks} completed"
+    return end - t0, min(claims) - t0, end - max(done)
 
 
 def cpu_seconds(pid: int) -> float:
     fields = stat_fields(pid) or []
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else 0.0
 
 
 def _mb(path: str, key: str) -> float:
-    for line in Path(path).read_text().splitlines():
-        if line.startswith(f"{key}:"):
-            return int(line.split()[1]) / 1024
+    with contextlib.suppress(OSError):
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(f"{key}:"):
+                return int(line.split()[1]) / 1024
     return 0.0
 
 
-def rss_mb(pid: int) -> float:
-    return _mb(f"/proc/{pid}/status", "VmRSS")
+def children(pid: int) -> list[int]:
+    with contextlib.suppress(OSError):
+        return [int(x) for x in
+                Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return []
 
 
-def pss_mb(pid: int) -> float:
-    """Proportional set size: shared pages count for their share only (teammates are
-    forked from the spawner and share its imported modules until they write them)."""
-    return _mb(f"/proc/{pid}/smaps_rollup", "Pss")
-
-
-def idle(tmp: Path, seconds: float) -> tuple[float, dict[str, tuple[float, float]], float]:
-    repo = make_repo(tmp / "idle")
-    layout = Layout.at(repo)
-    res = orch(repo, "up", "--detach", "-n", "4", "--command", "true")
+def idle(repo: Path, seconds: float) -> tuple[float, list[float]]:
+    """CPU seconds of the whole team over ``seconds``, and each teammate's PSS in MB."""
+    res = orch(repo, "up", "--detach", "-n", str(TEAM), "--command", "true")
     if res.returncode != 0:
         raise SystemExit(f"up --detach failed: {res.stderr}")
     try:
-        names = ("alice", "bob", "carol", "dave")
         deadline = time.monotonic() + 60
-        mates = FileTeamStatus(layout)
-        while not all(getattr(mates.get(m), "state", None) == "idle" for m in names):
-            if time.monotonic() > deadline:
-                raise SystemExit("teammates did not become idle")
-            time.sleep(0.2)
+        with board_of(repo) as board:
+            team = board.team
+            while not all(getattr(team.get(m), "state", None) == "idle" for m in NAMES):
+                if time.monotonic() > deadline:
+                    raise SystemExit("teammates did not become idle")
+                time.sleep(0.2)
+            mates = [int(getattr(team.get(m), "pid", 0) or 0) for m in NAMES]
         time.sleep(2)  # let start-up work settle
-        lead = int(status.pid_file(layout).read_text())
-        pids = [lead] + [int(getattr(mates.get(m), "pid", 0) or 0) for m in names]
+        lead = int(status.pid_file(Layout.at(repo)).read_text())
+        pids = [lead, *children(lead), *mates]  # the lead's children: the spawner
+        pids = list(dict.fromkeys(pids))
         before = sum(cpu_seconds(p) for p in pids)
         time.sleep(seconds)
         used = sum(cpu_seconds(p) for p in pids) - before
-        mem = {m: (rss_mb(p), pss_mb(p)) for m, p in zip(names, pids[1:], strict=True)}
-        return used, mem, rss_mb(lead)
+        return used, [_mb(f"/proc/{p}/smaps_rollup", "Pss") for p in mates]
     finally:
         orch(repo, "down", "--now")
 
 
+def add_seconds(repo: Path) -> float:
+    runs = []
+    for i in range(5):
+        t0 = time.perf_counter()
+        res = orch(repo, "add", f"added {i}")
+        runs.append(time.perf_counter() - t0)
+        assert res.returncode == 0, res.stderr
+    return statistics.median(runs)
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--idle-seconds", type=float, default=30.0)
-    ap.add_argument("--sizes", default="1,2,4,8")
-    ap.add_argument("--repeat", type=int, default=3,
-                    help="runs per size (interleaved); the median is reported")
+    ap.add_argument("--repeat", type=int, default=1, help="40-task bursts per board (median)")
+    ap.add_argument("--boards", default="file,pg")
+    ap.add_argument("--only", default="burst,empty,idle,add",
+                    help="which parts to run (comma-separated)")
     args = ap.parse_args()
-    sizes = [int(x) for x in args.sizes.split(",")]
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
-    with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
-        runs: dict[int, list[tuple[float, float]]] = {n: [] for n in sizes}
-        for r in range(args.repeat):  # sizes interleaved, so a noisy minute hits them all
-            for n in sizes:
-                runs[n].append(burst(tmp / f"run{r}", n))
-        print(f"{TASKS} tasks of {TASK_SECONDS:.0f} s each (command backend), median of "
-              f"{args.repeat} run(s):")
-        print(f"{'teammates':>10} {'wall s':>8} {'work s':>8} {'efficiency':>11} "
-              f"{'(runs)':>18} {'vs 1 teammate':>14}")
-        one = statistics.median(w for _, w in runs[1]) if 1 in runs else None
-        for n in sizes:
-            wall = statistics.median(x for x, _ in runs[n])
-            work = statistics.median(w for _, w in runs[n])
-            effs = sorted(TASKS * TASK_SECONDS / (n * w) for _, w in runs[n])
-            spread = f"{effs[0]:.0%}..{effs[-1]:.0%}" if len(effs) > 1 else ""
-            speedup = f"{one / (n * work):.0%}" if one else ""
-            print(f"{n:>10} {wall:>8.2f} {work:>8.2f} {TASKS * TASK_SECONDS / (n * work):>10.0%} "
-                  f"{spread:>18} {speedup:>14}")
-        used, mem, lead_mb = idle(tmp, args.idle_seconds)
-        print(f"idle daemon, 4 teammates: {used:.3f} CPU-s over {args.idle_seconds:.0f} s "
-              f"(target <= 0.3 per 30 s)")
-        print("memory per teammate, resident (proportional share of pages shared with the "
-              "spawner): " + ", ".join(f"{m} {rss:.0f} MB ({pss:.0f} MB)"
-                                       for m, (rss, pss) in mem.items())
-              + f"; lead {lead_mb:.0f} MB (target <= 80 MB per teammate)")
+    boards = args.boards.split(",")
+    parts = args.only.split(",")
+    print(f"machine: {os.cpu_count()} cores, load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at start")
+    cluster = None
+    if "pg" in boards:
+        from orchestrator.board.pg import schema
+        from tests.pg import start_cluster
+
+        cluster = start_cluster(durable=True)
+    n = 0
+
+    def repo_for(tmp: Path, board: str) -> Path:
+        nonlocal n
+        n += 1
+        url = None
+        if board == "pg":
+            assert cluster is not None
+            url = cluster.url(cluster.new_database("bench"))
+            schema.migrate(url)
+        return make_repo(tmp / f"r{n}", url)
+
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            tmp = Path(d)
+            for board in boards:
+                print(f"--- {board} board ---")
+                if "burst" in parts:
+                    burst_figures(repo_for(tmp, board) for _ in range(args.repeat))
+                if "empty" in parts:
+                    empties = [burst(repo_for(tmp, board), 0)[0] for _ in range(3)]
+                    empty = statistics.median(empties)
+                    print(f"empty burst (median of 3): {empty:.2f} s {mark(empty <= 1.5)} "
+                          f"(goal ≤ 1.5 s)")
+                if "idle" in parts:
+                    idle_figures(repo_for(tmp, board), args.idle_seconds)
+                if "add" in parts:
+                    print(f"orchestrator add, fresh process (median of 5): "
+                          f"{add_seconds(repo_for(tmp, board)):.2f} s")
+    finally:
+        if cluster is not None:
+            cluster.stop("immediate")
+            shutil.rmtree(cluster.folder, ignore_errors=True)
+    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
+def burst_figures(repos: Iterator[Path]) -> None:
+    runs = [burst(repo, TASKS) for repo in repos]
+    wall = statistics.median(r[0] for r in runs)
+    first = statistics.median(r[1] for r in runs)
+    last = statistics.median(r[2] for r in runs)
+    eff = TASKS * TASK_SECONDS / (TEAM * wall)
+    print(f"up --burst -n {TEAM}, {TASKS} tasks of {TASK_SECONDS:g} s: wall "
+          f"{wall:.2f} s, efficiency {eff:.1%} {mark(eff >= 0.95)} (goal ≥ 95 %)")
+    print(f"  start to first claim {first:.2f} s {mark(first <= 0.5)} (goal ≤ 0.5 s); "
+          f"last completion to exit {last:.2f} s {mark(last <= 0.2)} (goal ≤ 0.2 s)")
+
+
+def idle_figures(repo: Path, seconds: float) -> None:
+    used, pss = idle(repo, seconds)
+    per30 = used * 30 / seconds
+    print(f"idle up -n {TEAM}: {used:.3f} CPU-s over {seconds:g} s "
+          f"{mark(per30 <= 0.1)} (goal ≤ 0.1 per 30 s)")
+    print(f"  PSS per teammate: {', '.join(f'{x:.1f}' for x in pss)} MB "
+          f"{mark(max(pss) <= 20)} (goal ≤ 20 MB)")
 
 
 if __name__ == "__main__":

@@ -33,9 +33,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from orchestrator.board import init_repo, open_board
-from orchestrator.board.model import Status, Task, format_task_id
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
+from orchestrator.model import Status, Task, format_task_id
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"

@@ -36,9 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator.board.model import Task
 from orchestrator.config import SharedFolder, WorktreeConfig
 from orchestrator.layout import Layout
+from orchestrator.model import Task
 from orchestrator.worktree import WorktreeManager, shared
 from orchestrator.worktree.shared import tree_bytes
 

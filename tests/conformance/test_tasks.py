@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import pytest
 
-from orchestrator.board.model import Status
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import InvalidInput, InvalidTransition, LeaseLost, NotFound
+from orchestrator.model import Status
 from tests.conformance.boards import Spec, open_spec
 
 Opener = Callable[..., ControlPlane]
@@ -286,7 +286,7 @@ def test_wait_for_ready_wakes_on_a_new_task(plane: ControlPlane, opener: Opener)
 def test_summary_counts_what_list_holds(plane: ControlPlane, opener: Opener) -> None:
     """`summary` answers what summing `list` would, on this handle and on one opened
     before the changes (which must pick up another handle's writes)."""
-    from orchestrator.board.model import Usage
+    from orchestrator.model import Usage
     from orchestrator.team.status import board_counts
 
     other = opener("other")

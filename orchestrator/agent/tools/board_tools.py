@@ -13,8 +13,8 @@ from typing import Any
 
 from orchestrator.agent.base import ToolContext, ToolResult
 from orchestrator.agent.tools.common import obj, prop
-from orchestrator.board.model import Status, Task
 from orchestrator.errors import OrchestratorError
+from orchestrator.model import Status, Task
 
 MAX_LISTED = 200
 _SHOWN_FIELDS = ("id", "subject", "status", "priority", "blocked_by", "owner", "branch",

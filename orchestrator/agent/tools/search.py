@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from orchestrator.agent.base import ToolContext, ToolResult
 from orchestrator.agent.paths import PathEscape, glob_match, glob_regex, shown
 from orchestrator.agent.tools.common import PathTool, decode, is_binary, obj, prop
+from orchestrator.errors import GitError, UserError
+from orchestrator.worktree.git import Git
 
 MAX_GLOB_RESULTS = 500
 DEFAULT_GREP_LIMIT = 200
@@ -29,12 +30,11 @@ _DIR = prop("string", "Folder to search, relative to the working directory (defa
 def list_files(folder: Path, ctx: ToolContext) -> list[Path]:
     """Files under ``folder`` that git does not ignore, minus those a Read deny rule covers."""
     try:
-        out = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=folder, capture_output=True, check=True, env={**ctx.env, "GIT_OPTIONAL_LOCKS": "0"},
-        ).stdout
-        paths = [folder / p for p in dict.fromkeys(os.fsdecode(b) for b in out.split(b"\0") if b)]
-    except (OSError, subprocess.CalledProcessError):
+        out = Git(folder).run("ls-files", "-z", "--cached", "--others", "--exclude-standard",
+                              env={**ctx.env, "GIT_OPTIONAL_LOCKS": "0"},
+                              errors="surrogateescape").stdout
+        paths = [folder / p for p in dict.fromkeys(p for p in out.split("\0") if p)]
+    except (OSError, GitError, UserError):
         paths = []
         for top, dirs, files in os.walk(folder):
             dirs[:] = sorted(d for d in dirs if d != ".git")

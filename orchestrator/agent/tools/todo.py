@@ -17,8 +17,8 @@ from typing import Any
 from orchestrator.agent.base import ToolContext, ToolResult
 from orchestrator.agent.todos import progress, render
 from orchestrator.agent.tools.common import obj, prop
-from orchestrator.board.model import Todo, TodoStatus
 from orchestrator.errors import OrchestratorError
+from orchestrator.model import Todo, TodoStatus
 
 MAX_TODOS = 100
 STATUS_ALIASES = {"completed": TodoStatus.DONE}

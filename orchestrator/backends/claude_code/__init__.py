@@ -61,10 +61,10 @@ from orchestrator.backends.claude_code.process import (
     session_env,
 )
 from orchestrator.backends.claude_code.stream import ClaudeStream, Denial, usage_of
-from orchestrator.board.model import Usage
 from orchestrator.config import Config
 from orchestrator.errors import OrchestratorError
 from orchestrator.layout import Layout
+from orchestrator.model import Usage
 from orchestrator.prompting import task_env
 from orchestrator.protocols import RunContext, RunResult
 

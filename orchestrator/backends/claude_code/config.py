@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from orchestrator.board.model import Task
 from orchestrator.config import Config
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
+from orchestrator.model import Task
 
 ALL_TOOLS = ["Bash", "Edit", "Write", "MultiEdit", "NotebookEdit", "Read", "Glob", "Grep",
              "LS", "WebFetch", "WebSearch", "Task", "TodoWrite"]

@@ -20,10 +20,10 @@ from orchestrator.agent.progress import ProgressWatch
 from orchestrator.agent.sandbox import Sandbox
 from orchestrator.backends.claude_code.config import mcp_args, permission_args
 from orchestrator.backends.claude_code.stream import ClaudeStream, Denial
-from orchestrator.board.model import Task, Usage
 from orchestrator.config import Config
 from orchestrator.errors import OrchestratorError
 from orchestrator.fsutil import atomic_write
+from orchestrator.model import Task, Usage
 from orchestrator.process import ProcResult, run_streamed
 from orchestrator.prompting import build_prompt, last_failure
 from orchestrator.protocols import RunContext, RunResult

@@ -12,7 +12,7 @@ from typing import Any
 
 from orchestrator.agent.paths import shown
 from orchestrator.agent.progress import Call, NoProgress, ProgressWatch
-from orchestrator.board.model import Usage
+from orchestrator.model import Usage
 from orchestrator.protocols import RunContext
 
 FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path",

@@ -31,13 +31,17 @@ plan it afresh on every call because of its optional task id), ``COMMIT`` and th
 waits once, and its answer still comes only after the disk has it.
 
 `Listener` holds a second connection in autocommit that ``LISTEN``s on the board's
-channels (the triggers of ``0001_initial.sql`` notify at commit). Notifications are only
-hints: after a lost connection the listener reconnects and reports a change, so its
-waiter rescans and never misses a wake-up.
+channels (the triggers of ``0001_initial.sql`` notify at commit). It sleeps in ``select``
+on the connection's socket until the server sends something (psycopg's ``notifies()``
+wakes every 100 ms to look: 300 times in 30 s for each idle teammate), then reads what
+came with libpq's ``consume_input`` / ``notifies``. Notifications are only hints: after a
+lost connection the listener reconnects and reports a change, so its waiter rescans and
+never misses a wake-up.
 """
 
 from __future__ import annotations
 
+import select
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -47,7 +51,7 @@ from typing import TYPE_CHECKING, TypeVar
 from orchestrator.board.pg import schema
 from orchestrator.errors import BoardUnavailable
 
-if TYPE_CHECKING:  # psycopg is imported when a connection is first made (see `lite`)
+if TYPE_CHECKING:  # psycopg is imported when a connection is first made
     import psycopg
     from psycopg.types.json import Jsonb
 
@@ -82,8 +86,10 @@ def jsonb(value: object) -> Jsonb:
 class Database:
     """A lazily opened, self-healing connection and a lock to keep transactions apart."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, settings: str = "") -> None:
         self.url = url
+        self.settings = settings
+        """More session settings for each connection (`schema.bounds`)."""
         self._conn: Conn | None = None
         self._checked = False
         self._lock = threading.RLock()
@@ -97,11 +103,6 @@ class Database:
         """`trip`'s queries by statement and arguments, their literals rendered."""
         self.fast_commit = False
         """Whether event-ordered transactions commit asynchronously and then `FLUSH`."""
-
-    @property
-    def is_open(self) -> bool:
-        """Whether a connection was made (and not closed since)."""
-        return self._conn is not None
 
     def ordered(self) -> str:
         """SQL for the select list of a statement that appends an event: it takes the
@@ -130,7 +131,7 @@ class Database:
             if conn is not None:
                 conn.close()
             self._conn = None
-            conn = schema.connect(self.url, autocommit=True)
+            conn = schema.connect(self.url, autocommit=True, settings=self.settings)
             self._prepared = set()
             self._trips.clear()  # literals are rendered for a connection's settings
             if not self._checked:
@@ -196,9 +197,16 @@ class Database:
                 err = psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
                 if conn.info.transaction_status == TransactionStatus.INERROR:
                     conn.execute("ROLLBACK")  # the BEGIN above is ours to end
+                if isinstance(err, psycopg.errors.InvalidSqlStatementName) and not prepare:
+                    # dropped behind our back: psycopg sends DEALLOCATE ALL after a rollback
+                    # once it has prepared statements of its own; prepare it again
+                    self._prepared.discard(name)
+                    return run(conn)
                 if conn.execute("SELECT FROM pg_prepared_statements WHERE name = %s",
                                 (name,)).fetchone() is not None:
                     self._prepared.add(name)
+                else:
+                    self._prepared.discard(name)
                 raise err
             self._prepared.add(name)
             answer = res.get_value(0, 0)
@@ -229,6 +237,12 @@ class Database:
                     return out
                 except BoardUnavailable as exc:
                     last = exc  # could not connect: back off and try again
+                except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as exc:
+                    if self._conn is None or self._conn.broken:
+                        raise
+                    # waited too long for a lock a stuck participant holds (or ran too long):
+                    # the transaction was rolled back, so trying again is safe
+                    last = BoardUnavailable(f"the board database is busy: {_first_line(exc)}")
                 except psycopg.OperationalError as exc:
                     if self._conn is not None and not self._conn.broken:
                         raise  # a statement failed, the connection is fine: not ours to retry
@@ -248,6 +262,11 @@ class Database:
         after, self._after = self._after, []
         for hook in after:
             hook()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _with_cursor(conn: Conn, fn: Callable[[Cursor], T]) -> T:
@@ -286,18 +305,21 @@ class Listener:
                 self._conn = conn
                 self._failures = 0
                 return True
+            pgconn = self._conn.pgconn
             end = time.monotonic() + max(timeout, 0.0)
             while True:
-                seen = [n.payload for n in self._conn.notifies(
-                    timeout=max(end - time.monotonic(), 0.0), stop_after=1)]
-                if not seen:
-                    return False
-                if self.wanted is None or any(map(self.wanted, seen)):
-                    # take what else is queued (without waiting), so the next wait does
-                    # not return at once for the same burst
-                    for _ in self._conn.notifies(timeout=0.0):
-                        pass
+                # everything that came, at once: the next wait does not return again for
+                # the rest of the same burst
+                pgconn.consume_input()  # raises OperationalError on a lost connection
+                seen = []
+                while (note := pgconn.notifies()) is not None:
+                    seen.append(note.extra.decode(errors="replace"))
+                if seen and (self.wanted is None or any(map(self.wanted, seen))):
                     return True
+                remaining = end - time.monotonic()
+                if remaining <= 0:
+                    return False
+                select.select([pgconn.socket], [], [], remaining)
         except (psycopg.OperationalError, BoardUnavailable):
             self.close()
             self._failures += 1

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.board.mailboxes import check_name
-from orchestrator.board.model import format_task_id
 from orchestrator.board.pg.db import Database, Listener, jsonb
 from orchestrator.board.tasklogs import check_log_name
 from orchestrator.controlplane import (
@@ -33,6 +32,7 @@ from orchestrator.controlplane import (
 from orchestrator.errors import InvalidInput, NotFound
 from orchestrator.events import redact, secret_values
 from orchestrator.fsutil import append_line
+from orchestrator.model import format_task_id
 from orchestrator.tasklog import MAX_FIELD_CHARS
 
 if TYPE_CHECKING:

@@ -68,9 +68,11 @@ def _no_driver() -> ConfigError:
                        "pip install 'orchestrator[postgresql]' (or psycopg[binary])")
 
 
-def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[tuple[object, ...]]:
-    """A connection to the board's database with its session `OPTIONS`, in UTF-8 whatever
-    the database's encoding (psycopg decodes JSON as UTF-8)."""
+def connect(url: str, *, autocommit: bool = False,
+            settings: str = "") -> psycopg.Connection[tuple[object, ...]]:
+    """A connection to the board's database with its session `OPTIONS` (and ``settings``,
+    more ``-c name=value`` of `bounds`), in UTF-8 whatever the database's encoding
+    (psycopg decodes JSON as UTF-8)."""
     try:
         import psycopg
     except ImportError:
@@ -79,9 +81,19 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[tuple[o
     try:
         return psycopg.connect(url, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT,
                                application_name="orchestrator", client_encoding="UTF8",
-                               options=OPTIONS)
+                               options=f"{OPTIONS} {settings}".strip())
     except psycopg.OperationalError as exc:
         raise unavailable(url, exc) from None
+
+
+def bounds(*, lock_wait: float, statement: float, idle_in_transaction: float) -> str:
+    """Session settings that keep one stuck participant from stalling the others: a lock
+    is waited for at most ``lock_wait`` seconds, a statement runs at most ``statement``,
+    and a session that sits inside a transaction for ``idle_in_transaction`` (its process
+    frozen or cut off) is ended by the server, which lets go of every lock it held."""
+    ms = {"lock_timeout": lock_wait, "statement_timeout": statement,
+          "idle_in_transaction_session_timeout": idle_in_transaction}
+    return " ".join(f"-c {k}={max(int(v * 1000), 1)}" for k, v in ms.items())
 
 
 def unavailable(url: str, exc: BaseException) -> BoardUnavailable:

@@ -21,25 +21,14 @@ from __future__ import annotations
 import builtins
 import json
 import os
-import sys
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.board import graph
-from orchestrator.board.index import describe_error, task_number
-from orchestrator.board.model import (
-    InvalidRecord,
-    Lease,
-    Status,
-    Task,
-    format_task_id,
-    normalize_task_id,
-    parse_task_id,
-)
+from orchestrator.board.pg import schema
 from orchestrator.board.pg.db import ANSWER, Database, Listener, jsonb
-from orchestrator.board.pg.lite import LiteConnection, LiteUnavailable
 from orchestrator.board.pg.parts import (
     PgEvents,
     PgIds,
@@ -62,6 +51,17 @@ from orchestrator.board.store import (
 from orchestrator.controlplane import BoardSummary
 from orchestrator.errors import InvalidInput, LeaseLost, NotFound
 from orchestrator.layout import Layout
+from orchestrator.model import (
+    InvalidRecord,
+    Lease,
+    Status,
+    Task,
+    format_task_id,
+    normalize_task_id,
+    parse_task_id,
+    task_number,
+)
+from orchestrator.record import describe_error
 
 if TYPE_CHECKING:
     from orchestrator.board.pg.db import Cursor
@@ -81,10 +81,6 @@ ROW_JSON = (
     f"{_TS.format('updated_at')})")
 """A row of ``tasks`` as a JSON array in the order of `COLS` (timestamps already in `iso`'s
 form), for `_task`."""
-SELECT_JSON = ("SELECT coalesce(json_agg(r ORDER BY k), '[]') FROM (SELECT id AS k, "
-               f"{ROW_JSON} AS r FROM tasks")
-"""`SELECT` for `orchestrator.board.pg.lite`: the rows as one JSON array (`ROW_JSON` each);
-close it with ``… ) x``."""
 _USAGE = "coalesce((data->'usage'->>'{}')::{}, 0)"
 SUMMARY = (
     "SELECT status, count(*), sum(" + _USAGE.format("cost_usd", "float8") + "), sum("
@@ -114,13 +110,7 @@ def machine_name(layout: Layout, config: BoardSettings) -> str:
 class PgBoard:
     """Implements `orchestrator.controlplane.ControlPlane` on PostgreSQL."""
 
-    def __init__(self, layout: Layout, config: BoardSettings, actor: str = "cli", *,
-                 light: bool | None = None) -> None:
-        """``light``: read through `orchestrator.board.pg.lite` until the first write. By
-        default for a command-line process (``actor`` "cli") that has not imported psycopg:
-        a one-shot command that only reads is spared ~0.15 s of importing it. A long-lived
-        process (a teammate, the lead) opens psycopg's connection at once, so its first
-        claim does not pay for the import."""
+    def __init__(self, layout: Layout, config: BoardSettings, actor: str = "cli") -> None:
         if not config.url:
             raise InvalidInput("PgBoard needs [board] url")
         self.layout = layout
@@ -129,16 +119,10 @@ class PgBoard:
         self._rejected: builtins.list[Path] = []
         self.url = config.url
         self.machine = machine_name(layout, config)
-        self.db = Database(config.url)
-        self._lite: LiteConnection | None = None
-        """Reads go the light way (`orchestrator.board.pg.lite`) until psycopg is needed."""
-        if light if light is not None else actor == "cli" and "psycopg" not in sys.modules:
-            try:
-                self._lite = LiteConnection(config.url)
-            except LiteUnavailable:
-                pass  # the usual way, which says what is wrong
-        if self._lite is None:
-            self.db.connection()  # fail here, with one line, when the database cannot be used
+        self.db = Database(config.url, schema.bounds(
+            lock_wait=config.lock_wait_seconds, statement=config.statement_seconds,
+            idle_in_transaction=config.idle_in_transaction_seconds))
+        self.db.connection()  # fail here, with one line, when the database cannot be used
         self.events = PgEvents(self.db, actor, self.machine, layout.events)
         self.mailboxes = PgMailboxes(self.db)
         self.logs = PgTaskLogs(self.db)
@@ -160,8 +144,6 @@ class PgBoard:
 
     def close(self) -> None:
         self._closed = True
-        if self._lite is not None:
-            self._lite.close()
         for listener in self._listeners.values():
             listener.close()
         self.db.close()
@@ -169,11 +151,6 @@ class PgBoard:
     # --- reading -----------------------------------------------------------------
     def get(self, task_id: str) -> Task:
         n = parse_task_id(str(task_id))
-        light = self._light(f"{SELECT_JSON} WHERE id = $1) x", str(n))
-        if light is not None:
-            if not light:
-                raise NotFound(f"no task {format_task_id(n)}")
-            return _task(light[0])
 
         def select(cur: Cursor) -> Task:
             return _fetch(cur, n)
@@ -194,18 +171,6 @@ class PgBoard:
                f"{' LIMIT %(n)s' if limit is not None else ''}")
         params = {"w": wanted, "a": None if after is None else parse_task_id(str(after)),
                   "n": limit}
-        texts = {"w": None if wanted is None else "{" + ",".join(wanted) + "}",
-                 "a": None if after is None else str(params["a"]),
-                 "n": None if limit is None else str(limit)}
-        light_sql = f"{SELECT_JSON}{sql[len(SELECT):]}) x"
-        light_args: builtins.list[str | None] = []
-        for k, cast in (("w", "text[]"), ("a", "bigint"), ("n", "bigint")):
-            if f"%({k})s" in light_sql:
-                light_args.append(texts[k])
-                light_sql = light_sql.replace(f"%({k})s", f"${len(light_args)}::{cast}")
-        light = self._light(light_sql, *light_args)
-        if light is not None:
-            return [_task(r) for r in light]
 
         def select(cur: Cursor) -> builtins.list[Task]:
             cur.execute(sql, {k: v for k, v in params.items() if f"%({k})s" in sql})
@@ -230,9 +195,6 @@ class PgBoard:
         waiting = ("WITH w AS (SELECT id, blocked_by FROM tasks WHERE cardinality(blocked_by) > 0 "
                    "AND status NOT IN ('merged', 'discarded', 'cancelled')) ")
         among = " WHERE id IN (SELECT id FROM w UNION SELECT unnest(blocked_by) FROM w)"
-        light = self._light(f"{waiting}{SELECT_JSON}{among}) x")
-        if light is not None:
-            return graph.find_problems({t.id: t for t in map(_task, light)})
 
         def select(cur: Cursor) -> dict[str, Task]:
             cur.execute(f"{waiting}{SELECT}{among}")
@@ -539,22 +501,6 @@ class PgBoard:
             listener.wait(min(remaining, self.config.rescan_seconds))
 
     # --- internals -----------------------------------------------------------------
-    def _light(self, sql: str, *params: str | None) -> builtins.list[tuple[object, ...]] | None:
-        """The rows of ``sql`` (a `SELECT_JSON` query: one JSON array of rows) read the light
-        way; None when it is not open (any more): then psycopg reads them."""
-        if self._lite is None:
-            return None
-        with self.db.lock:
-            try:
-                if self.db.is_open:  # psycopg is in use: one connection is enough
-                    raise LiteUnavailable("psycopg is connected")
-                rows = json.loads(self._lite.value(sql, *params) or "[]")
-            except LiteUnavailable:
-                self._lite.close()
-                self._lite = None
-                return None
-        return [tuple(r) for r in rows]
-
     def _listen(self, kind: str, channels: builtins.list[str],
                 wanted: Callable[[str], bool] | None = None) -> Listener:
         if self._closed:

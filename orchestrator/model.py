@@ -31,6 +31,11 @@ def format_task_id(n: int) -> str:
     return f"task_{n:03d}"
 
 
+def task_number(task_id: str) -> int:
+    """The number of a well-formed id (``task_007`` -> 7)."""
+    return int(task_id[5:])
+
+
 def parse_task_id(value: str) -> int:
     """The number of a task id; accepts ``task_007``, ``7`` and ``007`` as people type them."""
     v = value.strip()
@@ -153,6 +158,15 @@ class Budget(Record):
                 raise ValueError(f"budget {name}: must be above 0 and at most {top:g}")
 
 
+class PushPending(Record):
+    """A finished task's branch that the shared remote has not taken yet (it was down,
+    read-only, full): the lead of ``machine``, which holds the branch, pushes it again until
+    it lands."""
+
+    machine: str
+    reason: str
+
+
 class TodoStatus(StrEnum):
     PENDING = "pending"
     IN_PROGRESS = "in_progress"
@@ -166,9 +180,35 @@ class Todo(Record):
     status: TodoStatus = TodoStatus.PENDING
 
 
+class ForgeLink(Record, omit_defaults=True):
+    """A task's pull request and issue on the team's forge (`orchestrator.forge`); written
+    only by orchestrator (a dropped file's ``forge`` key goes to ``metadata``)."""
+
+    pr: int | None = None
+    url: str | None = None
+    """The pull request's page."""
+    pushed: str | None = None
+    """The commit last pushed to the pull request's branch."""
+    base: str | None = None
+    """The branch the pull request targets."""
+    ci: str = "none"
+    """The pull request's checks on ``pushed``: none, pending, success or failure."""
+    ci_rounds: int = 0
+    """Times failing CI sent the task back since a person last did (at most checks.retries)."""
+    seen: int = 0
+    """The highest review or comment id already read."""
+    issue: int | None = None
+    """The issue the task came from."""
+    state: str | None = None
+    """open, closed, merged; ``issue_closed`` for a task cancelled by its issue's closing."""
+    note: str | None = None
+    """The last thing that went wrong with the pull request, for a person."""
+
+
 class Task(Record, omit_defaults=True):
     """One unit of work on the board. The file on disk is the truth (every field written:
-    ``omit_defaults`` shortens only the board's snapshot, see `orchestrator.record.full`)."""
+    ``omit_defaults`` shortens only its copy in the board's index, see
+    `orchestrator.record.full`)."""
 
     id: str
     subject: Annotated[str, Meta(min_length=1, max_length=500)]
@@ -199,6 +239,12 @@ class Task(Record, omit_defaults=True):
     base_commit: str | None = None
 
     error: str | None = None
+    pushed: dict[str, str] = msgspec.field(default_factory=dict)
+    """Across machines: the commit the shared remote holds for this task's ``wip`` snapshot
+    and ``branch``, recorded (fenced) by the lease that pushed it. The next push expects
+    exactly that on the remote, so a push of a lease that is gone is refused there."""
+    push_pending: PushPending | None = None
+    """Across machines: the branch of this finished task is not on the remote yet."""
     feedback: list[str] = msgspec.field(default_factory=list)
     checks: dict[str, Any] | None = None
     usage: Usage = msgspec.field(default_factory=Usage)
@@ -219,6 +265,8 @@ class Task(Record, omit_defaults=True):
     """The plan the lead approved (plan-first tasks); later runs keep normal permissions."""
     todos: list[Todo] = msgspec.field(default_factory=list)
     """The agent's todo list (``todo_write``), shown by ``show`` and ``board``."""
+    forge: ForgeLink | None = None
+    """Its pull request on the team's forge (``[forge]``), once it has one."""
 
     created_at: str = msgspec.field(default_factory=utcnow)
     updated_at: str = msgspec.field(default_factory=utcnow)
@@ -226,7 +274,7 @@ class Task(Record, omit_defaults=True):
     def __post_init__(self) -> None:
         """What the types cannot say; runs on decoding, construction and copies."""
         # Without regular expressions where a str method answers: every task of a board's
-        # snapshot passes through here (a tenth of a second at 50,000 tasks with them).
+        # index passes through here (a tenth of a second at 50,000 tasks with them).
         tid = self.id
         if not (isinstance(tid, str) and tid.startswith("task_") and len(tid) >= 8
                 and tid[5:].isdecimal()):  # TASK_ID_RE, without its `$` before a newline

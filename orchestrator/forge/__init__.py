@@ -1,0 +1,187 @@
+"""Forges: where a team reviews in pull requests (GitHub first; GitLab and Forgejo fit the
+same `Forge` Protocol).
+
+    forge/__init__.py   the Protocol, the records it speaks in, its errors, `open_forge`
+    forge/github.py     GitHub's REST API through githubkit (conditional requests, rate limits)
+    forge/sync.py       one pass of the loop: a pull request per kept task, CI and review
+                        comments back to the agent, merged there = merged here, issues in
+    forge/watcher.py    the lead's thread that runs `sync` with back-off, woken by webhooks
+    forge/webhook.py    the web board's endpoint for the forge's webhooks (HMAC-checked)
+    forge/standin.py    a GitHub stand-in on loopback over a real bare repository (tests,
+                        benchmarks, `docs/forge.md`'s try-out)
+    forge/openapi.py    GitHub's OpenAPI description, pruned to what we use, checking every
+                        request we send and every response we read (tests)
+
+Errors::
+
+    RunError
+    └── ForgeError              the forge refused or could not be reached (one line, no token)
+        ├── ForgeDown           connection refused, timeout, 5xx
+        ├── AuthFailed          401: the token is missing, revoked or expired
+        └── RateLimited         403/429 with retry-after or x-ratelimit-remaining: 0
+
+Everything a forge says (titles, bodies, comments, check output, user names) is data from
+people outside the team: it is bounded, shown as text, and never decides more than which
+task it is about.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from orchestrator.errors import ConfigError, RunError
+
+if TYPE_CHECKING:
+    from orchestrator.config import ForgeConfig
+
+CiState = Literal["none", "pending", "success", "failure"]
+MAX_TEXT = 20_000
+"""A comment, a body or a check's output is cut to this many characters."""
+
+
+class ForgeError(RunError):
+    """The forge refused a request or could not be reached."""
+
+
+class ForgeDown(ForgeError):
+    pass
+
+
+class AuthFailed(ForgeError):
+    pass
+
+
+class RateLimited(ForgeError):
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    number: int
+    url: str
+    state: Literal["open", "closed"]
+    merged: bool
+    draft: bool
+    head: str
+    """The head branch's name."""
+    head_sha: str
+    base: str
+    merge_commit: str | None = None
+    node_id: str = ""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check run or commit status on a commit."""
+
+    name: str
+    state: Literal["pending", "success", "failure"]
+    conclusion: str
+    """GitHub's word for it: success, failure, timed_out, cancelled, error …"""
+    details: str = ""
+    """The tail of its output, annotations (``file:line: message``) or description."""
+    url: str = ""
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """A review or a comment on a pull request."""
+
+    id: str
+    """``review-N``, ``comment-N`` or ``inline-N``: unique across the three lists."""
+    author: str
+    kind: Literal["changes_requested", "comment", "inline", "approved"]
+    body: str
+    path: str | None = None
+    line: int | None = None
+    reply_to: int | None = None
+    """For an inline comment: the comment id to reply under."""
+
+
+@dataclass(frozen=True)
+class Issue:
+    number: int
+    title: str
+    body: str
+    state: Literal["open", "closed"]
+    labels: tuple[str, ...]
+    url: str
+    author: str = ""
+
+
+@dataclass(frozen=True)
+class CheckLine:
+    """One line of ``orchestrator forge check``."""
+
+    what: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class Stats:
+    """Requests sent, by the status they got (a 304 does not count against GitHub's limit)."""
+
+    requests: int = 0
+    not_modified: int = 0
+    by_route: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def counted(self) -> int:
+        return self.requests - self.not_modified
+
+
+class Forge(Protocol):
+    """What orchestrator needs of a forge. Numbers are pull request or issue numbers."""
+
+    kind: str
+    repo: str
+    stats: Stats
+
+    def check(self) -> list[CheckLine]: ...
+    def login(self) -> str: ...
+    def find_pull(self, head: str) -> PullRequest | None: ...
+    def open_pull(self, *, head: str, base: str, title: str, body: str,
+                  draft: bool) -> PullRequest: ...
+    def get_pull(self, number: int) -> PullRequest: ...
+    def edit_pull(self, number: int, *, title: str | None = None, body: str | None = None,
+                  base: str | None = None, state: str | None = None) -> PullRequest: ...
+    def ready_for_review(self, pull: PullRequest) -> None: ...
+    def merge_pull(self, number: int, *, sha: str, method: str) -> str: ...
+    def checks(self, sha: str) -> list[Check]: ...
+    def feedback(self, number: int) -> list[Feedback]: ...
+    def can_write(self, login: str) -> bool: ...
+    def comment(self, number: int, body: str) -> None: ...
+    def reply(self, number: int, comment_id: int, body: str) -> None: ...
+    def issues(self, label: str) -> list[Issue]: ...
+    def close(self) -> None: ...
+
+
+def cut(text: str | None, limit: int = MAX_TEXT) -> str:
+    """``text`` bounded: its head and tail kept around a marker when it is too long."""
+    text = text or ""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n… [{len(text) - limit} characters cut] …\n{text[-half:]}"
+
+
+def open_forge(config: ForgeConfig, root: Path, *, transport: Any = None) -> Forge | None:
+    """The team's forge (``[forge]``), or None when ``kind = "none"``. A `ConfigError` when
+    the repository or the token is missing."""
+    if config.kind == "none":
+        return None
+    if not config.repo:
+        raise ConfigError("[forge] repo is not set (owner/name of the repository on GitHub)")
+    try:
+        from orchestrator.forge.github import GitHubForge, find_token
+    except ImportError as exc:
+        raise ConfigError(f"[forge] needs the forge extra: pip install 'orchestrator[forge]' "
+                          f"({exc.name} is missing)") from None
+
+    return GitHubForge(config.repo, find_token(config.token_file, root), api_url=config.api_url,
+                       transport=transport)

@@ -1,0 +1,474 @@
+"""One pass of the forge loop (`ForgeSync.run`): what the board and the forge each know,
+brought together. The lead's watcher (`orchestrator.forge.watcher`) runs it with back-off;
+``orchestrator forge sync`` runs it once.
+
+- **Issues in.** An open issue with ``[forge] issue_label`` written by someone with write
+  access becomes a task (``blocked by #N`` is understood when issue N has a task); closing
+  it cancels its task while that has not started; reopening it after that makes a new task.
+- **A pull request per kept task.** A task in ``review`` has its branch pushed to
+  ``[forge] remote`` (with ``--force-with-lease`` on what was pushed last, so a push by
+  someone else on the forge is never overwritten) and a pull request opened or updated:
+  a stacked task's targets its blocker's branch, and is retargeted when that merges.
+- **CI back to the agent.** A failing check on the pushed commit sends the task back to
+  ``pending`` (same worktree and conversation) with the check's name, conclusion and the
+  tail of its output, up to ``checks.retries`` times; then the task waits for a person
+  (``waiting_for`` = ``ci_exhausted: …``).
+- **Review comments back to the agent.** A review requesting changes, or a comment naming
+  ``/orchestrator`` or ``[forge] mention``, by someone with write access sends the task
+  back with the comments (file and line for inline ones); orchestrator replies on the
+  pull request with what it did. Others' comments are ignored, with an event.
+- **Merged there, merged here.** A pull request merged on the forge marks the task merged,
+  brings the base branch up to date and removes the worktree as ``merge`` does. A
+  discarded or cancelled task's pull request is closed with a comment.
+
+What the forge says is data: titles and bodies are bounded and become a task's subject
+and description or an agent's feedback, never a command. A `ForgeError` about one task
+is written on that task (``forge.note``) and the pass goes on; a rate limit or an outage
+ends the pass (the watcher backs off for the whole board).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.config import Config
+from orchestrator.controlplane import ControlPlane
+from orchestrator.errors import Conflict, GitError, InvalidInput, InvalidTransition
+from orchestrator.forge import (
+    Check,
+    CiState,
+    Feedback,
+    Forge,
+    ForgeDown,
+    ForgeError,
+    Issue,
+    PullRequest,
+    RateLimited,
+    cut,
+)
+from orchestrator.layout import Layout
+from orchestrator.logging import get_logger
+from orchestrator.model import ForgeLink, Status, Task
+from orchestrator.worktree.git import Git
+from orchestrator.worktree.names import check_branch
+
+ACTOR = "forge"
+COMMAND = "/orchestrator"
+BLOCKED_BY_RE = re.compile(r"\bblocked[ -]by:?\s+((?:#\d{1,9}[\s,and]*)+)", re.I)
+CI_WAIT = "ci_exhausted"
+"""How ``waiting_for`` starts on a task whose CI failed ``checks.retries`` times."""
+MAX_SUBJECT = 200
+
+
+@dataclass
+class Outcome:
+    """What one pass did, for the console and the tests."""
+
+    opened: list[str] = field(default_factory=list)
+    sent_back: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+    closed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    waiting: bool = False
+    """Some pull request's checks are still running (the watcher keeps polling often)."""
+
+    @property
+    def changed(self) -> bool:
+        return any((self.opened, self.sent_back, self.merged, self.created, self.cancelled,
+                    self.closed))
+
+
+class ForgeSync:
+    def __init__(self, layout: Layout, config: Config, board: ControlPlane, forge: Forge) -> None:
+        self.layout, self.config, self.board, self.forge = layout, config, board, forge
+        self.repo = Git(layout.root)
+        self.log = get_logger(actor=ACTOR)
+        self._writers: dict[str, bool] = {}
+        self._me: str | None = None
+        self._ignored_issues: set[int] = set()
+
+    # --- the pass ---------------------------------------------------------------------------
+    def run(self) -> Outcome:
+        """One pass. `RateLimited`, `ForgeDown` and `AuthFailed` end it (they concern every
+        task); any other `ForgeError` is noted on its task and the pass goes on."""
+        out = Outcome()
+        self._writers.clear()
+        if self.config.forge.issue_label:
+            self.issues_in(out)
+        tasks = self.board.list()
+        by_branch = {t.branch: t for t in tasks if t.branch}
+        for task in tasks:
+            try:
+                if task.status is Status.REVIEW and task.branch:
+                    self.publish(task, by_branch, out)
+                elif task.status in (Status.DISCARDED, Status.CANCELLED) and task.forge \
+                        and task.forge.pr and task.forge.state == "open":
+                    self.close(task, out)
+            except (RateLimited, ForgeDown):
+                raise
+            except ForgeError as exc:
+                if "401" in str(exc):
+                    raise
+                self.note(task, str(exc), out)
+            except (GitError, Conflict, InvalidInput) as exc:
+                self.note(task, str(exc), out)
+        return out
+
+    def note(self, task: Task, line: str, out: Outcome) -> None:
+        """A line on the task (``show`` prints it) and an event, once per distinct line."""
+        line = cut(line, 500)
+        out.notes.append(f"{task.id}: {line}")
+        link = task.forge or ForgeLink()
+        if link.note == line:
+            return
+        self._save(task, note=line)
+        self.board.events.emit("forge_problem", task.id, actor=ACTOR, problem=line)
+        self.log.warning("forge", task=task.id, problem=line)
+
+    def _save(self, task: Task, **changes: Any) -> Task:
+        link = (task.forge or ForgeLink()).model_copy(update=changes)
+        return self.board.edit(task.id, actor=ACTOR, forge=link)
+
+    # --- a pull request per kept task ----------------------------------------------------------
+    def publish(self, task: Task, by_branch: dict[str, Task], out: Outcome) -> None:
+        assert task.branch is not None
+        check_branch(task.branch, "task branch")
+        link = task.forge or ForgeLink()
+        tip = self.repo.commit_of(f"refs/heads/{task.branch}")
+        if tip is None:
+            raise InvalidInput(f"its branch {task.branch} is gone; nothing to push")
+        base = self.target(task, by_branch)
+        if link.pushed != tip:
+            self.push(task.branch, link.pushed)
+        pull = self.forge.get_pull(link.pr) if link.pr else self.forge.find_pull(task.branch)
+        if pull is not None and pull.merged:
+            by_branch[task.branch] = self.merged(task, pull, out)  # its dependants retarget
+            return
+        if pull is None or (pull.state == "closed" and link.pushed != tip):
+            pull = self.forge.open_pull(head=task.branch, base=base, title=_title(task),
+                                        body=self.body(task), draft=self.config.forge.draft)
+            self.board.events.emit("pr_opened", task.id, actor=ACTOR, pr=pull.number,
+                                   url=pull.url, base=base)
+            out.opened.append(task.id)
+        elif link.pushed != tip or pull.base != base:
+            pull = self.forge.edit_pull(pull.number, title=_title(task), body=self.body(task),
+                                        base=base if pull.base != base else None,
+                                        state="open" if pull.state == "closed" else None)
+            self.board.events.emit("pr_updated", task.id, actor=ACTOR, pr=pull.number,
+                                   commit=tip, base=base)
+        if link.pushed != tip:
+            link = link.model_copy(update={"ci": "none", "note": None})
+            if (task.waiting_for or "").startswith(CI_WAIT):
+                task = self.board.edit(task.id, actor=ACTOR, waiting_for=None)
+        elif pull.head_sha != tip and pull.state == "open":
+            raise Conflict(f"pull request #{pull.number}'s branch was changed on the forge "
+                           f"({pull.head_sha[:12]}, not {tip[:12]}): orchestrator leaves it; "
+                           "fetch it into the task or close the pull request")
+        link = link.model_copy(update={"pr": pull.number, "url": pull.url, "pushed": tip,
+                                       "base": base, "state": pull.state})
+        if link != task.forge:
+            task = self.board.edit(task.id, actor=ACTOR, forge=link)
+        if pull.state == "open":
+            self.watch(task, pull, out)
+
+    def target(self, task: Task, by_branch: dict[str, Task]) -> str:
+        """The branch the pull request targets: the blocker's while it is not merged (a
+        stacked task), else the base branch (the blocker's own target once it merged)."""
+        base = task.base or "HEAD"
+        blocker = by_branch.get(base)
+        if blocker is not None and blocker.id != task.id:
+            if blocker.status is not Status.MERGED:
+                return base
+            base = (blocker.forge.base if blocker.forge and blocker.forge.base
+                    else blocker.base) or "HEAD"
+        if base == "HEAD":
+            head = self.repo.run("symbolic-ref", "-q", "--short", "HEAD", check=False)
+            base = head.stdout.strip() or "main"
+        return base
+
+    def push(self, branch: str, pushed: str | None) -> None:
+        remote = self.config.forge.remote
+        lease = f"--force-with-lease=refs/heads/{branch}:{pushed or ''}"
+        out = self.repo.run("push", "--quiet", "--porcelain", lease, remote,
+                            f"refs/heads/{branch}:refs/heads/{branch}", check=False)
+        if out.returncode != 0:
+            why = (out.stderr.strip() or out.stdout.strip()).splitlines()[-1:] or ["?"]
+            raise GitError(f"push of {branch} to {remote} was refused: {cut(why[0], 300)} (a "
+                           "push to the pull request's branch on the forge is not overwritten)")
+
+    def body(self, task: Task) -> str:
+        """The pull request's body: the description, the changes, the checks, the cost and
+        the way back to the task."""
+        parts = [cut(task.description, 8_000) or "_(no description)_", "", "---"]
+        stat = self.repo.run("diff", "--shortstat", f"{task.base_commit}..refs/heads/"
+                             f"{task.branch}", check=False) if task.base_commit else None
+        if stat is not None and stat.returncode == 0 and stat.stdout.strip():
+            parts.append(f"**Changes:** {stat.stdout.strip()}")
+        if task.checks:
+            passed = task.checks.get("passed")
+            word = "passed" if passed else "failed" if passed is False else "ran"
+            parts.append(f"**Checks here:** {word} "
+                         f"(`{cut(str(task.checks.get('command', '')), 200)}`)")
+        parts.append(f"**Cost:** ${task.usage.cost_usd:.2f}, {task.usage.tokens:,} tokens, "
+                     f"{task.usage.seconds:.0f} s")
+        see = f"`orchestrator show {task.id}`"
+        if self.config.forge.board_url:
+            see += f" · [{task.id} on the board]({self.config.forge.board_url.rstrip('/')}" \
+                   f"/task/{task.id})"
+        parts.append(f"**Task:** {see}")
+        if task.forge and task.forge.issue:
+            parts += ["", f"Closes #{task.forge.issue}"]
+        parts += ["", f"<sub>Opened by orchestrator. A review that requests changes, or a "
+                      f"comment with `{COMMAND} …`, sends it back to its agent.</sub>"]
+        return "\n".join(parts)
+
+    # --- CI and comments back to the agent ----------------------------------------------------
+    def watch(self, task: Task, pull: PullRequest, out: Outcome) -> None:
+        link = task.forge
+        assert link is not None and link.pushed is not None
+        if link.ci in ("none", "pending"):
+            checks = self.forge.checks(link.pushed)
+            state = ci_state(checks)
+            out.waiting = out.waiting or state in ("none", "pending")
+            if state != link.ci:
+                task = self._save(task, ci=state)
+                self.board.events.emit("pr_checks", task.id, actor=ACTOR, pr=pull.number,
+                                       state=state, checks={c.name: c.conclusion
+                                                            for c in checks})
+                link = task.forge
+                assert link is not None
+                if state == "failure":
+                    self.ci_failed(task, pull, [c for c in checks if c.state == "failure"], out)
+                    return
+                if state == "success" and pull.draft and self.config.forge.draft:
+                    self.forge.ready_for_review(pull)
+                    self.board.events.emit("pr_ready", task.id, actor=ACTOR, pr=pull.number)
+        self.comments(task, pull, out)
+
+    def ci_failed(self, task: Task, pull: PullRequest, failed: list[Check], out: Outcome) -> None:
+        link = task.forge
+        assert link is not None
+        lines = [f"CI failed on pull request #{pull.number}:"]
+        for c in failed:
+            lines.append(f"- {c.name}: {c.conclusion}" + (f"\n{c.details}" if c.details else ""))
+        feedback = cut("\n".join(lines), 12_000)
+        if link.ci_rounds >= self.config.checks.retries:
+            why = f"{CI_WAIT}: {', '.join(c.name for c in failed)[:200]} failed on #{pull.number}"
+            self.board.edit(task.id, actor=ACTOR, waiting_for=why,
+                            error=feedback)
+            self.board.events.emit("waiting", task.id, actor=ACTOR, reason=CI_WAIT,
+                                   pr=pull.number)
+            self.forge.comment(pull.number, f"CI failed again ({', '.join(c.name for c in failed)}"
+                                            f"); {task.id} waits for a person after "
+                                            f"{link.ci_rounds} rounds.")
+            return
+        self.send_back(task, feedback, rounds=link.ci_rounds + 1)
+        self.forge.comment(pull.number, f"CI failed ({', '.join(c.name for c in failed)}): "
+                                        f"sent back to the agent of {task.id} "
+                                        f"(round {link.ci_rounds + 1} of "
+                                        f"{self.config.checks.retries}).")
+        out.sent_back.append(task.id)
+
+    def comments(self, task: Task, pull: PullRequest, out: Outcome) -> None:
+        link = task.forge
+        assert link is not None
+        items = [f for f in self.forge.feedback(pull.number) if _num(f.id) > link.seen]
+        if not items:
+            return
+        top = max(_num(f.id) for f in items)
+        me = self.me()
+        wanted: list[Feedback] = []
+        for f in items:
+            if f.author == me or not self.asks(f, items):
+                continue
+            if not self.writer(f.author):
+                self.board.events.emit("forge_comment_ignored", task.id, actor=ACTOR,
+                                       pr=pull.number, author=cut(f.author, 100),
+                                       reason="no write access")
+                self.log.info("comment ignored: its author has no write access", task=task.id,
+                              author=cut(f.author, 100), pr=pull.number)
+                continue
+            wanted.append(f)
+        task = self._save(task, seen=top)
+        if not wanted:
+            return
+        lines = [f"Review on pull request #{pull.number}:"]
+        for f in wanted:
+            where = f" ({f.path}:{f.line})" if f.path else ""
+            lines.append(f"- {f.author}{where}: {f.body.strip()}")
+        self.send_back(task, cut("\n".join(lines), 12_000), rounds=0)
+        for f in wanted:
+            reply = f"Sent back to the agent of {task.id}; its commits will come to this pull " \
+                    "request."
+            if f.kind == "inline" and f.reply_to:
+                self.forge.reply(pull.number, f.reply_to, reply)
+        self.forge.comment(pull.number, f"orchestrator sent {task.id} back to its agent with "
+                                        f"{len(wanted)} comment(s) from "
+                                        f"{', '.join(sorted({f.author for f in wanted}))}.")
+        out.sent_back.append(task.id)
+
+    def asks(self, f: Feedback, items: list[Feedback]) -> bool:
+        """Whether a comment asks the team for work: a review requesting changes (with its
+        inline comments), or a comment naming the team."""
+        if f.kind == "changes_requested":
+            return True
+        words = [COMMAND] + ([self.config.forge.mention] if self.config.forge.mention else [])
+        if any(w.lower() in f.body.lower() for w in words):
+            return True
+        return f.kind == "inline" and any(i.kind == "changes_requested" and i.author == f.author
+                                          for i in items)
+
+    def writer(self, login: str) -> bool:
+        if login not in self._writers:
+            self._writers[login] = self.forge.can_write(login)
+        return self._writers[login]
+
+    def me(self) -> str:
+        if self._me is None:
+            self._me = self.forge.login()
+        return self._me
+
+    def send_back(self, task: Task, feedback: str, *, rounds: int) -> None:
+        """Back to ``pending`` in the same worktree, with the feedback (as ``retry -m``)."""
+        from orchestrator.review.retrying import retry_task
+
+        task = retry_task(self.layout, self.config, task.id, feedback, actor=ACTOR,
+                          board=self.board)
+        link = (task.forge or ForgeLink()).model_copy(update={"ci_rounds": rounds})
+        self.board.edit(task.id, actor=ACTOR, forge=link, waiting_for=None)
+
+    # --- merged there, merged here ---------------------------------------------------------------
+    def merged(self, task: Task, pull: PullRequest, out: Outcome) -> Task:
+        out.merged.append(task.id)
+        return mark_merged(self.layout, self.config, self.board, task, pull)
+
+    def close(self, task: Task, out: Outcome) -> None:
+        link = task.forge
+        assert link is not None and link.pr is not None
+        self.forge.comment(link.pr, f"{task.id} was {task.status} on the board; closing.")
+        self.forge.edit_pull(link.pr, state="closed")
+        self._save(task, state="closed")
+        self.board.events.emit("pr_closed", task.id, actor=ACTOR, pr=link.pr)
+        out.closed.append(task.id)
+
+    # --- issues in --------------------------------------------------------------------------------
+    def issues_in(self, out: Outcome) -> None:
+        label = self.config.forge.issue_label
+        assert label
+        tasks = [t for t in self.board.list() if t.forge and t.forge.issue]
+        latest: dict[int, Task] = {}
+        for t in sorted(tasks, key=lambda t: t.created_at):
+            assert t.forge is not None and t.forge.issue is not None
+            latest[t.forge.issue] = t
+        for issue in self.forge.issues(label):
+            task = latest.get(issue.number)
+            if issue.state == "open" and (task is None or (task.forge is not None
+                                          and task.forge.state == "issue_closed")):
+                made = self.task_from(issue, latest)
+                if made is not None:
+                    latest[issue.number] = made
+                    out.created.append(made.id)
+            elif issue.state == "closed" and task is not None and not_started(task):
+                try:
+                    self.board.cancel(task.id, actor=ACTOR)
+                except InvalidTransition:
+                    continue
+                self._save(self.board.get(task.id), state="issue_closed")
+                self.board.events.emit("issue_closed", task.id, actor=ACTOR, issue=issue.number)
+                out.cancelled.append(task.id)
+
+    def task_from(self, issue: Issue, latest: dict[int, Task]) -> Task | None:
+        if not self.writer(issue.author):
+            if issue.number not in self._ignored_issues:
+                self._ignored_issues.add(issue.number)
+                self.log.info("issue ignored: its author has no write access",
+                              issue=issue.number, author=cut(issue.author, 100))
+            return None
+        blockers = [latest[n].id for n in blocked_by(issue.body) if n in latest]
+        subject = _one_line(issue.title) or f"Issue #{issue.number}"
+        task = self.board.add(
+            subject[:MAX_SUBJECT], description=f"{issue.body}\n\n(From issue #{issue.number}: "
+            f"{issue.url})", blocked_by=blockers, actor=ACTOR,
+            metadata={"labels": list(issue.labels), "issue_url": issue.url},
+            forge=ForgeLink(issue=issue.number))
+        self.board.events.emit("issue_taken", task.id, actor=ACTOR, issue=issue.number)
+        return task
+
+
+def ci_state(checks: Iterable[Check]) -> CiState:
+    states = {c.state for c in checks}
+    if "failure" in states:
+        return "failure"
+    if "pending" in states:
+        return "pending"
+    return "success" if states else "none"
+
+
+def not_started(task: Task) -> bool:
+    return task.status is Status.PENDING and task.branch is None
+
+
+def blocked_by(body: str) -> list[int]:
+    """Issue numbers a body says it is blocked by (``blocked by #12``, ``Blocked by: #3, #4``)."""
+    out: list[int] = []
+    for m in BLOCKED_BY_RE.finditer(body[:20_000]):
+        out += [int(n) for n in re.findall(r"#(\d+)", m.group(1))]
+    return out
+
+
+def _num(feedback_id: str) -> int:
+    return int(feedback_id.rsplit("-", 1)[1])
+
+
+def _one_line(text: str) -> str:
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+
+
+def _title(task: Task) -> str:
+    return f"{task.subject} ({task.id})"
+
+
+def mark_merged(layout: Layout, config: Config, board: ControlPlane, task: Task,
+                pull: PullRequest, *, actor: str = ACTOR) -> Task:
+    """A pull request merged on the forge: the base branch brought up to date here (when it
+    can be without touching uncommitted work), the task ``merged`` and its worktree removed
+    as ``merge`` does."""
+    from orchestrator.review.merging import MergeResult, cleanup
+
+    repo = Git(layout.root)
+    remote = config.forge.remote
+    check_branch(pull.base, "base branch")
+    tracking = f"refs/remotes/{remote}/{pull.base}"
+    repo.run("fetch", "--quiet", remote, f"+refs/heads/{pull.base}:{tracking}", check=False)
+    new = repo.commit_of(tracking) or pull.merge_commit or ""
+    _fast_forward(repo, pull.base, new)
+    tip = repo.commit_of(f"refs/heads/{task.branch}") if task.branch else None
+    kept = tip is not None and repo.ok("merge-base", "--is-ancestor", tip, new)
+    link = (task.forge or ForgeLink()).model_copy(update={"state": "merged", "note": None})
+    task = board.set_status(task.id, Status.MERGED, actor=actor, forge=link, waiting_for=None)
+    board.events.emit("merged", task.id, actor=actor, strategy="forge", into=pull.base,
+                      commit=pull.merge_commit or new, branch=task.branch, tip=tip,
+                      pr=pull.number)
+    result = MergeResult(task=task, strategy="merge" if kept else "squash", into=pull.base,
+                         commit=new, branch=task.branch or "", removed=False)
+    cleanup(layout, config, board, result)
+    return task
+
+
+def _fast_forward(repo: Git, branch: str, new: str) -> None:
+    """Move ``branch`` to ``new`` when that is a fast-forward: in the main working tree when
+    it is checked out there (``merge --ff-only`` refuses to overwrite changes), else the ref."""
+    old = repo.commit_of(f"refs/heads/{branch}")
+    if not new or old == new or (old is not None and not repo.ok("merge-base", "--is-ancestor",
+                                                                 old, new)):
+        return
+    head = repo.run("symbolic-ref", "-q", "--short", "HEAD", check=False).stdout.strip()
+    if head == branch:
+        repo.run("merge", "--quiet", "--ff-only", new, check=False)
+    else:
+        repo.run("update-ref", f"refs/heads/{branch}", new, old or "", check=False)

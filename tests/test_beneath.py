@@ -1,0 +1,135 @@
+"""Issue 29 item 6: host reads and writes in a worktree never follow the agent's links.
+
+Hostile inputs: a committed ``.task_ref`` symlink to the repository's ``.git/config``
+(and one through a symlinked folder), a FIFO in the agent's private ref and under
+``.task_ref``, a symlinked and a FIFO usage file, a huge file, ``..`` in a name.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.agent.git_confine import GitConfinement
+from orchestrator.beneath import NotRegular, read_beneath, write_beneath
+from orchestrator.board import open_board
+from orchestrator.budget import read_usage_file
+from orchestrator.config import Config
+from orchestrator.errors import InvalidInput
+from orchestrator.layout import Layout
+from orchestrator.worktree.manager import WorktreeManager
+from tests.helpers import git
+from tests.test_review import get, keep
+
+
+def within(seconds: float, fn: Callable[[], Any]) -> Any:
+    """``fn()``'s answer, failing the test (not hanging it) when it takes longer."""
+    box: list[Any] = []
+
+    def call() -> None:
+        try:
+            box.append((fn(), None))
+        except BaseException as exc:
+            box.append((None, exc))
+
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        pytest.fail(f"{fn} still blocked after {seconds} s")
+    value, exc = box[0]
+    if exc is not None:
+        raise exc
+    return value
+
+
+def test_a_committed_task_ref_symlink_never_overwrites_git_config(repo: Path) -> None:
+    task = keep(repo, "plants a link", {"a.txt": "a\n"})
+    wt = Path(task.worktree or "")
+    config = repo / ".git" / "config"
+    before = config.read_bytes()
+    (wt / ".task_ref").unlink()
+    (wt / ".task_ref").symlink_to(os.path.relpath(config, wt))
+    git(wt, "add", "-f", ".task_ref")
+    git(wt, "commit", "-qm", "link")
+    layout = Layout.at(repo)
+    with open_board(layout) as board:
+        manager = WorktreeManager(layout, Config.load(repo).worktree, board)
+        manager.create(get(repo, task.id))  # reused: .task_ref written again
+        assert config.read_bytes() == before
+        assert (wt / ".task_ref").is_file() and not (wt / ".task_ref").is_symlink()
+        git(repo, "worktree", "remove", "--force", str(wt))
+        with manager.lock:
+            manager.restore(get(repo, task.id))  # checked out from the branch: a link again
+    assert config.read_bytes() == before
+    assert '"task": "task_001"' in (wt / ".task_ref").read_text()
+
+
+def test_reads_refuse_links_on_the_way_fifos_devices_and_huge_files(tmp_path: Path) -> None:
+    root = tmp_path / "wt"
+    (root / "d").mkdir(parents=True)
+    secret = tmp_path / "secret"
+    secret.write_text("key\n")
+    (root / "link").symlink_to(secret)
+    (root / "dirlink").symlink_to(tmp_path)
+    os.mkfifo(root / "fifo")
+    (root / "null").symlink_to("/dev/null")
+    with open(root / "huge", "wb") as fh:
+        fh.truncate(1 << 30)
+    (root / "d" / "ok").write_text("fine")
+    assert read_beneath(root, "d/ok") == b"fine"
+    for name, err in (("link", errno.ELOOP), ("dirlink/secret", errno.ENOTDIR),
+                      ("null", errno.ELOOP)):
+        with pytest.raises(OSError) as exc:
+            read_beneath(root, name)
+        assert exc.value.errno == err, name
+    with pytest.raises(NotRegular):
+        within(5, lambda: read_beneath(root, "fifo"))
+    with pytest.raises(OSError, match="over 1024 bytes"):
+        read_beneath(root, "huge", limit=1024)
+    for bad in ("../secret", "/etc/passwd", "d/../../secret", ""):
+        with pytest.raises(OSError):
+            read_beneath(root, bad)
+    write_beneath(root, "link", "replaced")  # the link is replaced, its target untouched
+    assert secret.read_text() == "key\n" and (root / "link").read_text() == "replaced"
+    with pytest.raises(OSError):
+        write_beneath(root, "dirlink/x", "through a linked folder")
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_fifo_in_the_agents_private_ref_does_not_hang_the_teammate(
+        repo: Path) -> None:
+    task = keep(repo, "confined", {"a.txt": "a\n"})
+    conf = GitConfinement.open(Path(task.worktree or ""))
+    assert conf is not None and conf.branch
+    conf.binds()
+    assert conf.scratch is not None
+    leaf = conf.scratch / "refs" / conf.branch.rsplit("/", 1)[1]
+    leaf.unlink()
+    os.mkfifo(leaf)
+    started = time.monotonic()
+    note = within(10, conf.finish)
+    assert time.monotonic() - started < 5
+    assert note is not None and "kept as it was" in note
+    assert git(repo, "rev-parse", f"refs/heads/{conf.branch}") == conf.start
+
+
+def test_a_symlinked_or_fifo_usage_file_counts_nothing(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text('{"cost_usd": 5}')
+    usage = tmp_path / "run" / "usage.json"
+    usage.parent.mkdir()
+    usage.symlink_to(elsewhere)
+    with pytest.raises(InvalidInput):
+        read_usage_file(usage)
+    usage.unlink()
+    os.mkfifo(usage)
+    with pytest.raises(InvalidInput):
+        within(5, lambda: read_usage_file(usage))

@@ -1,0 +1,272 @@
+"""The forge (issue 32): GitHub through githubkit, against the stand-in on loopback whose
+every exchange is checked against GitHub's OpenAPI description."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.board import open_board
+from orchestrator.config import Config
+from orchestrator.forge import AuthFailed, ForgeDown, RateLimited, open_forge
+from orchestrator.forge.github import GitHubForge
+from orchestrator.forge.openapi import OPERATIONS, Validator
+from orchestrator.forge.standin import StandIn
+from orchestrator.forge.sync import ForgeSync, blocked_by
+from orchestrator.layout import Layout
+from orchestrator.model import Status
+from tests.forge_support import (
+    BOT,
+    STRANGER,
+    finish_check,
+    load_validator,
+    person,
+    standin,
+)
+from tests.helpers import git
+from tests.test_team_support import add_tasks, cli, events, tasks, team_cleanup, team_env
+
+WRITE_FILE = 'echo "$ORCH_TASK_SUBJECT" > "$ORCH_TASK_ID.txt"'
+
+
+@pytest.fixture(scope="module")
+def validator(tmp_path_factory: pytest.TempPathFactory) -> Validator:
+    return load_validator(tmp_path_factory.mktemp("openapi"))
+
+
+@pytest.fixture
+def gh(repo: Path, validator: Validator) -> Iterator[StandIn]:
+    with standin(repo, validator) as s:
+        yield s
+
+
+def bot(s: StandIn) -> GitHubForge:
+    return GitHubForge("acme/app", BOT, api_url=s.url)
+
+
+def push_branch(repo: Path, name: str, text: str = "x") -> str:
+    git(repo, "checkout", "--quiet", "-b", name)
+    (repo / f"{name}.txt").write_text(text)
+    git(repo, "add", f"{name}.txt")
+    git(repo, "commit", "--quiet", "-m", name)
+    git(repo, "checkout", "--quiet", "main")
+    git(repo, "push", "--quiet", "origin", name)
+    return git(repo, "rev-parse", name).strip()
+
+
+def test_every_operation_we_use_matches_githubs_description(repo: Path, gh: StandIn,
+                                                           validator: Validator) -> None:
+    sha = push_branch(repo, "feat")
+    f, p = bot(gh), person(gh)
+    try:
+        assert [line.ok for line in f.check()] == [True] * 4
+        pr = f.open_pull(head="feat", base="main", title="T", body="B", draft=True)
+        assert (pr.number, pr.head_sha, pr.base, pr.draft) == (1, sha, "main", True)
+        assert f.find_pull("feat") == pr
+        finish_check(gh, sha, "failure", summary="2 tests failed", annotations=[
+            {"path": "app.py", "start_line": 3, "end_line": 3, "annotation_level": "failure",
+             "message": "assert 1 == 2"}])
+        p.rest.repos.create_commit_status("acme", "app", sha, state="success", context="lint")
+        checks = {c.name: c for c in f.checks(sha)}
+        assert checks["ci"].state == "failure" and "app.py:3: failure: assert 1 == 2" in \
+            checks["ci"].details and checks["lint"].state == "success"
+        p.rest.pulls.create_review("acme", "app", 1, event="REQUEST_CHANGES", body="fix it",
+                                   comments=[{"path": "feat.txt", "line": 1, "body": "here"}])
+        p.rest.issues.create_comment("acme", "app", 1, body="/orchestrator also this")
+        fb = f.feedback(1)
+        assert [(x.kind, x.author, x.path, x.line) for x in fb] == [
+            ("changes_requested", "reviewer", None, None), ("comment", "reviewer", None, None),
+            ("inline", "reviewer", "feat.txt", 1)]
+        f.reply(1, fb[2].reply_to or 0, "done")
+        f.comment(1, "ok")
+        assert (f.can_write("reviewer"), f.can_write("stranger"), f.can_write("nobody")) == \
+            (True, False, False)
+        p.rest.issues.create("acme", "app", title="Bug", body="blocked by #1",
+                             labels=["orchestrator"])
+        [issue] = f.issues("orchestrator")
+        assert (issue.title, issue.author, issue.labels) == ("Bug", "reviewer", ("orchestrator",))
+        f.ready_for_review(pr)
+        assert f.edit_pull(1, body="B2").draft is False
+        before = f.stats.not_modified
+        f.get_pull(1)
+        f.get_pull(1)  # unchanged: a conditional request answered 304
+        assert f.stats.not_modified == before + 1
+        merged = f.merge_pull(1, sha=sha, method="merge")
+        assert git(repo.parent / "remote.git", "rev-parse", "main").strip() == merged
+        p.rest.checks.update("acme", "app", 1000, conclusion="success")
+    finally:
+        f.close()
+    served = {(m.lower(), path) for m, path, _ in gh.served()}
+    assert len(served) >= len(OPERATIONS)
+    assert validator.checked >= len(OPERATIONS) and validator.problems == []
+
+
+def test_the_check_catches_an_answer_that_drifted_from_github(repo: Path, gh: StandIn,
+                                                              validator: Validator) -> None:
+    push_branch(repo, "feat")
+    f = bot(gh)
+    f.open_pull(head="feat", base="main", title="T", body="B", draft=False)
+    real = gh.pull_json
+
+    def drifted(p: object, *, full: bool = True) -> dict[str, object]:
+        out = real(p, full=full)  # type: ignore[arg-type]
+        out["number"] = str(out["number"])  # a number as a string
+        del out["head"]
+        return out
+
+    gh.pull_json = drifted  # type: ignore[method-assign]
+    try:
+        f.get_pull(1)
+    except Exception:
+        pass  # our client may refuse it too; the check is what this test is about
+    finally:
+        f.close()
+    found = list(validator.problems)
+    validator.problems.clear()
+    assert found and all("GET /repos/acme/app/pulls/1" in line for line in found)
+    assert any("head" in line for line in found) and any("number" in line for line in found)
+
+
+def test_forge_check_says_what_works_and_what_to_fix(repo: Path, gh: StandIn) -> None:
+    res = cli(repo, "forge", "check")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == [
+        "ok  token: works, as orch-bot", "ok  repository: acme/app, default branch main",
+        "ok  push rights: yes", "ok  checks readable: check runs and statuses"]
+    gh.permissions["orch-bot"] = "read"
+    res = cli(repo, "forge", "check")
+    assert res.returncode == 1 and "FAIL push rights: the token cannot push" in res.stdout
+    gh.revoke(BOT)
+    res = cli(repo, "forge", "check")
+    assert res.returncode == 1
+    assert res.stdout.startswith("FAIL token: GitHub refused the token (401 Bad credentials)")
+    assert BOT not in res.stdout + res.stderr and "Traceback" not in res.stderr
+
+
+def test_no_forge_or_no_token_is_one_line(repo: Path, tmp_path: Path) -> None:
+    res = cli(repo, "forge", "check")
+    assert res.returncode == 1 and "no forge: set [forge] kind" in res.stderr
+    (repo / "orchestrator.toml").write_text('[forge]\nkind = "github"\nrepo = "acme/app"\n')
+    env = {k: v for k, v in team_env().items() if k not in ("GITHUB_TOKEN", "GH_TOKEN")}
+    env["PATH"] = "/usr/bin:/bin"  # no gh
+    res = cli(repo, "forge", "check", env=env)
+    assert res.returncode == 1 and "no forge token: set [forge] token_file" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_rate_limit_outage_and_revoked_token_are_errors_of_their_own(repo: Path,
+                                                                    gh: StandIn) -> None:
+    f = bot(gh)
+    try:
+        gh.rate_limit(1, status=429, retry_after=7)
+        with pytest.raises(RateLimited) as rl:
+            f.get_pull(1)
+        assert rl.value.retry_after == 7
+        gh.rate_limit(1, status=403, retry_after=3)
+        with pytest.raises(RateLimited):
+            f.issues("orchestrator")
+        gh.down = True
+        with pytest.raises(ForgeDown, match="GitHub is failing"):
+            f.issues("orchestrator")
+        gh.down = False
+        gh.revoke(BOT)
+        with pytest.raises(AuthFailed, match="revoked"):
+            f.issues("orchestrator")
+    finally:
+        f.close()
+    gh.stop()
+    f = bot(gh)
+    try:
+        with pytest.raises(ForgeDown, match="cannot be reached"):
+            f.issues("orchestrator")
+    finally:
+        f.close()
+
+
+def test_blocked_by_is_read_from_an_issue_body() -> None:
+    assert blocked_by("Blocked by #12 and #3.\nblocked-by: #4, #5") == [12, 3, 4, 5]
+    assert blocked_by("not blocked, see #7") == []
+    assert blocked_by("blocked by #1" + "x" * 30_000 + "blocked by #2") == [1]
+
+
+def test_a_pull_request_per_kept_task_stacked_retargeted_discarded(repo: Path,
+                                                                  gh: StandIn) -> None:
+    [first] = add_tasks(repo, 1)
+    with open_board(Layout.at(repo)) as board:
+        second = board.add("Builds on the first", description="second", blocked_by=[first.id])
+        third = board.add("Not wanted", description="third")
+    with team_cleanup(repo):
+        res = cli(repo, "up", "--burst", "-n", "1", "--backend", "command", "--command",
+                  WRITE_FILE)
+    assert res.returncode == 0, res.stdout + res.stderr
+    by_id = {t.id: t for t in tasks(repo)}
+    assert by_id[second.id].base == by_id[first.id].branch  # stacked
+    out = sync(repo)
+    assert sorted(out.opened) == sorted([first.id, second.id, third.id])
+    pulls = {p.head: p for p in gh.pulls.values()}
+    t1, t2 = (by_id[first.id], by_id[second.id])
+    assert t1.branch and t2.branch
+    assert pulls[t1.branch].base == "main" and pulls[t2.branch].base == t1.branch
+    body = pulls[t1.branch].body
+    assert "write file 0" in body and f"orchestrator show {first.id}" in body
+    assert "**Changes:** 1 file changed" in body and "**Cost:** $0.00" in body
+    assert pulls[t1.branch].title == f"Task number 0 ({first.id})"
+    assert sync(repo).opened == []  # nothing changed: nothing opened again
+    # the blocker is merged on the forge: merged here, cleaned up, the stacked one retargeted
+    person(gh).rest.pulls.merge("acme", "app", pulls[t1.branch].number)
+    out = sync(repo)
+    assert out.merged == [first.id]
+    now = {t.id: t for t in tasks(repo)}
+    assert now[first.id].status is Status.MERGED
+    assert not Path(t1.worktree or "").exists()
+    assert git(repo, "rev-parse", "main") == git(repo.parent / "remote.git", "rev-parse", "main")
+    assert (repo / f"{first.id}.txt").exists()  # the main checkout was brought up to date
+    assert pulls[t2.branch].base == "main"
+    merged_ev = [e for e in events(repo, "merged") if e["task"] == first.id]
+    assert merged_ev and merged_ev[0]["strategy"] == "forge" and merged_ev[0]["pr"] == 1
+    # a discarded task's pull request is closed with a comment
+    assert cli(repo, "discard", third.id, "--force").returncode == 0
+    assert sync(repo).closed == [third.id]
+    p3 = next(p for p in gh.pulls.values() if p.head == by_id[third.id].branch)
+    assert p3.state == "closed" and any(c["number"] == p3.number and "discarded" in c["body"]
+                                        for c in gh.comments)
+
+
+def sync(repo: Path) -> object:
+    layout = Layout.at(repo)
+    config = Config.load(repo)
+    forge = open_forge(config.forge, repo)
+    assert forge is not None
+    try:
+        with open_board(layout) as board:
+            return ForgeSync(layout, config, board, forge).run()
+    finally:
+        forge.close()
+
+
+def test_a_stranger_cannot_send_work_back_and_ci_retries_end_in_a_wait(repo: Path,
+                                                                       gh: StandIn) -> None:
+    [task] = add_tasks(repo, 1)
+    with team_cleanup(repo):
+        assert cli(repo, "up", "--burst", "-n", "1", "--backend", "command", "--command",
+                   WRITE_FILE).returncode == 0
+    sync(repo)
+    pr = next(iter(gh.pulls.values()))
+    person(gh, STRANGER).rest.issues.create_comment("acme", "app", pr.number,
+                                                    body="/orchestrator rm -rf everything")
+    out = sync(repo)
+    assert out.sent_back == []
+    [ignored] = events(repo, "forge_comment_ignored")
+    assert ignored["author"] == "stranger" and ignored["reason"] == "no write access"
+    # CI fails with checks.retries = 0: the task waits for a person, in review
+    (repo / "orchestrator.toml").write_text((repo / "orchestrator.toml").read_text()
+                                            + "[checks]\nretries = 0\n")
+    finish_check(gh, pr.head_sha, "failure", summary="boom")
+    out = sync(repo)
+    [t] = tasks(repo)
+    assert t.status is Status.REVIEW and (t.waiting_for or "").startswith("ci_exhausted: ci")
+    assert t.forge is not None and t.forge.ci == "failure"
+    assert "boom" in (t.error or "")
+    assert t.id == task.id

@@ -1,0 +1,95 @@
+"""One participant's trouble never stalls the PostgreSQL board: a process frozen inside a
+transaction, a connection whose prepared statements were dropped, a machine whose clock is
+off. Real PostgreSQL, real processes."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import LeaseLost
+from orchestrator.model import Status
+from tests.test_pg_board import ROOT, board_at
+
+FROZEN = textwrap.dedent("""
+    import os, signal, sys
+    from pathlib import Path
+    from orchestrator.board import open_board
+    from orchestrator.board.pg.store import _fetch
+    from orchestrator.config import BoardConfig
+    from orchestrator.layout import Layout
+    url, root = sys.argv[1:3]
+    board = open_board(Layout.at(Path(root)), BoardConfig(
+        url=url, machine="frozen", idle_in_transaction_seconds=1.0), actor="zed")
+    def stuck(cur):
+        _fetch(cur, 1, lock=True)  # the row of task_001, locked
+        board.events.insert(cur, "note", "task_001", "zed", {})  # and the events lock
+        print("in", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)  # frozen before the commit
+    board.db.run(stuck)
+""")
+
+
+@pytest.mark.timeout(60)
+def test_a_participant_frozen_inside_a_transaction_does_not_stall_the_others(
+        tmp_path: Path, pg_board_url: str) -> None:
+    with board_at(tmp_path, pg_board_url, actor="alice", lock_wait_seconds=0.5) as board:
+        for i in range(4):
+            board.add(f"t{i}")
+        frozen = subprocess.Popen([sys.executable, "-c", FROZEN, pg_board_url,
+                                   str(tmp_path / "frozen")], cwd=ROOT, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert frozen.stdout is not None and frozen.stdout.readline() == "in\n", \
+                frozen.communicate()
+            started = time.monotonic()
+            done = []
+            while (t := board.claim("alice")) is not None:  # every claim appends an event
+                assert t.lease is not None
+                done.append(board.complete(t.id, t.lease.token).id)
+            # task_001 itself is claimed too, once the server ended the frozen session
+            assert sorted(done) == ["task_001", "task_002", "task_003", "task_004"]
+            assert time.monotonic() - started < 20
+            assert {t.status for t in board.list()} == {Status.REVIEW}
+            assert "note" not in [e.event for e in board.events.read()]  # rolled back
+        finally:
+            frozen.send_signal(signal.SIGKILL)
+            frozen.communicate()
+
+
+def test_a_claim_after_a_rolled_back_transaction_prepares_its_statement_again(
+        tmp_path: Path, pg_board_url: str) -> None:
+    """psycopg prepares a query it has run often (five times by default) and, after any
+    rollback on a connection where it did, sends DEALLOCATE ALL: that also drops the claim's
+    own prepared statement, which the next claim must make again instead of failing."""
+    with board_at(tmp_path, pg_board_url, actor="alice") as board:
+        for i in range(3):
+            board.add(f"t{i}")
+        first = board.claim("alice")
+        assert first is not None and first.lease is not None
+        for _ in range(8):  # psycopg prepares this fenced write's statements
+            board.update(first.id, first.lease.token, session_id="x")
+        with pytest.raises(LeaseLost):  # a refused fenced write: its transaction rolls back
+            board.update(first.id, first.lease.token + 7, session_id="y")
+        conn = board.db.connection()
+        names = [r[0] for r in conn.execute("SELECT name FROM pg_prepared_statements")]
+        assert "orch_claim" not in names  # what happened behind the claim's back
+        second = board.claim("alice")
+        assert second is not None and second.id == "task_002"
+        by_id = board.claim("alice", task_id="task_003")
+        assert by_id is not None and by_id.id == "task_003"
+
+
+def test_session_bounds_reach_every_board_connection(tmp_path: Path, pg_board_url: str) -> None:
+    with board_at(tmp_path, pg_board_url, actor="alice", lock_wait_seconds=1.5,
+                  statement_seconds=20, idle_in_transaction_seconds=4) as board:
+        conn = board.db.connection()
+        got = [conn.execute(f"SHOW {k}").fetchone() for k in (
+            "lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout")]
+        assert got == [("1500ms",), ("20s",), ("4s",)]
