@@ -12,7 +12,7 @@ brought together. The lead's watcher (`orchestrator.forge.watcher`) runs it with
 - **CI back to the agent.** A failing check on the pushed commit sends the task back to
   ``pending`` (same worktree and conversation) with the check's name, conclusion and the
   tail of its output, up to ``checks.retries`` times; then the task waits for a person
-  (``waiting_for`` = ``ci_exhausted: …``).
+  (a ``ci_exhausted`` wait, `orchestrator.waits.CiExhausted`).
 - **Review comments back to the agent.** A review requesting changes, or a comment naming
   ``/orchestrator`` or ``[forge] mention``, by someone with write access sends the task
   back with the comments (file and line for inline ones); orchestrator replies on the
@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
@@ -52,14 +52,19 @@ from orchestrator.forge import (
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
 from orchestrator.model import ForgeLink, Status, Task
+from orchestrator.waits import CiExhausted
 from orchestrator.worktree.git import Git
 from orchestrator.worktree.names import check_branch
+
+if TYPE_CHECKING:
+    from orchestrator.review.merging import MergeResult
 
 ACTOR = "forge"
 COMMAND = "/orchestrator"
 BLOCKED_BY_RE = re.compile(r"\bblocked[ -]by:?\s+((?:#\d{1,9}[\s,and]*)+)", re.I)
 CI_WAIT = "ci_exhausted"
-"""How ``waiting_for`` starts on a task whose CI failed ``checks.retries`` times."""
+"""The wait (and the ``waiting`` event's reason) of a task whose CI failed
+``checks.retries`` times."""
 MAX_SUBJECT = 200
 
 
@@ -163,8 +168,8 @@ class ForgeSync:
                                    commit=tip, base=base)
         if link.pushed != tip:
             link = link.model_copy(update={"ci": "none", "note": None})
-            if (task.waiting_for or "").startswith(CI_WAIT):
-                task = self.board.edit(task.id, actor=ACTOR, waiting_for=None)
+            if isinstance(task.wait, CiExhausted):
+                task = self.board.edit(task.id, actor=ACTOR, wait=None)
         elif pull.head_sha != tip and pull.state == "open":
             raise Conflict(f"pull request #{pull.number}'s branch was changed on the forge "
                            f"({pull.head_sha[:12]}, not {tip[:12]}): orchestrator leaves it; "
@@ -258,8 +263,8 @@ class ForgeSync:
             lines.append(f"- {c.name}: {c.conclusion}" + (f"\n{c.details}" if c.details else ""))
         feedback = cut("\n".join(lines), 12_000)
         if link.ci_rounds >= self.config.checks.retries:
-            why = f"{CI_WAIT}: {', '.join(c.name for c in failed)[:200]} failed on #{pull.number}"
-            self.board.edit(task.id, actor=ACTOR, waiting_for=why,
+            why = f"{', '.join(c.name for c in failed)[:200]} failed on #{pull.number}"
+            self.board.edit(task.id, actor=ACTOR, wait=CiExhausted(reason=why, url=pull.url),
                             error=feedback)
             self.board.events.emit("waiting", task.id, actor=ACTOR, reason=CI_WAIT,
                                    pr=pull.number)
@@ -337,15 +342,14 @@ class ForgeSync:
         """Back to ``pending`` in the same worktree, with the feedback (as ``retry -m``)."""
         from orchestrator.review.retrying import retry_task
 
-        task = retry_task(self.layout, self.config, task.id, feedback, actor=ACTOR,
-                          board=self.board)
         link = (task.forge or ForgeLink()).model_copy(update={"ci_rounds": rounds})
-        self.board.edit(task.id, actor=ACTOR, forge=link, waiting_for=None)
+        retry_task(self.layout, self.config, task.id, feedback, actor=ACTOR, board=self.board,
+                   also={"forge": link, "wait": None})
 
     # --- merged there, merged here ---------------------------------------------------------------
     def merged(self, task: Task, pull: PullRequest, out: Outcome) -> Task:
         out.merged.append(task.id)
-        return mark_merged(self.layout, self.config, self.board, task, pull)
+        return mark_merged(self.layout, self.config, self.board, task, pull).task
 
     def close(self, task: Task, out: Outcome) -> None:
         link = task.forge
@@ -434,7 +438,7 @@ def _title(task: Task) -> str:
 
 
 def mark_merged(layout: Layout, config: Config, board: ControlPlane, task: Task,
-                pull: PullRequest, *, actor: str = ACTOR) -> Task:
+                pull: PullRequest, *, actor: str = ACTOR) -> MergeResult:
     """A pull request merged on the forge: the base branch brought up to date here (when it
     can be without touching uncommitted work), the task ``merged`` and its worktree removed
     as ``merge`` does."""
@@ -450,14 +454,14 @@ def mark_merged(layout: Layout, config: Config, board: ControlPlane, task: Task,
     tip = repo.commit_of(f"refs/heads/{task.branch}") if task.branch else None
     kept = tip is not None and repo.ok("merge-base", "--is-ancestor", tip, new)
     link = (task.forge or ForgeLink()).model_copy(update={"state": "merged", "note": None})
-    task = board.set_status(task.id, Status.MERGED, actor=actor, forge=link, waiting_for=None)
+    task = board.set_status(task.id, Status.MERGED, actor=actor, forge=link)
     board.events.emit("merged", task.id, actor=actor, strategy="forge", into=pull.base,
                       commit=pull.merge_commit or new, branch=task.branch, tip=tip,
                       pr=pull.number)
     result = MergeResult(task=task, strategy="merge" if kept else "squash", into=pull.base,
                          commit=new, branch=task.branch or "", removed=False)
     cleanup(layout, config, board, result)
-    return task
+    return result
 
 
 def _fast_forward(repo: Git, branch: str, new: str) -> None:

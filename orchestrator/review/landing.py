@@ -71,6 +71,7 @@ from orchestrator.review.merging import (
 )
 from orchestrator.review.retrying import retry_task
 from orchestrator.secrets import safe_env
+from orchestrator.waits import LandRejected, MergeConflict, Wait
 from orchestrator.worktree.git import Git
 from orchestrator.worktree.names import check_branch
 
@@ -116,10 +117,12 @@ class LandReport(BaseModel):
 class Rejected(Exception):
     """A task cannot land; carries the reason, the output for the agent, and the files."""
 
-    def __init__(self, reason: str, output: str = "") -> None:
+    def __init__(self, reason: str, output: str = "", wait: Wait | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.output = output
+        self.wait = wait or LandRejected(reason=reason[:2000])
+        """What the task waits for when it stays in review."""
 
 
 def land_order(tasks: Sequence[Task]) -> list[Task]:
@@ -149,8 +152,14 @@ def land_tasks(layout: Layout, config: Config, ids: Sequence[str] | None = None,
                progress: Callable[[Outcome], None] | None = None) -> LandReport:
     """Land ``ids`` (default: every task in review) into ``into``; see the module docstring.
 
-    Bad arguments raise before anything happens; each task's fate is in the report."""
+    Bad arguments raise before anything happens; each task's fate is in the report. With a
+    forge (``[forge]``), each pull request is merged there in this order instead."""
     check_strategy(strategy)
+    if config.forge.kind != "none":
+        from orchestrator.forge.merging import land_on_forge
+
+        return land_on_forge(layout, config, ids, strategy=strategy, actor=actor, board=board,
+                             progress=progress)
     if batch < 1:
         raise InvalidInput(f"--batch must be 1 or more, not {batch}")
     command = (verify if verify is not None else config.team.verify or "").strip()
@@ -296,7 +305,10 @@ class Queue:
                 continue
             except Conflict as exc:
                 if "would conflict in" in str(exc):
-                    self.reject(task, Rejected(str(exc)))
+                    files = str(exc).split("would conflict in: ", 1)[1].split("; ", 1)[0]
+                    self.reject(task, Rejected(str(exc), wait=MergeConflict(
+                        into=self.into or self.main or "the target",
+                        files=files.split(", ")[:50])))
                 else:
                     self.skip(tid, str(exc))
                 continue
@@ -388,7 +400,7 @@ class Queue:
             retry_task(self.layout, self.config, task.id, feedback, actor=self.actor,
                        board=self.board)
         else:
-            self.board.edit(task.id, actor=self.actor, error=feedback)
+            self.board.edit(task.id, actor=self.actor, error=feedback, wait=rej.wait)
         self._add(Outcome(task=task.id, result="rejected", reason=rej.reason, retried=retried))
 
     def skip(self, task_id: str, reason: str) -> None:

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import budget
+from orchestrator import budget, waits
 from orchestrator.agent.sandbox import task_sandbox
 from orchestrator.backends import load_backend
 from orchestrator.checks import run_checks
@@ -98,6 +98,8 @@ class Teammate:
         self._mail_lock = threading.Lock()
         self.fault: str | None = None
         """The last error from the board (disk full, read-only, no file descriptors)."""
+        self.fault_until = 0.0
+        """After a task was interrupted by a machine fault: no claim before (monotonic)."""
 
     # --- the loop -------------------------------------------------------------
     def run(self) -> int:
@@ -230,7 +232,10 @@ class Teammate:
 
     def healthy(self) -> bool:
         """Whether what a task needs works again: writing the control plane and the
-        worktree root, and starting a process."""
+        worktree root, and starting a process (not before `FAULT_BACKOFF` has passed since
+        a task was handed back for a machine fault: the others take it meanwhile)."""
+        if time.monotonic() < self.fault_until:
+            return False
         try:
             for folder in (self.layout.run, self.layout.worktree_root):
                 probe = folder / f".probe-{self.name}"
@@ -264,17 +269,23 @@ class Teammate:
             self._work(task, claim, tlog, stop)
         except LeaseLost:
             claim.lost = True
-        except OSError as exc:
-            # The machine, not the task (a full or read-only disk, too few open files): hand
-            # it back without counting an attempt, and let the loop stop claiming for a
-            # while. If even that write fails, the lease expires and the lead requeues it.
-            self.log.error("task interrupted", task=task.id,
-                           error=f"{type(exc).__name__}: {exc}")
-            if not claim.lost:
-                with contextlib.suppress(OSError, LeaseLost):
-                    claim.release(f"{type(exc).__name__}: {exc}")
-            raise
-        except Exception as exc:  # a run error: record it on the task, keep serving
+        except Exception as exc:
+            fault = machine_fault(exc)
+            if fault is not None:
+                # The machine, not the task (a full or read-only disk, git failing for
+                # either, too few open files, the board's database gone): hand it back
+                # without counting an attempt, so another machine takes it, and stop
+                # claiming here for a while. If even that write fails, the lease expires.
+                self.log.error("task interrupted by this machine's fault", task=task.id,
+                               error=fault)
+                if not claim.lost:
+                    with contextlib.suppress(OSError, LeaseLost, BoardUnavailable):
+                        claim.release(f"machine fault: {fault}")
+                self.fault_until = time.monotonic() + FAULT_BACKOFF
+                if isinstance(exc, OSError | BoardUnavailable):
+                    raise
+                raise MachineFault(fault) from exc
+            # a run error: record it on the task, keep serving
             self.log.exception("task error", task=task.id)
             tlog.write("error", error=f"{type(exc).__name__}: {exc}")
             if not claim.lost:
@@ -356,6 +367,8 @@ class Teammate:
                 claim.release("teammate stopping")
                 return
             if not result.ok:
+                if (fault := fault_in(result.error or "")) is not None:
+                    raise MachineFault(f"the agent failed: {fault}")
                 self.fail(claim, result.error or "backend failed", retry=result.retry)
                 return
             # never commit over a new owner's work
@@ -407,6 +420,8 @@ class Teammate:
                 self.fail(claim, error + f"\n(checks failed {check_round + 1} times; "
                           f"waiting for a person: orchestrator retry {task.id} -m …)",
                           retry=False)
+                self.board.edit(task.id, actor=self.name, wait=waits.ChecksExhausted(
+                    result=str(checks["result"])[:2000], rounds=check_round + 1))
                 return
             # straight back to the same agent (its session resumed where the backend keeps
             # one), with the failing check's output in its prompt
@@ -497,7 +512,8 @@ class Teammate:
     def pause(self, task: Task, claim: Claim, path: Path, reason: str, tlog: TaskLogger,
               session_id: str | None = None) -> None:
         """Stop for a person: commit the work in progress to the task branch, and the task
-        waits (``failed`` with ``waiting_for`` = the reason) for `orchestrator resume`."""
+        waits (``failed`` with the `orchestrator.waits` wait of the reason) for
+        `orchestrator resume`."""
         claim.still_ours()
         sha = commit_leftovers(path, task, self.name, wip=True) if (path / ".git").exists() \
             else None
@@ -506,7 +522,7 @@ class Teammate:
             self.board.events.emit("commit", task.id, actor=self.name, sha=sha,
                                    branch=task.branch, wip=True)
         claim.fail(reason, retry=False)
-        fields: dict[str, Any] = {"waiting_for": reason}
+        fields: dict[str, Any] = {"wait": waits.paused(reason)}
         if session_id:
             fields["session_id"] = session_id
         done = self.board.edit(task.id, actor=self.name, **fields)
@@ -598,6 +614,29 @@ class Heartbeat(threading.Thread):
 
 MAX_BACKOFF = 60.0
 """The longest wait before a retry, in seconds."""
+FAULT_BACKOFF = 30.0
+"""No claim on this machine for so long after a task was handed back for its fault."""
+MACHINE_FAULTS = ("No space left on device", "Read-only file system", "Disk quota exceeded",
+                  "Too many open files", "Cannot allocate memory")
+"""What git or an agent says when the machine, not the task, is at fault (LC_ALL=C)."""
+
+
+class MachineFault(OSError):
+    """A task's run failed because of this machine (see `MACHINE_FAULTS`)."""
+
+
+def fault_in(text: str) -> str | None:
+    """The machine fault ``text`` (a git error, an agent's output) reports, if any."""
+    return next((f for f in MACHINE_FAULTS if f in text), None)
+
+
+def machine_fault(exc: BaseException) -> str | None:
+    """What is wrong with the machine when ``exc`` is its fault and not the task's: any
+    OSError, the board's database unreachable, or an error whose text reports one."""
+    if isinstance(exc, OSError | BoardUnavailable):
+        return f"{type(exc).__name__}: {exc}"
+    fault = fault_in(str(exc))
+    return None if fault is None else f"{type(exc).__name__}: {fault}: {exc}"
 
 
 def _unchanged(path: Path, task: Task) -> bool:
