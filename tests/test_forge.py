@@ -349,3 +349,18 @@ def test_every_face_shows_the_pull_request_and_its_ci(repo: Path, gh: StandIn) -
                     base_url="http://127.0.0.1:8321") as client:
         page = client.get(f"/task/{task.id}").text
     assert "javascript:" not in page and "#1 <span" in page
+
+
+def test_a_draft_is_marked_ready_when_its_checks_pass(repo: Path, gh: StandIn) -> None:
+    (repo / "orchestrator.toml").write_text(
+        (repo / "orchestrator.toml").read_text().replace("[forge]\n", "[forge]\ndraft = true\n"))
+    add_tasks(repo, 1)
+    with team_cleanup(repo):
+        assert cli(repo, "up", "--burst", "-n", "1", "--backend", "command", "--command",
+                   WRITE_FILE).returncode == 0
+    sync(repo)
+    assert gh.pulls[1].draft
+    finish_check(gh, gh.pulls[1].head_sha, "success")
+    sync(repo)
+    assert not gh.pulls[1].draft
+    assert [e["pr"] for e in events(repo, "pr_ready")] == [1]
