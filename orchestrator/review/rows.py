@@ -17,6 +17,7 @@ from orchestrator.budget import describe
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError
+from orchestrator.forge import pull_request
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task
 from orchestrator.review.common import using_board
@@ -65,6 +66,8 @@ def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = 
             continue
         row = _row(task, time.time() if now is None else now)
         row["land"] = lands.get(task.id)
+        row["stacked_on"] = [{"task": b, "status": str(status_of[b])}
+                             for b in _unmerged(task, by_id)]
         if task.id in kept:
             ch, stat = kept[task.id]
             row.update(base=ch.base_ref, base_commit=ch.base, commits=commit_count(repo, ch),
@@ -81,6 +84,21 @@ def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = 
         ]
         rows.append(row)
     return rows
+
+
+def _unmerged(task: Task, by_id: dict[str, Task]) -> list[str]:
+    """Its blockers, and theirs, not merged: what a merge of it brings along (as
+    `orchestrator.review.merging.unmerged_blockers`, from the tasks at hand)."""
+    out: dict[str, None] = {}
+    todo = list(task.blocked_by)
+    while todo:
+        b = todo.pop()
+        t = by_id.get(b)
+        if t is None or b in out or b == task.id or t.status is Status.MERGED:
+            continue
+        out[b] = None
+        todo.extend(t.blocked_by)
+    return sorted(out)
 
 
 def _stacked(a: Task, b: Task) -> bool:
@@ -102,6 +120,7 @@ def _row(task: Task, now: float) -> dict[str, Any]:
         "tokens": task.usage.input_tokens + task.usage.output_tokens,
         "attempts": task.attempts, "feedback": task.feedback,
         "age_seconds": _since(task.updated_at, now),
+        "pull_request": pull_request(task.forge),
     }
 
 
