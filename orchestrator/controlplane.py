@@ -189,7 +189,8 @@ class BoardSummary(msgspec.Struct, frozen=True):
     """What every task's agent spent, summed (rounded to 6 places)."""
     tokens: int
     waiting: list[tuple[str, str]] = msgspec.field(default_factory=list)
-    """(task id, what it asks) of each failed task that waits for a person, by id."""
+    """(task id, its wait's text) of each task that waits for a person (`orchestrator.waits`;
+    running tasks' requests are the board's ``requests``), by id."""
 
 
 TeammateStateName = Literal["starting", "idle", "working", "blocked", "stopped"]

@@ -17,6 +17,7 @@ from orchestrator.clock import utcnow as utcnow  # re-exported: callers import i
 from orchestrator.errors import InvalidInput, InvalidTransition
 from orchestrator.record import InvalidRecord as InvalidRecord  # re-exported
 from orchestrator.record import Record
+from orchestrator.waits import AnyWait, from_text
 
 TASK_ID_RE = re.compile(r"^task_\d{3,}$")
 DEFAULT_MAX_ATTEMPTS = 3
@@ -230,8 +231,11 @@ class Task(Record, omit_defaults=True):
     lease: Lease | None = None
     fence: int = 0
     """The highest lease token ever issued for this task; the next claim gets fence + 1."""
+    wait: AnyWait | None = None
+    """What the task waits for from a person (`orchestrator.waits`), or None."""
     waiting_for: str | None = None
-    """Set while the agent waits on a person (a permission request id)."""
+    """What old task files held instead of ``wait`` (a request id or a paused run's
+    reason): read into ``wait`` on every load and copy, so it is always None here."""
 
     worktree: str | None = None
     branch: str | None = None
@@ -286,6 +290,9 @@ class Task(Record, omit_defaults=True):
             raise ValueError("subject: the subject is one line (put details in the description)")
         if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
             raise ValueError("max_attempts: at least 1")
+        if self.waiting_for is not None:  # an old file, or a writer not moved to `wait`
+            self.wait = from_text(self.waiting_for) if self.waiting_for else None
+            self.waiting_for = None
         if self.blocked_by:
             try:
                 self.blocked_by = [normalize_task_id(x) for x in self.blocked_by]
@@ -306,9 +313,9 @@ def column_of(task: Task) -> str | None:
     """The column a task shows in on the board views (``board --watch``, the web board);
     None for discarded and cancelled tasks."""
     if task.status is Status.IN_PROGRESS:
-        return "waiting for input" if task.waiting_for else "in progress"
-    if task.status is Status.FAILED and task.waiting_for:
-        return "waiting for input"  # stopped for a budget or no progress
+        return "waiting for input" if task.wait else "in progress"
+    if task.status is Status.FAILED and task.wait:
+        return "waiting for input"  # stopped for a budget, no progress, checks exhausted
     return {Status.PENDING: "pending", Status.REVIEW: "review", Status.MERGED: "merged",
             Status.FAILED: "failed"}.get(task.status)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import waits
 from orchestrator.board import open_board
 from orchestrator.budget import crossed, make_budget, parse_duration, reached, read_usage_file
 from orchestrator.errors import InvalidInput
@@ -57,15 +58,15 @@ def test_dollar_budget_pauses_commits_wip_and_resume_continues_the_session(
         assert len(api.requests) == 1, res.stdout + res.stderr
         with open_board(Layout.at(repo)) as board:
             task = board.get(task_id)
-        assert task.status is Status.FAILED and task.waiting_for is not None
-        assert task.waiting_for == f"budget: ${task.usage.cost_usd:.2f} of $0.01 spent"
+        assert task.status is Status.FAILED and isinstance(task.wait, waits.BudgetReached)
+        assert task.wait.reason == f"budget: ${task.usage.cost_usd:.2f} of $0.01 spent"
         assert 0.01 <= task.usage.cost_usd < 0.01 + 0.2  # over by one request at most
         # its work in progress is on the task branch, nothing lost
         assert task.branch is not None
         assert git(repo, "show", f"{task.branch}:a.txt") == "part one"
         assert git(repo, "log", "-1", "--format=%s", task.branch) == "WIP: Write two files"
         reached_events = [e for e in events(repo, "budget_reached") if e["task"] == task_id]
-        assert reached_events and reached_events[0]["reason"] == task.waiting_for
+        assert reached_events and reached_events[0]["reason"] == task.wait.reason
         listing = orch(repo, "list").stdout
         assert "waiting" in listing and "budget" in listing
 
@@ -86,7 +87,7 @@ def test_dollar_budget_pauses_commits_wip_and_resume_continues_the_session(
         assert resumed[2]["content"][-1]["text"] == "Feedback from a person:\n- b.txt next"
     with open_board(Layout.at(repo)) as board:
         done = board.get(task_id)
-    assert done.status is Status.REVIEW and done.waiting_for is None
+    assert done.status is Status.REVIEW and done.wait is None
     assert done.budget.usd == 5.0 and done.usage.cost_usd > task.usage.cost_usd
     assert git(repo, "show", f"{done.branch}:b.txt") == "part two"
     assert git(repo, "show", f"{done.branch}:a.txt") == "part one"
@@ -113,14 +114,18 @@ def test_command_backend_usage_file_counts_and_a_slow_run_hits_its_timeout(
     by_id = {t.id: t for t in tasks(repo)}
     spent = by_id[spender.id]
     assert spent.usage.cost_usd == 3.0 and spent.usage.input_tokens == 1000
-    assert spent.waiting_for == "budget: $3.00 of $2.00 spent"
+    assert isinstance(spent.wait, waits.BudgetReached)
+    assert spent.wait.reason == "budget: $3.00 of $2.00 spent"
     assert git(repo, "show", f"{spent.branch}:work.txt") == "started"
     timed = by_id[slow.id]
-    assert timed.waiting_for is not None and timed.waiting_for.startswith("budget: ")
-    assert timed.waiting_for.endswith("of 2s spent")
+    assert isinstance(timed.wait, waits.BudgetReached)
+    assert timed.wait.reason.startswith("budget: ")
+    assert timed.wait.reason.endswith("of 2s spent")
     assert 1.5 <= timed.usage.seconds < 10
     shown = orch(repo, "status").stdout
-    assert f"{spender.id} waits: budget: $3.00 of $2.00 spent" in shown, shown
+    assert f"{spender.id} waits for budget reached: $3.00 of $2.00 spent  (orchestrator " \
+        f"resume {spender.id} --budget-usd N | orchestrator resume {spender.id} --review" \
+        in shown, shown
     assert "spent: $3.00" in shown
     # send the spender to review as it is; discard the slow one
     assert orch(repo, "resume", spender.id, "--review").returncode == 0
@@ -130,6 +135,32 @@ def test_command_backend_usage_file_counts_and_a_slow_run_hits_its_timeout(
     assert by_id[slow.id].status is Status.DISCARDED
     res = orch(repo, "review")
     assert "$3.00/$2.00" in res.stdout, res.stdout
+
+
+GROWING_AGENT = """
+echo started > work.txt
+for n in 1 2 3 4 5 6; do
+  printf '{"cost_usd": 0.25}\\n' >> "$ORCH_USAGE_FILE"
+  sleep 0.6
+done
+echo finished > work.txt
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_command_agents_dollars_count_as_its_usage_file_grows(repo: Path) -> None:
+    """The run is stopped when its spending reaches the budget, not after it ended."""
+    with open_board(Layout.at(repo).ensure()) as board:
+        task = board.add("spend as you go", budget=Budget(usd=0.3), backend="command")
+    with team_cleanup(repo):
+        res = up_cli(repo, "up", "--burst", "-n", "1", "--command", GROWING_AGENT,
+                     env=team_env())
+    assert res.returncode == 1, res.stdout + res.stderr  # it waits for a person
+    [done] = tasks(repo)
+    assert done.id == task.id and done.status is Status.FAILED
+    assert isinstance(done.wait, waits.BudgetReached), done
+    assert 0.5 <= done.usage.cost_usd < 1.0, done.usage  # stopped at $0.50, not $1.50
+    assert git(repo, "show", f"{done.branch}:work.txt") == "started"
 
 
 def test_parsing_what_people_and_files_write() -> None:
@@ -232,7 +263,9 @@ def test_board_daily_budget_set_live_stops_the_next_run(repo: Path) -> None:
         res = up_cli(repo, "up", "--burst", "-n", "1", "--command", SPENDER, env=team_env())
     by_id = {t.id: t for t in tasks(repo)}
     assert [by_id[i].status for i in ids] == [Status.REVIEW, Status.REVIEW, Status.FAILED]
-    assert by_id[ids[2]].waiting_for == "budget: board today $6.00 of $5.00 spent"
+    wait = by_id[ids[2]].wait
+    assert isinstance(wait, waits.BudgetReached) and wait.limit == "board today"
+    assert wait.reason == "budget: board today $6.00 of $5.00 spent"
     assert sum(e["usage"]["cost_usd"] for e in events(repo, "spend")) == 6.0
     # the limit raised live, resuming runs it
     assert orch(repo, "config", "set", "budget.daily_usd", "20").returncode == 0

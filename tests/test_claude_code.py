@@ -200,8 +200,8 @@ def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_ses
             [req] = wait_until(lambda: pending(board), 90, "a permission request")
             assert req["task"] == task.id and req["tool"] == "Bash"
             assert req["subject"] == "git tag approved-by-lead"
-            wait_until(lambda: board.get(task.id).waiting_for == req["request_id"], 30,
-                       "the task to show what it waits for")
+            wait_until(lambda: getattr(board.get(task.id).wait, "ident", None)
+                       == req["request_id"], 30, "the task to show what it waits for")
             assert not tagged()
             answer(board, task.id, approved=True)
         finally:
@@ -212,7 +212,7 @@ def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_ses
         assert cc.problems == [] and api.errors == []
     assert result.ok, result.error
     assert tagged()
-    assert board.get(task.id).waiting_for is None
+    assert board.get(task.id).wait is None
     evs = list(board.events.read(task=task.id))
     assert [e["tool"] for e in evs if e["event"] == "permission_requested"] == ["Bash"]
     [denied] = [e for e in evs if e["event"] == "permission_denied"]

@@ -17,6 +17,7 @@ from orchestrator.forge.standin import StandIn
 from orchestrator.forge.sync import ForgeSync, blocked_by
 from orchestrator.layout import Layout
 from orchestrator.model import Status
+from orchestrator.waits import CiExhausted
 from tests.forge_support import (
     BOT,
     STRANGER,
@@ -266,7 +267,8 @@ def test_a_stranger_cannot_send_work_back_and_ci_retries_end_in_a_wait(repo: Pat
     finish_check(gh, pr.head_sha, "failure", summary="boom")
     out = sync(repo)
     [t] = tasks(repo)
-    assert t.status is Status.REVIEW and (t.waiting_for or "").startswith("ci_exhausted: ci")
+    assert t.status is Status.REVIEW and isinstance(t.wait, CiExhausted)
+    assert t.wait.reason.startswith("ci failed on #")
     assert t.forge is not None and t.forge.ci == "failure"
     assert "boom" in (t.error or "")
     assert t.id == task.id

@@ -26,7 +26,7 @@ INSPECTOR_PKG = ROOT / ".venv" / "npm" / "node_modules" / "@modelcontextprotocol
 INSPECTOR = ROOT / ".venv" / "npm" / "node_modules" / ".bin" / "mcp-inspector-cli"
 TIME = Path(sys.executable).parent / "mcp-server-time"
 TOOLS = {"add_task", "list_tasks", "get_task", "cancel_task", "review", "diff", "merge",
-         "discard", "events"}
+         "discard", "events", "answer", "resume", "retry"}
 SERVE = [sys.executable, "-m", "orchestrator", "mcp"]
 
 

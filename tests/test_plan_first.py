@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator import waits
 from orchestrator.agent import permission_flow
 from orchestrator.board import init_repo, open_board
 from orchestrator.board.mailboxes import Mailbox
@@ -70,7 +71,8 @@ def test_a_plan_first_task_cannot_write_before_approval_and_finishes_after(
     assert "plan mode" in api.requests[0]["messages"][0]["content"][0]["text"]
     # The plan is in the lead's mailbox, the task waits, an event says so.
     task = c.board.get(c.task.id)
-    assert task.waiting_for == request["request_id"] and task.status is Status.IN_PROGRESS
+    assert isinstance(task.wait, waits.Plan) and task.status is Status.IN_PROGRESS
+    assert task.wait.request_id == request["request_id"]
     assert request["plan"] == PLAN and request["task"] == c.task.id
     [event] = c.events("plan_submitted")
     assert event["request_id"] == request["request_id"] and event["plan"] == PLAN
@@ -84,7 +86,7 @@ def test_a_plan_first_task_cannot_write_before_approval_and_finishes_after(
     assert not approved.get("is_error")
     assert not last_results(api.requests[4])[0].get("is_error")  # the write after approval
     task = c.board.get(c.task.id)
-    assert task.plan == PLAN and task.waiting_for is None
+    assert task.plan == PLAN and task.wait is None
     assert c.events("plan_answered")[0]["approved"] is True
     assert permission_flow.pending(c.board) == []
 
@@ -121,7 +123,8 @@ def _wait_for_pending_other_than(run: Background, old: str) -> dict[str, Any]:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         fresh = [r for r in permission_flow.pending(run.c.board) if r["request_id"] != old]
-        if fresh and run.c.board.get(run.c.task.id).waiting_for == fresh[0]["request_id"]:
+        waits_for = getattr(run.c.board.get(run.c.task.id).wait, "ident", None)
+        if fresh and waits_for == fresh[0]["request_id"]:
             return fresh[0]
         assert run.thread.is_alive(), f"the run ended: {run.result}"
         time.sleep(0.02)
@@ -159,7 +162,7 @@ def test_a_warm_stop_ends_the_wait_for_approval(
     wait_for_plan(run)
     c.stop.set()
     result = run.finish()
-    assert result.stopped and c.board.get(c.task.id).waiting_for is None
+    assert result.stopped and c.board.get(c.task.id).wait is None
     assert c.board.get(c.task.id).plan is None
 
 
@@ -189,11 +192,11 @@ def test_add_plan_first_and_the_board_shows_the_wait(
         assert cli("board", "-C", root) == 0
         row = next(line for line in capsys.readouterr().out.splitlines()
                    if line.startswith(c.task.id))
-        assert "in_progress (waiting: plan)" in row
+        assert "in_progress (waiting: plan approval)" in row
         assert cli("show", c.task.id, "-C", root) == 0
         out = capsys.readouterr().out
-        assert f"waiting for plan approval: orchestrator approve {c.task.id}" in out
-        assert f"waiting_for: {request['request_id']}" in out
+        rid = request["request_id"]
+        assert f"waiting for approval of its plan ({rid}): orchestrator approve {rid}" in out
     finally:
         answer(run, c, "approve", request["request_id"])
         result = run.finish()

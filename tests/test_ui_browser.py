@@ -4,7 +4,8 @@
 One team, one UI and one browser for the module; the flows run in order on the same
 board: add on the page → claimed → in progress → review without a reload; review →
 diff → merge; retry with feedback → a new run sees it; discard of a dirty worktree
-refused with the reason; a plan request in Needs you approved from the page.
+refused with the reason; a plan request in Needs you approved from the page; a budget
+stop raised on the page.
 Every page visited is saved as a screenshot under the test's temp folder.
 """
 
@@ -32,8 +33,10 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM) or not shutil.which
                                 reason="needs /usr/bin/chromium (scripts/test-deps)")
 
 # The command agent: a short pause (so "in progress" is seen), then a file named after the
-# task, and the prompt it got (a retry's feedback shows there).
-AGENT = 'sleep 2.5; echo "$ORCH_TASK_SUBJECT" > "$ORCH_TASK_ID.txt"; ' \
+# task, and the prompt it got (a retry's feedback shows there). A "costly" task reports
+# $0.50 at once.
+AGENT = 'case "$ORCH_TASK_SUBJECT" in costly*) echo \'{"cost_usd": 0.5}\' > "$ORCH_USAGE_FILE";; ' \
+        'esac; sleep 2.5; echo "$ORCH_TASK_SUBJECT" > "$ORCH_TASK_ID.txt"; ' \
         'printf "%s" "$ORCH_PROMPT" > prompt.txt'
 LEAK_OK_THREADS = ("asyncio_",)
 LEAK_OK_PROCESSES = ("/usr/lib/chromium/",)
@@ -194,6 +197,27 @@ def test_a_plan_request_is_approved_from_needs_you(env: Env) -> None:
     follower.wait_for_selector("#transcript .entry:has-text('tool call: write')")
     follower.screenshot(path=str(e.shots / "task-transcript.png"), full_page=True)
     follower.close()
+
+
+def test_a_budget_stop_is_raised_on_the_page_and_the_task_reaches_review(env: Env) -> None:
+    e = env
+    with open_board(Layout.at(e.repo)) as board:  # each run of it spends $0.50
+        task = board.add("costly work", budget={"usd": 0.3})
+    e.page.goto(e.ui.url)
+    mark = e.page.wait_for_selector(card(e, "waiting", task.id) + " .mark")
+    assert "budget" in mark.inner_text() and "permission" not in mark.inner_text()
+    e.shot("board-budget")
+    e.page.goto(f"{e.ui.base}/task/{task.id}")
+    assert "budget reached: $0.50 of $0.30 spent" in e.page.inner_text(".wait")
+    assert e.page.query_selector(".answer-form") is None  # nothing to approve
+    form = e.page.wait_for_selector(".wait-form[data-action=resume]")
+    form.query_selector("input[name=budget_usd]").fill("2")
+    e.shot("task-budget")
+    form.query_selector("button[type=submit]").click()
+    e.page.wait_for_selector("#toast:not([hidden])")
+    assert "is pending now" in e.page.inner_text("#toast"), e.page.inner_text("#toast")
+    done = wait_until(lambda: (t := e.task(task.id)).status is Status.REVIEW and t, 60)
+    assert done.budget.usd == 2.0 and done.usage.cost_usd == 1.0 and done.wait is None
 
 
 def test_drag_a_card_onto_cancelled(env: Env) -> None:

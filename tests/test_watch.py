@@ -71,7 +71,7 @@ def test_a_frame_has_every_column_and_the_teammates(repo: Path) -> None:
         if col is not None:
             assert abs(row.index(ids[name]) - header.index(col)) < 8, (name, text)
     assert ids["cancelled"] not in text and "1 discarded or cancelled not shown" in text
-    assert "awaits req42" in text and "@alice" in text and "the tests broke" in text
+    assert "awaits permission" in text and "@alice" in text and "the tests broke" in text
     assert f"after {ids['failed']}" in text
     assert "bob asks: Bash(rm -rf build)  (orchestrator approve|deny req42)" in text
     assert f"team: running, pid {me}" in text

@@ -7,7 +7,7 @@ tool, ``submit_plan``. Submitting a plan
 
     lead mailbox  <- {"kind": "plan_request", "request_id": "plan-…", "task", "plan"}
     events.jsonl  <- plan_submitted
-    the task      <- waiting_for = the request id (the board shows it waiting)
+    the task      <- wait = Plan(the request id) (the board shows it waiting)
 
 and the agent waits (its lease kept by the teammate's heartbeat) until a
 person answers with ``orchestrator approve ID`` or ``orchestrator deny ID -m WHY``.

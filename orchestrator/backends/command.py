@@ -9,8 +9,10 @@ group, with the task in its environment:
     ORCH_USAGE_FILE      where the command may report what it spent: one JSON object
                          {"input_tokens", "output_tokens", "cache_read_tokens",
                          "cache_write_tokens", "cost_usd"} with the run's totals, or JSON
-                         lines of such objects (added up); counted against the task's
-                         budget after the run (`orchestrator.budget.read_usage_file`)
+                         lines of such objects (added up); read as it grows (twice a
+                         second), counted on the task and against its budgets: the run
+                         is stopped (the task paused) once a budget is reached
+                         (`orchestrator.budget.read_usage_file`)
     + the workspace's own variables (ORCH_WORKTREE, ORCH_PORT_BASE …)
 
 Exit code 0 means done. Output goes to the task log as it comes. Past
@@ -20,15 +22,18 @@ warm stop terminates it and the task is released, not failed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
 import tempfile
+import threading
 from pathlib import Path
 
+from orchestrator import budget as budgets
 from orchestrator.budget import USAGE_FILE_ENV, read_usage_file
 from orchestrator.config import Config
-from orchestrator.errors import ConfigError, InvalidInput
+from orchestrator.errors import ConfigError, InvalidInput, OrchestratorError
 from orchestrator.layout import Layout
 from orchestrator.model import Usage
 from orchestrator.process import CANNOT_RUN, run_streamed
@@ -85,15 +90,18 @@ class CommandBackend:
         ctx.log.write("backend_started", backend=self.name, command=cmd)
         with tempfile.TemporaryDirectory(prefix="orch-usage-") as tmp:
             usage_file = Path(tmp) / "usage.json"
+            watch = _UsageWatch(ctx, usage_file)
             res = run_streamed(
                 cmd, cwd=ctx.workspace.path, env={**task_env(ctx), USAGE_FILE_ENV: str(usage_file)},
                 log=ctx.log, kind="output", timeout=ctx.timeout or self.config.team.task_timeout,
-                stop=ctx.stop, on_start=ctx.on_process_start,
+                stop=watch, on_start=ctx.on_process_start,
             )
             usage = self.reported_usage(ctx, usage_file)
         ctx.log.write("backend_finished", backend=self.name, exit_code=res.returncode,
                       seconds=round(res.seconds, 3), output_bytes=res.output_bytes,
                       result=res.describe())
+        if watch.reached:  # stopped at its budget while it ran
+            return RunResult(ok=False, error=watch.reached, paused=watch.reached, usage=usage)
         if res.stopped:
             return RunResult(ok=False, stopped=True, error="stopped", usage=usage)
         if not res.ok and res.returncode in CANNOT_RUN:
@@ -106,15 +114,49 @@ class CommandBackend:
         return RunResult(ok=True, summary=last_lines(res.tail, 5), usage=usage)
 
     @staticmethod
-    def reported_usage(ctx: RunContext, path: Path) -> Usage:
+    def reported_usage(ctx: RunContext, path: Path, *, quiet: bool = False) -> Usage:
         """What the command wrote to ``$ORCH_USAGE_FILE`` (`orchestrator.budget`); a
         malformed file counts nothing and says why in the task log."""
         try:
             usage = read_usage_file(path)
         except InvalidInput as exc:
-            ctx.log.write("usage_rejected", error=str(exc))
+            if not quiet:
+                ctx.log.write("usage_rejected", error=str(exc))
             return Usage()
-        if usage != Usage():
+        if usage != Usage() and not quiet:
             ctx.log.write("usage", **usage.model_dump())
         return usage
+
+
+class _UsageWatch(threading.Event):
+    """The run's stop event (`run_streamed` asks it twice a second): set by the teammate's
+    stop, or once the usage file, read each time it changed, reaches one of the run's
+    budgets (``reached`` then says which). What it reports is counted on the task as it
+    grows, so the board shows the spending of a run still going."""
+
+    def __init__(self, ctx: RunContext, path: Path) -> None:
+        super().__init__()
+        self.ctx, self.path = ctx, path
+        self.limits = budgets.run_limits(ctx)
+        self.seen: tuple[int, int] | None = None
+        self.reached: str | None = None
+
+    def is_set(self) -> bool:
+        if self.ctx.stop.is_set() or self.reached:
+            return True
+        try:
+            st = self.path.stat()
+        except OSError:
+            return False
+        if (st.st_mtime_ns, st.st_size) == self.seen:
+            return False
+        self.seen = (st.st_mtime_ns, st.st_size)
+        usage = CommandBackend.reported_usage(self.ctx, self.path, quiet=True)
+        with contextlib.suppress(OrchestratorError):
+            self.ctx.board.update(self.ctx.task.id, self.ctx.token,
+                                  usage=self.ctx.task.usage.add(usage))
+        self.reached = budgets.first_reached(self.limits, usage)
+        if self.reached:
+            self.ctx.log.write("paused", reason=self.reached)
+        return self.reached is not None
 

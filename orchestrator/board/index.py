@@ -53,8 +53,9 @@ a task taken in near the limit never becomes a file the next scan rejects."""
 STAGING = ".tmp"
 """Where atomic writes of the board stage their temp files (see `staged_write`)."""
 INDEX = ".index.sqlite"
-SCHEMA = 1
-"""The index's ``user_version``: an index of another version is made afresh."""
+SCHEMA = 2
+"""The index's ``user_version``: an index of another version is made afresh (2: the
+``waiting`` column holds every non-running task's `orchestrator.waits` text)."""
 NANO = 1_000_000_000
 """Costs are summed as whole nano-dollars, so the total is exact."""
 
@@ -408,7 +409,7 @@ def _create(db: sqlite3.Connection) -> None:
 
 
 def _row(task: Task, key: Key) -> tuple[object, ...]:
-    waiting = task.waiting_for if task.status is Status.FAILED else None
+    waiting = task.wait.text if task.wait and task.status is not Status.IN_PROGRESS else None
     return (task.id, task_number(task.id), *key, task.status.value, task.priority,
             round(task.usage.cost_usd * NANO), task.usage.tokens, waiting or None,
             msgspec.json.encode(task))
@@ -423,8 +424,8 @@ def totals(tasks: Iterable[Task]) -> BoardSummary:
         counts[t.status.value] += 1
         cost += round(t.usage.cost_usd * NANO)
         tokens += t.usage.tokens
-        if t.status is Status.FAILED and t.waiting_for:
-            waiting.append((t.id, t.waiting_for))
+        if t.wait and t.status is not Status.IN_PROGRESS:
+            waiting.append((t.id, t.wait.text))
     return BoardSummary(counts=counts, cost_usd=round(cost / NANO, 6), tokens=tokens,
                         waiting=waiting)
 

@@ -58,6 +58,7 @@ from orchestrator.model import (
     utcnow,
 )
 from orchestrator.record import describe_error
+from orchestrator.waits import from_text
 
 if TYPE_CHECKING:
     from orchestrator.board.mailboxes import FileMailboxes
@@ -690,7 +691,7 @@ def _move(task: Task, new: Status) -> None:
     if task.status is Status.IN_PROGRESS:
         task.owner = None
         task.lease = None
-        task.waiting_for = None
+    task.wait = None  # a wait ends with the state it was for (the caller may set a new one)
     task.status = new
 
 
@@ -702,7 +703,12 @@ def _count_attempt(task: Task, error: str, retry: bool) -> None:
 
 def _assign(task: Task, fields: dict[str, Any]) -> None:
     """Set ``fields`` on ``task``, each checked (and converted: a dict becomes its record)
-    as decoding checks it."""
+    as decoding checks it. ``waiting_for`` (the old string) is set as the `Wait` it names,
+    and None clears the wait."""
+    if "waiting_for" in fields:
+        fields = dict(fields)
+        legacy = fields.pop("waiting_for")
+        fields["wait"] = from_text(str(legacy)) if legacy else None
     for name in fields:
         if name not in Task.__struct_fields__:
             raise InvalidInput(f"{task.id}: unknown field {name!r}")

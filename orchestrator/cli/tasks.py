@@ -1,8 +1,7 @@
 """The board commands that read or change one task or list them: add, list, show, cancel
 and status, as plain functions.
 
-Their typer commands (`orchestrator.cli.board`, `orchestrator.cli.team`) call these, and
-`orchestrator.cli.quick` calls them straight from the command line without importing typer.
+Their typer commands (`orchestrator.cli.board`, `orchestrator.cli.team`) call these.
 Nothing here imports typer or rich.
 """
 
@@ -110,13 +109,13 @@ def list_tasks(status: list[Status] | None = None, repo: Path | None = None,
     states: list[Cell] = [t.status._value_ for t in tasks] if piped else \
         [_STATE_CELLS[t.status] for t in tasks]  # `.value` is a descriptor call per row
     for i, t in enumerate(tasks):
-        if t.waiting_for or t.id in problems:
+        if t.wait or t.id in problems:
             segments: list[tuple[str, str | None]] = [(t.status._value_,
                                                        STATUS_STYLE[t.status])]
             if t.id in problems:
                 segments += [(" ", None), ("!", "red")]
-            if t.waiting_for:
-                segments += [(" ", None), (f"(waiting: {plain(_waiting(t))})", "yellow")]
+            if t.wait:
+                segments += [(" ", None), (f"(waiting: {t.wait.label})", "yellow")]
             states[i] = tuple(segments)
     columns: list[list[Cell]] = [
         [t.id for t in tasks], states, [str(t.priority) for t in tasks],
@@ -160,19 +159,15 @@ def show(task_id: str, repo: Path | None = None, json_: bool = False) -> None:
     with open_with_intake(repo, one_task=True) as board:
         task = board.get(task_id)
         problem = board.problem(task.id)
-        asked = _asked(board, task) if task.waiting_for else None
+        asked = _asked(board, task) if task.wait and task.wait.ident else None
     if json_:
         print_json(_with_problem(task, {task.id: problem} if problem else {}))
         return
     echo(f"{task.id}  {task.status}  {task.subject}")
     if problem:
         echo(f"problem: {problem}")
-    if task.waiting_for and task.status is Status.FAILED:
-        echo(f"waiting: {task.waiting_for}: orchestrator resume {task.id} "
-                   f"[--budget-usd N …] | resume {task.id} --review | discard {task.id}")
-    elif task.waiting_for:
-        echo(f"waiting for {_waiting(task)} approval: orchestrator approve {task.id} "
-                   f"| orchestrator deny {task.id} -m WHY")
+    if task.wait:
+        echo(plain(f"waiting for {task.wait.text}: {' | '.join(task.wait.commands(task.id))}"))
         if asked:
             echo(textwrap.indent(asked, "  "))
     if task.usage != Usage() or task.budget != Budget():
@@ -183,7 +178,7 @@ def show(task_id: str, repo: Path | None = None, json_: bool = False) -> None:
         echo(f"lease: {task.lease.owner}, token {task.lease.token}, expires {at} "
                    f"({f'in {left:.0f}s' if left >= 0 else f'{-left:.0f}s ago'})")
     shown = task.model_dump(mode="json", exclude={"id", "status", "subject", "todos", "plan",
-                                                  "lease"},
+                                                  "lease", "wait", "waiting_for"},
                             exclude_defaults=True)
     for key, value in shown.items():
         if value not in (None, "", [], {}) and key != "description":
@@ -215,7 +210,7 @@ def status(json_out: bool = False, repo: Path | None = None) -> None:
     board = open_board(r.layout, r.board, actor="cli")
     try:
         totals = board.summary()
-        st = team.team_status(r.layout, board, totals.counts, team.spending(totals))
+        st = team.team_status(r.layout, board, totals.counts, team.spending(totals, board))
     finally:
         board.close()
     if json_out:
@@ -229,16 +224,9 @@ def _asked(board: ControlPlane, task: Task) -> str | None:
     from orchestrator.agent.permission_flow import pending
 
     for req in pending(board):
-        if req.get("request_id") == task.waiting_for:
+        if task.wait and req.get("request_id") == task.wait.ident:
             if req.get("kind") == "plan_request":
                 return "the plan:\n" + str(req.get("plan") or req.get("body") or "")
             return f"asks to run {req.get('body')}"
     return None
 
-
-def _waiting(task: Task) -> str:
-    """What a waiting task waits for: ``plan`` (request ids ``plan-…``), ``permission``, or
-    the reason its run was stopped (``budget: $2.00 of $2.00 spent``)."""
-    if task.status is Status.FAILED:
-        return task.waiting_for or ""
-    return "plan" if (task.waiting_for or "").startswith("plan-") else "permission"

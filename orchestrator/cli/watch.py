@@ -1,7 +1,7 @@
 """``orchestrator board --watch``: the board as columns, live, with the teammates.
 
 Columns: pending / in progress / waiting for input / review / merged / failed
-(waiting for input is a running task whose agent asked a person, ``waiting_for``).
+(waiting for input is a task that waits for a person, ``wait``).
 Below them, each teammate and its current task, from the state files the team
 runtime writes (`orchestrator.team.status.team_status`).
 
@@ -75,8 +75,8 @@ def render(tasks: list[Task], team: dict[str, Any], problems: dict[str, str]) ->
 def _detail(task: Task, problems: dict[str, str]) -> str:
     if task.id in problems:
         return f"! {problems[task.id]}"
-    if task.waiting_for:
-        return f"awaits {task.waiting_for}"
+    if task.wait:
+        return f"awaits {task.wait.label}"
     if task.status is Status.IN_PROGRESS and task.owner:
         return f"@{task.owner}"
     if task.status is Status.FAILED and task.error:

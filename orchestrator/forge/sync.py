@@ -12,7 +12,7 @@ brought together. The lead's watcher (`orchestrator.forge.watcher`) runs it with
 - **CI back to the agent.** A failing check on the pushed commit sends the task back to
   ``pending`` (same worktree and conversation) with the check's name, conclusion and the
   tail of its output, up to ``checks.retries`` times; then the task waits for a person
-  (``waiting_for`` = ``ci_exhausted: …``).
+  (a ``ci_exhausted`` wait, `orchestrator.waits.CiExhausted`).
 - **Review comments back to the agent.** A review requesting changes, or a comment naming
   ``/orchestrator`` or ``[forge] mention``, by someone with write access sends the task
   back with the comments (file and line for inline ones); orchestrator replies on the
@@ -52,6 +52,7 @@ from orchestrator.forge import (
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
 from orchestrator.model import ForgeLink, Status, Task
+from orchestrator.waits import CiExhausted
 from orchestrator.worktree.git import Git
 from orchestrator.worktree.names import check_branch
 
@@ -59,7 +60,8 @@ ACTOR = "forge"
 COMMAND = "/orchestrator"
 BLOCKED_BY_RE = re.compile(r"\bblocked[ -]by:?\s+((?:#\d{1,9}[\s,and]*)+)", re.I)
 CI_WAIT = "ci_exhausted"
-"""How ``waiting_for`` starts on a task whose CI failed ``checks.retries`` times."""
+"""The wait (and the ``waiting`` event's reason) of a task whose CI failed
+``checks.retries`` times."""
 MAX_SUBJECT = 200
 
 
@@ -163,8 +165,8 @@ class ForgeSync:
                                    commit=tip, base=base)
         if link.pushed != tip:
             link = link.model_copy(update={"ci": "none", "note": None})
-            if (task.waiting_for or "").startswith(CI_WAIT):
-                task = self.board.edit(task.id, actor=ACTOR, waiting_for=None)
+            if isinstance(task.wait, CiExhausted):
+                task = self.board.edit(task.id, actor=ACTOR, wait=None)
         elif pull.head_sha != tip and pull.state == "open":
             raise Conflict(f"pull request #{pull.number}'s branch was changed on the forge "
                            f"({pull.head_sha[:12]}, not {tip[:12]}): orchestrator leaves it; "
@@ -258,8 +260,8 @@ class ForgeSync:
             lines.append(f"- {c.name}: {c.conclusion}" + (f"\n{c.details}" if c.details else ""))
         feedback = cut("\n".join(lines), 12_000)
         if link.ci_rounds >= self.config.checks.retries:
-            why = f"{CI_WAIT}: {', '.join(c.name for c in failed)[:200]} failed on #{pull.number}"
-            self.board.edit(task.id, actor=ACTOR, waiting_for=why,
+            why = f"{', '.join(c.name for c in failed)[:200]} failed on #{pull.number}"
+            self.board.edit(task.id, actor=ACTOR, wait=CiExhausted(reason=why, url=pull.url),
                             error=feedback)
             self.board.events.emit("waiting", task.id, actor=ACTOR, reason=CI_WAIT,
                                    pr=pull.number)
@@ -340,7 +342,7 @@ class ForgeSync:
         task = retry_task(self.layout, self.config, task.id, feedback, actor=ACTOR,
                           board=self.board)
         link = (task.forge or ForgeLink()).model_copy(update={"ci_rounds": rounds})
-        self.board.edit(task.id, actor=ACTOR, forge=link, waiting_for=None)
+        self.board.edit(task.id, actor=ACTOR, forge=link, wait=None)
 
     # --- merged there, merged here ---------------------------------------------------------------
     def merged(self, task: Task, pull: PullRequest, out: Outcome) -> Task:
@@ -450,7 +452,7 @@ def mark_merged(layout: Layout, config: Config, board: ControlPlane, task: Task,
     tip = repo.commit_of(f"refs/heads/{task.branch}") if task.branch else None
     kept = tip is not None and repo.ok("merge-base", "--is-ancestor", tip, new)
     link = (task.forge or ForgeLink()).model_copy(update={"state": "merged", "note": None})
-    task = board.set_status(task.id, Status.MERGED, actor=actor, forge=link, waiting_for=None)
+    task = board.set_status(task.id, Status.MERGED, actor=actor, forge=link)
     board.events.emit("merged", task.id, actor=actor, strategy="forge", into=pull.base,
                       commit=pull.merge_commit or new, branch=task.branch, tip=tip,
                       pr=pull.number)

@@ -31,6 +31,9 @@ from orchestrator.model import Budget, Status, Task
 from orchestrator.record import describe_error
 from orchestrator.repo import Repo, to_jsonable
 from orchestrator.review import diff_text, discard_task, merge_task, review_rows
+from orchestrator.review.resuming import resume_task
+from orchestrator.review.retrying import retry_task
+from orchestrator.waits import as_dict
 
 ACTOR = "mcp"
 F = TypeVar("F", bound=Callable[..., Any])
@@ -69,7 +72,8 @@ def _summary(task: Task, problems: dict[str, str]) -> dict[str, Any]:
     row = {"id": task.id, "status": task.status.value, "subject": task.subject,
            "priority": task.priority, "blocked_by": task.blocked_by, "owner": task.owner,
            "branch": task.branch, "attempts": task.attempts,
-           "spent": describe(task.budget, task.usage), "waiting_for": task.waiting_for}
+           "spent": describe(task.budget, task.usage),
+           "wait": None if task.wait is None else as_dict(task.wait, task.id)}
     if task.id in problems:
         row["problem"] = problems[task.id]
     return row
@@ -128,7 +132,8 @@ def build_server(repo: Repo) -> tuple[MCPServer, ControlPlane]:
         """One task in full: description, status, lease, branch, checks, usage, feedback."""
         board.intake()
         task = board.get(str(id))
-        return {**to_jsonable(task), "problem": board.problems().get(task.id)}
+        return {**to_jsonable(task), "problem": board.problems().get(task.id),
+                "wait": None if task.wait is None else as_dict(task.wait, task.id)}
 
     @server.tool()
     @_tool_errors
@@ -163,6 +168,48 @@ def build_server(repo: Repo) -> tuple[MCPServer, ControlPlane]:
         result = merge_task(layout, repo.config, board.get(str(id)).id, strategy,
                             actor=ACTOR, board=board)
         return {"result": to_jsonable(result)}
+
+    @server.tool()
+    @_tool_errors
+    def answer(
+        id: Annotated[str, Field(description="The request id, or the task id whose "
+                                             "permission or plan request to answer.")],
+        approve: Annotated[bool, Field(description="True approves, False denies.",
+                                       strict=True)],
+        message: Annotated[str, Field(description="A note or the reason (the agent sees it).",
+                                      max_length=20_000)] = "",
+    ) -> dict[str, Any]:
+        """Answer a task's permission or plan request (its wait: permission, plan)."""
+        from orchestrator.agent import permission_flow
+
+        return permission_flow.answer(board, str(id), approved=approve, message=message,
+                                      actor=ACTOR)
+
+    @server.tool()
+    @_tool_errors
+    def resume(
+        id: TaskId,
+        budget_usd: Annotated[float | None, Field(
+            description="The task's new dollar limit (a budget wait).", gt=0)] = None,
+        to_review: Annotated[bool, Field(description="Send it to review as it is instead.",
+                                         strict=True)] = False,
+        message: Annotated[str | None, Field(description="A message for the agent.",
+                                             max_length=20_000)] = None,
+    ) -> dict[str, Any]:
+        """Resume a task stopped for a budget or for no progress (its wait's actions)."""
+        return _json(resume_task(layout, repo.config, board.get(str(id)).id, usd=budget_usd,
+                                 review=to_review, feedback=message, actor=ACTOR, board=board))
+
+    @server.tool()
+    @_tool_errors
+    def retry(
+        id: TaskId,
+        feedback: Annotated[str | None, Field(description="Feedback for the next attempt.",
+                                              max_length=20_000)] = None,
+    ) -> dict[str, Any]:
+        """Send a task in review or failed back to its agent, with feedback."""
+        return _json(retry_task(layout, repo.config, board.get(str(id)).id, feedback,
+                                actor=ACTOR, board=board))
 
     @server.tool()
     @_tool_errors

@@ -76,6 +76,7 @@ from orchestrator.review.merging import (
     rebase_onto,
 )
 from orchestrator.review.retrying import retry_task
+from orchestrator.waits import LandRejected, MergeConflict, Wait
 from orchestrator.worktree.git import Git
 from orchestrator.worktree.names import check_branch
 
@@ -121,10 +122,12 @@ class LandReport(BaseModel):
 class Rejected(Exception):
     """A task cannot land; carries the reason, the output for the agent, and the files."""
 
-    def __init__(self, reason: str, output: str = "") -> None:
+    def __init__(self, reason: str, output: str = "", wait: Wait | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.output = output
+        self.wait = wait or LandRejected(reason=reason[:2000])
+        """What the task waits for when it stays in review."""
 
 
 def land_order(tasks: Sequence[Task]) -> list[Task]:
@@ -309,7 +312,10 @@ class Queue:
                 continue
             except Conflict as exc:
                 if "would conflict in" in str(exc):
-                    self.reject(task, Rejected(str(exc)))
+                    files = str(exc).split("would conflict in: ", 1)[1].split("; ", 1)[0]
+                    self.reject(task, Rejected(str(exc), wait=MergeConflict(
+                        into=self.into or self.main or "the target",
+                        files=files.split(", ")[:50])))
                 else:
                     self.skip(tid, str(exc))
                 continue
@@ -411,7 +417,7 @@ class Queue:
             retry_task(self.layout, self.config, task.id, feedback, actor=self.actor,
                        board=self.board)
         else:
-            self.board.edit(task.id, actor=self.actor, error=feedback)
+            self.board.edit(task.id, actor=self.actor, error=feedback, wait=rej.wait)
         self._add(Outcome(task=task.id, result="rejected", reason=rej.reason, retried=retried))
 
     def skip(self, task_id: str, reason: str) -> None:

@@ -15,7 +15,8 @@ from orchestrator.errors import Conflict, InvalidInput
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task, check_transition
 from orchestrator.review.common import using_board
-from orchestrator.review.retrying import MAX_FEEDBACK_CHARS
+
+MAX_FEEDBACK_CHARS = 20_000
 
 
 def resume_task(layout: Layout, config: Config, task_id: str, *, usd: Any = None,
@@ -28,12 +29,16 @@ def resume_task(layout: Layout, config: Config, task_id: str, *, usd: Any = None
         raise InvalidInput(f"the feedback must be 1 to {MAX_FEEDBACK_CHARS} characters")
     with using_board(layout, config, board, actor) as b:
         task = b.get(task_id)
-        if task.status is not Status.FAILED or not task.waiting_for:
-            raise Conflict(f"{task.id} is {task.status} and waits for nothing: only a task "
-                           "stopped for a budget or for making no progress can be resumed "
-                           f"(orchestrator retry {task.id} for a failed one)")
+        wait = task.wait
+        if task.status is not Status.FAILED or wait is None or not wait.paused:
+            raise Conflict(f"{task.id} is {task.status} and "
+                           + (f"waits for {wait.text}: {' | '.join(wait.commands(task.id))}"
+                              if wait else "waits for nothing")
+                           + "; only a task stopped for a budget or for making no progress "
+                           "can be resumed" + ("" if wait else
+                                               f" (orchestrator retry {task.id} for a failed one)"))
         raised = budget.make_budget(usd, tokens, timeout, base=task.budget)
-        fields: dict[str, Any] = {"waiting_for": None, "error": None, "budget": raised}
+        fields: dict[str, Any] = {"wait": None, "error": None, "budget": raised}
         if note:
             fields["feedback"] = [*task.feedback, note]
         if review:
@@ -44,8 +49,9 @@ def resume_task(layout: Layout, config: Config, task_id: str, *, usd: Any = None
         else:
             still = budget.reached(raised, task.usage)
             if still:
-                raise InvalidInput(f"{task.id}: {still}; raise the limit to resume it "
-                                   "(--budget-usd, --budget-tokens, --timeout)")
+                raise InvalidInput(f"{task.id}: {still}; raise the limit to resume it: "
+                                   f"orchestrator resume {task.id} --budget-usd N (or "
+                                   "--budget-tokens, --timeout), or --review")
             task = b.set_status(task.id, Status.PENDING, actor=actor, attempts=0, **fields)
         b.events.emit("task_resumed", task.id, actor=actor, to=str(task.status),
                       budget=raised.model_dump(), feedback=note)

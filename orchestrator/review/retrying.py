@@ -5,6 +5,10 @@ puts in the next attempt's prompt (the command backend's ``ORCH_PROMPT``, the
 agent's task section). A retry is a fresh round: ``attempts`` starts again at
 zero and the last error is cleared, so a task that had failed for good gets
 its full ``max_attempts`` again.
+
+A task whose run was stopped for a person (a budget, no progress: `orchestrator.waits`)
+is resumed instead (`resume_task`, the feedback as its message): a retry never sends it
+back under the same spent budget.
 """
 
 from __future__ import annotations
@@ -15,8 +19,7 @@ from orchestrator.errors import Conflict, InvalidInput
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task, check_transition
 from orchestrator.review.common import using_board
-
-MAX_FEEDBACK_CHARS = 20_000
+from orchestrator.review.resuming import MAX_FEEDBACK_CHARS, resume_task
 
 
 def retry_task(layout: Layout, config: Config, task_id: str, feedback: str | None = None, *,
@@ -29,6 +32,8 @@ def retry_task(layout: Layout, config: Config, task_id: str, feedback: str | Non
         raise InvalidInput(f"the feedback is longer than {MAX_FEEDBACK_CHARS} characters")
     with using_board(layout, config, board, actor) as b:
         task = b.get(task_id)
+        if task.wait is not None and task.wait.paused:
+            return resume_task(layout, config, task.id, feedback=note, actor=actor, board=b)
         if task.status not in (Status.REVIEW, Status.FAILED):
             raise Conflict(f"{task.id} is {task.status}: only a task in review or failed can "
                            "be retried")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -82,6 +83,10 @@ def up(layout: Layout, config: Config, *, teammates: int | None = None,
         finally:
             for f in (status.pid_file(layout), status.daemon_file(layout)):
                 f.unlink(missing_ok=True)
+            # The team is down and every file closed: spare the interpreter's last
+            # collection over all the lead made (~70 ms of a burst's ~0.15 s from the last
+            # task to the exit); the process ends now and the system frees the memory.
+            gc.freeze()
     finally:
         lock.release()
 

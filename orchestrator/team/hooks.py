@@ -13,7 +13,8 @@ The lead owns a `Hooks`: on every wake-up it calls `poll`, which reads the event
 appended to ``events.jsonl`` since the last call and hands each matching one to a
 small thread pool. A hook runs through the shell in the repository root, in its
 own process group, with the event as one JSON object on stdin (plus ``hook``, and
-the task's ``subject``/``status``/``branch`` when known) and ``ORCH_HOOK``,
+the task's ``subject``/``status``/``branch`` when known, and its ``wait`` with the
+commands that answer it, `orchestrator.waits.as_dict`) and ``ORCH_HOOK``,
 ``ORCH_EVENT``, ``ORCH_TASK_ID`` in its environment. Its output goes to the
 daemon log; a non-zero exit or a run past ``timeout`` (the group is killed) is
 logged and written as a ``hook_failed`` event. Nothing a hook does can block the
@@ -34,6 +35,7 @@ from orchestrator.controlplane import ActorEvents, ControlPlane
 from orchestrator.errors import OrchestratorError
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
+from orchestrator.waits import as_dict
 
 MAX_WORKERS = 4
 OUTPUT_TAIL = 2000
@@ -161,6 +163,8 @@ class Hooks:
             for key, value in (("subject", task.subject), ("status", str(task.status)),
                                ("branch", task.branch)):
                 payload.setdefault(key, value)
+            if task.wait is not None:  # what it waits for, and the commands that answer it
+                payload.setdefault("wait", as_dict(task.wait, task.id))
         return payload
 
     def _failed(self, outcome: dict[str, Any], why: str, output: str) -> dict[str, Any]:

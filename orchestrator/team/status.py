@@ -13,13 +13,16 @@ alive. Every file is written atomically, so readers never see half of one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from orchestrator.agent.permission_flow import open_requests
 from orchestrator.controlplane import BoardSummary, ControlPlane
+from orchestrator.errors import OrchestratorError
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.model import Status
@@ -119,7 +122,7 @@ def team_status(layout: Layout, board: ControlPlane, counts: dict[str, int] | No
         "permission_requests": [
             {"request_id": r.id, "from": r.sender, "task": r.task, "body": r.body,
              "ts": r.ts, "kind": "permission_request", **r.fields}
-            for r in board.requests.pending() if r.kind == "permission"],
+            for r in open_requests(board) if r.kind == "permission"],
     }
 
 
@@ -130,10 +133,20 @@ def board_counts(tasks: list[Any]) -> dict[str, int]:
     return counts
 
 
-def spending(totals: BoardSummary) -> dict[str, Any]:
-    """What the board's tasks spent, and the tasks stopped to wait for a person."""
-    return {"cost_usd": totals.cost_usd, "tokens": totals.tokens,
-            "waiting": [{"task": tid, "reason": why} for tid, why in totals.waiting]}
+def spending(totals: BoardSummary, board: ControlPlane | None = None) -> dict[str, Any]:
+    """What the board's tasks spent, and the tasks that wait for a person (with ``board``:
+    each with the commands that answer its wait, `orchestrator.waits`)."""
+    waiting: list[dict[str, Any]] = [{"task": tid, "reason": why}
+                                     for tid, why in totals.waiting]
+    for row in waiting:
+        if board is None:
+            break
+        with contextlib.suppress(OrchestratorError):
+            wait = board.get(row["task"]).wait
+            if wait is not None:
+                row.update(kind=wait.label, reason=wait.text,
+                           actions=wait.commands(row["task"]))
+    return {"cost_usd": totals.cost_usd, "tokens": totals.tokens, "waiting": waiting}
 
 
 def format_status(st: dict[str, Any]) -> str:
@@ -164,8 +177,8 @@ def format_status(st: dict[str, Any]) -> str:
     if spent.get("cost_usd") or spent.get("tokens"):
         lines.append(f"spent: ${spent['cost_usd']:.2f}, {spent['tokens']} tokens")
     for w in spent.get("waiting", []):
-        lines.append(f"{w['task']} waits: {w['reason']}  (orchestrator resume {w['task']} "
-                     "--budget-usd N | --review)")
+        answers = w.get("actions") or [f"orchestrator show {w['task']}"]
+        lines.append(f"{w['task']} waits for {w['reason']}  ({' | '.join(answers)})")
     for p in st["push_pending"]:
         lines.append(f"{p['task']} push pending: {p['branch']} is not on the remote yet; "
                      f"the lead of {p['machine']} pushes it again ({p['reason']})")

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import budget
+from orchestrator import budget, waits
 from orchestrator.backends import load_backend
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
@@ -402,6 +402,8 @@ class Teammate:
                 self.fail(claim, error + f"\n(checks failed {check_round + 1} times; "
                           f"waiting for a person: orchestrator retry {task.id} -m …)",
                           retry=False)
+                self.board.edit(task.id, actor=self.name, wait=waits.ChecksExhausted(
+                    result=str(checks["result"])[:2000], rounds=check_round + 1))
                 return
             # straight back to the same agent (its session resumed where the backend keeps
             # one), with the failing check's output in its prompt
@@ -492,7 +494,8 @@ class Teammate:
     def pause(self, task: Task, claim: Claim, path: Path, reason: str, tlog: TaskLogger,
               session_id: str | None = None) -> None:
         """Stop for a person: commit the work in progress to the task branch, and the task
-        waits (``failed`` with ``waiting_for`` = the reason) for `orchestrator resume`."""
+        waits (``failed`` with the `orchestrator.waits` wait of the reason) for
+        `orchestrator resume`."""
         claim.still_ours()
         sha = commit_leftovers(path, task, self.name, wip=True) if (path / ".git").exists() \
             else None
@@ -501,7 +504,7 @@ class Teammate:
             self.board.events.emit("commit", task.id, actor=self.name, sha=sha,
                                    branch=task.branch, wip=True)
         claim.fail(reason, retry=False)
-        fields: dict[str, Any] = {"waiting_for": reason}
+        fields: dict[str, Any] = {"wait": waits.paused(reason)}
         if session_id:
             fields["session_id"] = session_id
         done = self.board.edit(task.id, actor=self.name, **fields)

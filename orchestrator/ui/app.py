@@ -35,6 +35,7 @@ from orchestrator.errors import Conflict, InvalidInput, NotFound, OrchestratorEr
 from orchestrator.events import redact, secret_values
 from orchestrator.layout import Layout
 from orchestrator.review import STRATEGIES, discard_task, merge_task, retry_task
+from orchestrator.review.resuming import resume_task
 from orchestrator.ui import cards, diffview, live, pages, transcript
 from orchestrator.ui.security import Guard, middleware
 
@@ -374,6 +375,13 @@ def _act(ui: Ui) -> Endpoint:
                 feedback = _str(body, "feedback").strip() or None
                 done = retry_task(c.layout, c.config, task.id, feedback, actor=ACTOR,
                                   board=c.board)
+                return {"id": done.id, "status": str(done.status)}
+            if action in ("resume", "resume_review"):  # a budget or no-progress wait
+                usd = _str(body, "budget_usd", limit=40).strip() or None
+                done = resume_task(c.layout, c.config, task.id, usd=usd,
+                                   review=action == "resume_review",
+                                   feedback=_str(body, "message").strip() or None,
+                                   actor=ACTOR, board=c.board)
                 return {"id": done.id, "status": str(done.status)}
             if action == "merge":
                 res = merge_task(c.layout, c.config, task.id, _str(body, "strategy", "merge"),

@@ -45,21 +45,17 @@ def card(task: Task, problems: dict[str, str], now: float | None = None) -> dict
         "max_attempts": task.max_attempts, "cost": round(task.usage.cost_usd, 4),
         "age": age_text(task.updated_at, time.time() if now is None else now),
         "checks": None if not checks else ("passed" if checks.get("passed") else "failed"),
-        "waiting": _waiting(task), "problem": problems.get(task.id),
+        "waiting": task.wait.label if task.wait else None,
+        "wait_text": task.wait.text if task.wait else "", "problem": problems.get(task.id),
         "labels": labels_of(task), "error": (task.error or "").splitlines()[0][:200]
         if task.error else "",
     }
 
 
-def _waiting(task: Task) -> str | None:
-    if not task.waiting_for:
-        return None
-    return "plan" if task.waiting_for.startswith("plan-") else "permission"
-
-
 def needs_person(task: Task) -> bool:
-    """A task that waits for a person: a request, failed checks, failed for good."""
-    return bool(task.waiting_for) or task.status is Status.FAILED or (
+    """A task that waits for a person: a wait (`orchestrator.waits`), failed checks,
+    failed for good."""
+    return task.wait is not None or task.status is Status.FAILED or (
         bool(task.checks) and not (task.checks or {}).get("passed")
         and task.status in (Status.REVIEW, Status.PENDING))
 

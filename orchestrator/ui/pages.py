@@ -218,14 +218,15 @@ def needs_view(ctx: Context) -> dict[str, Any]:
     with ctx.lock:
         tasks = ctx.board.list()
         rows = review_rows(ctx.layout, ctx.config, board=ctx.board)
-    failed = [t for t in tasks if t.status is Status.FAILED]
+    waiting = [t for t in tasks if t.wait is not None and not t.wait.of_run]
+    failed = [t for t in tasks if t.status is Status.FAILED and t.wait is None]
     checks = [t for t in tasks if t.status in (Status.PENDING, Status.REVIEW)
               and t.checks and not t.checks.get("passed")]
     conflicts = [{"id": r["id"], "subject": r["subject"], "into": r["merge"]["into"],
                   "files": r["merge"]["conflicts"]}
                  for r in rows if r.get("merge") and r["merge"].get("conflicts")]
     count = needs_count(ctx)
-    return {"requests": requests, "failed": failed, "checks": checks,
+    return {"requests": requests, "waiting": waiting, "failed": failed, "checks": checks,
             "conflicts": conflicts, "count": count}
 
 

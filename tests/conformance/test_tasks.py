@@ -303,7 +303,8 @@ def test_summary_counts_what_list_holds(plane: ControlPlane, opener: Opener) -> 
     assert b is not None and b.lease is not None
     plane.update(b.id, b.lease.token, usage=Usage(output_tokens=5, cost_usd=0.000001))
     plane.fail(b.id, b.lease.token, "needs a person", retry=False)
-    plane.edit(b.id, actor="lead", waiting_for="which database to use?")
+    # an old writer's string: read as the typed wait it names (orchestrator.waits)
+    plane.edit(b.id, actor="lead", waiting_for="budget: $1.00 of $1.00 spent")
     plane.cancel("task_004")
     for handle in (plane, other):
         s = handle.summary()
@@ -312,6 +313,6 @@ def test_summary_counts_what_list_holds(plane: ControlPlane, opener: Opener) -> 
         assert s.counts["review"] == s.counts["failed"] == s.counts["cancelled"] == 1
         assert s.cost_usd == round(sum(t.usage.cost_usd for t in tasks), 6) == 0.125001
         assert s.tokens == sum(t.usage.tokens for t in tasks) == 1235
-        assert s.waiting == [(b.id, "which database to use?")]
+        assert s.waiting == [(b.id, "budget reached: $1.00 of $1.00 spent")]
     plane.set_status(b.id, Status.PENDING, actor="cli")  # a retry: no longer waiting
     assert other.summary().waiting == [] and other.summary().counts["pending"] == 2

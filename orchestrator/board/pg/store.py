@@ -62,6 +62,7 @@ from orchestrator.model import (
     task_number,
 )
 from orchestrator.record import describe_error
+from orchestrator.waits import text_of
 
 if TYPE_CHECKING:
     from orchestrator.board.pg.db import Cursor
@@ -82,12 +83,14 @@ ROW_JSON = (
 """A row of ``tasks`` as a JSON array in the order of `COLS` (timestamps already in `iso`'s
 form), for `_task`."""
 _USAGE = "coalesce((data->'usage'->>'{}')::{}, 0)"
+_WAIT = "coalesce(nullif(data->'wait', 'null'), to_jsonb(nullif(data->>'waiting_for', '')))"
+"""A task's `orchestrator.waits` wait, or the string an old row held instead."""
 SUMMARY = (
     "SELECT status, count(*), sum(" + _USAGE.format("cost_usd", "float8") + "), sum("
     + " + ".join(_USAGE.format(k, "bigint") for k in (
         "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"))
-    + "), jsonb_object_agg(id, data->>'waiting_for') FILTER (WHERE status = 'failed' "
-    "AND coalesce(data->>'waiting_for', '') <> '') FROM tasks GROUP BY status")
+    + "), jsonb_object_agg(id, " + _WAIT + ") FILTER (WHERE status <> 'in_progress' "
+    "AND " + _WAIT + " IS NOT NULL) FROM tasks GROUP BY status")
 """`Board.summary` in one statement: per status, its tasks, their spending, and (failed
 ones) what each waits for."""
 
@@ -212,7 +215,7 @@ class PgBoard:
                 counts[str(status)] = int(str(n))
                 cost += float(str(spent))
                 tokens += int(str(used))
-                waiting += [(format_task_id(int(k)), str(v))
+                waiting += [(format_task_id(int(k)), text_of(v))
                             for k, v in (asks if isinstance(asks, dict) else {}).items()]
             return BoardSummary(counts=counts, cost_usd=round(cost, 6), tokens=tokens,
                                 waiting=sorted(waiting, key=lambda w: task_number(w[0])))

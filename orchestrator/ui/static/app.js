@@ -174,6 +174,12 @@
         if (data.force && !confirm("Discard " + id + " even though work would be lost? A snapshot is kept.")) return;
         const r = await post("/api/task/" + id + "/discard", data);
         result("discarded " + id + (r.snapshot ? "; its work is kept under " + r.snapshot : ""));
+      } else if (form.classList.contains("wait-form")) {
+        const btn = form.querySelector("button[data-confirm]");
+        if (btn && !confirm(btn.dataset.confirm)) return;
+        const r = await post("/api/task/" + form.dataset.id + "/" + form.dataset.action, data);
+        result(form.dataset.id + " is " + r.status + " now");
+        setTimeout(() => { location.reload(); }, 800);
       } else if (form.classList.contains("retry-form")) {
         const id = form.dataset.id;
         await post("/api/task/" + id + "/retry", { feedback: data.feedback || "" });
