@@ -15,6 +15,8 @@ import tomllib
 from collections.abc import Iterable
 from pathlib import PurePosixPath
 
+from orchestrator.errors import Conflict, GitError
+from orchestrator.model import Task
 from orchestrator.worktree.git import Git
 
 ROOT_FILES = frozenset({
@@ -57,6 +59,18 @@ def control_changes(repo: Git, base: str, tip: str,
     if PYPROJECT in paths and _tool_table(repo, base) != _tool_table(repo, tip):
         found.append(f"{PYPROJECT} [tool.orchestrator]")
     return found
+
+
+def task_control_changes(repo: Git, task: Task) -> list[str]:
+    """The control files ``task``'s branch changes; when git cannot tell, a one-item list
+    saying so (fail closed: such a task waits for a person too)."""
+    from orchestrator.review.diff import changes
+
+    try:
+        ch = changes(repo, task)
+        return control_changes(repo, ch.base, ch.tip)
+    except (Conflict, GitError) as exc:
+        return [f"(cannot tell: {exc})"]
 
 
 def describe_control(files: list[str], task_id: str) -> str:

@@ -161,8 +161,15 @@ def land_tasks(layout: Layout, config: Config, ids: Sequence[str] | None = None,
     A task whose branch changes control files (`orchestrator.review.control`) lands only
     when it is in ``named`` (a person named it); otherwise it is skipped, and marked so that
     the lead stops offering it. Bad arguments raise before anything happens; each task's
-    fate is in the report."""
+    fate is in the report. With a forge (``[forge]``), each pull request is merged there in
+    this order instead."""
     check_strategy(strategy)
+    named = frozenset(normalize_task_id(i) for i in named)
+    if config.forge.kind != "none":
+        from orchestrator.forge.merging import land_on_forge
+
+        return land_on_forge(layout, config, ids, strategy=strategy, actor=actor, board=board,
+                             progress=progress, named=named)
     if batch < 1:
         raise InvalidInput(f"--batch must be 1 or more, not {batch}")
     command = (verify if verify is not None else config.team.verify or "").strip()
@@ -176,7 +183,7 @@ def land_tasks(layout: Layout, config: Config, ids: Sequence[str] | None = None,
         tasks = _selected(b, ids)
         queue = Queue(layout, config, b, command, retry=retry, strategy=strategy, into=into,
                       actor=actor, progress=progress, stop=stop or threading.Event(),
-                      named=frozenset(normalize_task_id(i) for i in named))
+                      named=named)
         report = queue.report
         if tasks:
             b.events.emit("land_started", None, actor=actor, tasks=[t.id for t in tasks],
