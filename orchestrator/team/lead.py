@@ -196,9 +196,12 @@ class Lead:
         self.tick()
 
     def reconcile(self) -> None:
+        from orchestrator.agent.sandbox import task_sandbox
         from orchestrator.worktree import open_isolation
 
-        manager = open_isolation(self.layout, self.config.worktree, self.board)
+        manager = open_isolation(
+            self.layout, self.config.worktree, self.board,
+            sandbox=task_sandbox(self.config, network=self.config.sandbox.network))
         report = manager.reconcile(self.board.list())
         self.log.info("worktrees reconciled", report=_plain(report))
 
@@ -405,6 +408,10 @@ class Lead:
                 self.log.warning("permission requested", teammate=sender,
                                  request_id=msg.get("request_id"), body=msg.get("body"),
                                  hint=f"orchestrator approve|deny {msg.get('request_id')}")
+            elif kind == "shutdown_request":  # `down --all` on another machine, `send lead`
+                self.log.info("shutdown requested", by=sender,
+                              request_id=msg.get("request_id"))
+                self.stop(1)
             elif kind == "shutdown_response":
                 self.log.info("teammate acknowledged shutdown", teammate=sender,
                               request_id=msg.get("request_id"))

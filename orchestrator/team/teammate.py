@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import budget, waits
+from orchestrator.agent.sandbox import task_sandbox
 from orchestrator.backends import load_backend
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
@@ -49,7 +50,7 @@ from orchestrator.logging import configure, get_logger
 from orchestrator.model import Status, Task, Usage, utcnow
 from orchestrator.prompting import reason_line, task_env
 from orchestrator.protocols import Backend, RunContext, Workspace
-from orchestrator.secrets import redact
+from orchestrator.secrets import redact, safe_env
 from orchestrator.settings.live import LiveConfig
 from orchestrator.team import delivery, status
 from orchestrator.team.claim import Claim
@@ -97,6 +98,8 @@ class Teammate:
         self._mail_lock = threading.Lock()
         self.fault: str | None = None
         """The last error from the board (disk full, read-only, no file descriptors)."""
+        self.fault_until = 0.0
+        """After a task was interrupted by a machine fault: no claim before (monotonic)."""
 
     # --- the loop -------------------------------------------------------------
     def run(self) -> int:
@@ -107,7 +110,9 @@ class Teammate:
         protect_process()  # the parent of its tools: no secrets in its /proc (forked: done)
         self.waker.install_signals()
         self.board = open_board(self.layout, self.config.board, actor=self.name)
-        self.isolation = open_isolation(self.layout, self.config.worktree, self.board)
+        self.isolation = open_isolation(
+            self.layout, self.config.worktree, self.board,
+            sandbox=task_sandbox(self.config, network=self.config.sandbox.network))
         self.isolation.prepare()
         self.remote = Remote.for_config(self.layout.root, self.config)
         self.waker.follow_board(self.board, self.config.board.rescan_seconds)
@@ -227,7 +232,10 @@ class Teammate:
 
     def healthy(self) -> bool:
         """Whether what a task needs works again: writing the control plane and the
-        worktree root, and starting a process."""
+        worktree root, and starting a process (not before `FAULT_BACKOFF` has passed since
+        a task was handed back for a machine fault: the others take it meanwhile)."""
+        if time.monotonic() < self.fault_until:
+            return False
         try:
             for folder in (self.layout.run, self.layout.worktree_root):
                 probe = folder / f".probe-{self.name}"
@@ -261,17 +269,23 @@ class Teammate:
             self._work(task, claim, tlog, stop)
         except LeaseLost:
             claim.lost = True
-        except OSError as exc:
-            # The machine, not the task (a full or read-only disk, too few open files): hand
-            # it back without counting an attempt, and let the loop stop claiming for a
-            # while. If even that write fails, the lease expires and the lead requeues it.
-            self.log.error("task interrupted", task=task.id,
-                           error=f"{type(exc).__name__}: {exc}")
-            if not claim.lost:
-                with contextlib.suppress(OSError, LeaseLost):
-                    claim.release(f"{type(exc).__name__}: {exc}")
-            raise
-        except Exception as exc:  # a run error: record it on the task, keep serving
+        except Exception as exc:
+            fault = machine_fault(exc)
+            if fault is not None:
+                # The machine, not the task (a full or read-only disk, git failing for
+                # either, too few open files, the board's database gone): hand it back
+                # without counting an attempt, so another machine takes it, and stop
+                # claiming here for a while. If even that write fails, the lease expires.
+                self.log.error("task interrupted by this machine's fault", task=task.id,
+                               error=fault)
+                if not claim.lost:
+                    with contextlib.suppress(OSError, LeaseLost, BoardUnavailable):
+                        claim.release(f"machine fault: {fault}")
+                self.fault_until = time.monotonic() + FAULT_BACKOFF
+                if isinstance(exc, OSError | BoardUnavailable):
+                    raise
+                raise MachineFault(fault) from exc
+            # a run error: record it on the task, keep serving
             self.log.exception("task error", task=task.id)
             tlog.write("error", error=f"{type(exc).__name__}: {exc}")
             if not claim.lost:
@@ -353,6 +367,8 @@ class Teammate:
                 claim.release("teammate stopping")
                 return
             if not result.ok:
+                if (fault := fault_in(result.error or "")) is not None:
+                    raise MachineFault(f"the agent failed: {fault}")
                 self.fail(claim, result.error or "backend failed", retry=result.retry)
                 return
             # never commit over a new owner's work
@@ -381,9 +397,11 @@ class Teammate:
                 fields["session_id"] = result.session_id
             if not self.config.team.verify:
                 break
-            checks = run_checks(self.config.team.verify, cwd=ws.path, env=task_env(ctx),
+            env = safe_env(task_env(ctx), self.config.agent.pass_env)  # checks hold no key
+            checks = run_checks(self.config.team.verify, cwd=ws.path, env=env,
                                 log=tlog, timeout=self.config.team.verify_timeout,
-                                stop=self.cold)  # a warm stop lets the checks finish
+                                stop=self.cold,  # a warm stop lets the checks finish
+                                sandbox=task_sandbox(self.config))
             if claim.lost:
                 return
             if checks["stopped"]:
@@ -596,6 +614,29 @@ class Heartbeat(threading.Thread):
 
 MAX_BACKOFF = 60.0
 """The longest wait before a retry, in seconds."""
+FAULT_BACKOFF = 30.0
+"""No claim on this machine for so long after a task was handed back for its fault."""
+MACHINE_FAULTS = ("No space left on device", "Read-only file system", "Disk quota exceeded",
+                  "Too many open files", "Cannot allocate memory")
+"""What git or an agent says when the machine, not the task, is at fault (LC_ALL=C)."""
+
+
+class MachineFault(OSError):
+    """A task's run failed because of this machine (see `MACHINE_FAULTS`)."""
+
+
+def fault_in(text: str) -> str | None:
+    """The machine fault ``text`` (a git error, an agent's output) reports, if any."""
+    return next((f for f in MACHINE_FAULTS if f in text), None)
+
+
+def machine_fault(exc: BaseException) -> str | None:
+    """What is wrong with the machine when ``exc`` is its fault and not the task's: any
+    OSError, the board's database unreachable, or an error whose text reports one."""
+    if isinstance(exc, OSError | BoardUnavailable):
+        return f"{type(exc).__name__}: {exc}"
+    fault = fault_in(str(exc))
+    return None if fault is None else f"{type(exc).__name__}: {fault}: {exc}"
 
 
 def _unchanged(path: Path, task: Task) -> bool:
