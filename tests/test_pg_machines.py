@@ -223,3 +223,25 @@ def test_diff_discard_retry_approve_deny_plan_and_mcp_on_a_postgresql_board(
     kinds = Counter(e["event"] for e in events)
     assert kinds["permission_answered"] == 2 and kinds["task_retried"] == 1
     assert kinds["plan_written"] == 1 and kinds["task_cancelled"] == 1
+
+
+def test_teammates_share_psycopg_and_libpq_loaded_by_the_spawner_before_it_forks(
+        tmp_path: Path, pg_board_url: str) -> None:
+    """A PostgreSQL teammate does not load its own copy of the driver: the spawner has
+    imported psycopg (and so mapped libpq) before it forks them, so their pages are shared."""
+    _, (clone,) = machines(tmp_path, pg_board_url, 1)
+    lead = up(clone, "-n", "2", "--command", "true")
+    try:
+        with open_board(Layout.at(clone), BoardConfig(url=pg_board_url)) as board:
+            deadline = time.monotonic() + 60
+            while {getattr(board.team.get(n), "state", None) for n in ("alice", "bob")} \
+                    != {"idle"}:
+                assert time.monotonic() < deadline, "the teammates did not start"
+                time.sleep(0.1)
+        [spawner] = [p for p in child_pids(lead.pid)
+                     if Path(f"/proc/{p}/comm").read_text().strip() == "orch-spawner"]
+        assert "libpq" in Path(f"/proc/{spawner}/maps").read_text()
+    finally:
+        lead.send_signal(signal.SIGTERM)
+        out = lead.communicate(timeout=60)[0]
+    assert lead.returncode == 0, out
