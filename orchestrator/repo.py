@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -170,44 +169,13 @@ def _remember(root: Path, key: str, config: Config) -> None:
 def require_commit(root: Path) -> None:
     """Refuse, with the fix, a repository without a commit: every task's worktree is a
     checkout of one."""
-    if _head_has_commit(root):
-        return
-    from orchestrator.worktree.git import Git
+    import subprocess
 
-    if not Git(root).ok("rev-parse", "--verify", "--quiet", "HEAD^{commit}"):
+    out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+                         cwd=root, capture_output=True, check=False)
+    if out.returncode != 0:
         raise UserError(f"{root} has no commits yet, and each task works in a checkout of one: "
                         "commit something first (e.g. git commit --allow-empty -m 'start')")
-
-
-def _head_has_commit(root: Path) -> bool:
-    """True when ``.git`` is a folder whose HEAD names a branch that has a commit id, loose
-    or packed: the usual case, answered without starting git. False means only "ask git"
-    (a linked worktree, a detached HEAD, reftable refs, no commit yet)."""
-    from orchestrator.fsutil import read_regular_bytes
-
-    git = root / ".git"
-    try:  # regular files only, read up to a bound: a FIFO or a huge file is for git to judge
-        raw = read_regular_bytes(git / "HEAD", 4097) if git.is_dir() else b""
-        head = raw.strip()
-        if not head.startswith(b"ref: refs/heads/") or b".." in head or len(raw) > 4096:
-            return False
-        ref = head[5:]
-        loose = git / ref.decode()
-        if loose.exists():  # a commit id and a newline: anything longer is not one
-            return _COMMIT_ID.fullmatch(read_regular_bytes(loose, 100).strip()) is not None
-        packed = read_regular_bytes(git / "packed-refs", PACKED_REFS_MAX_BYTES + 1)
-        return len(packed) <= PACKED_REFS_MAX_BYTES and any(
-            line.endswith(b" " + ref) and _COMMIT_ID.fullmatch(line.partition(b" ")[0])
-            for line in packed.splitlines())
-    except (OSError, UnicodeDecodeError):
-        return False
-
-
-PACKED_REFS_MAX_BYTES = 4 << 20
-"""Past this, `require_commit` asks git rather than read the packed refs itself."""
-
-
-_COMMIT_ID = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def _worktree_path(root: Path, setting: str | None) -> Path | None:

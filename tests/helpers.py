@@ -6,6 +6,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from orchestrator.procutil import descendants
 
@@ -70,3 +73,18 @@ def run_on_terminal(cwd: Path, args: list[str], env: dict[str, str] | None = Non
     assert code == 0, out
     return out.decode(errors="replace")
 
+
+
+def count_task_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the task files the file board reads from now on (its index's reader)."""
+    from orchestrator.board import index
+
+    reads: list[str] = []
+    real = index.read_task_file
+
+    def counted(path: Path | str, dir_fd: int | None = None) -> Any:
+        reads.append(os.path.basename(path))
+        return real(path, dir_fd)
+
+    monkeypatch.setattr(index, "read_task_file", counted)
+    return reads

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -127,3 +128,33 @@ def test_answering_the_same_request_twice_is_refused(claim: ClaimFn) -> None:  #
     permission_flow.answer(c.board, "r1", approved=True)
     with pytest.raises(NotFound):
         permission_flow.answer(c.board, c.task.id, approved=False)
+
+
+def test_a_request_expires_with_the_run_that_asked_it(claim: ClaimFn, repo: Path,  # noqa: F811
+                                                      capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    """Stopped and released, then claimed again under a new lease: the old request is
+    no one's; approving it says so in one line, status drops it, the next run asks again."""
+    c = claim(SCRIPT, agent=ASK_TOUCH)
+    run = Background(c)
+    old = run.wait_for_request()
+    c.stop.set()
+    assert run.finish().stopped
+    c.board.release(c.task.id, c.token, reason="teammate stopping")
+    again = c.board.claim("bob", task_id=c.task.id)
+    assert again is not None and again.lease is not None and again.lease.token > c.token
+    assert permission_flow.pending(c.board) == []
+    capsys.readouterr()
+    assert cli("approve", old["request_id"], "-C", str(repo)) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has expired" in err and old["request_id"] in err, err
+    assert cli("status", "--json", "-C", str(repo)) == 0
+    assert json.loads(capsys.readouterr().out)["permission_requests"] == []
+
+    second = Claimed(c.layout, c.config, c.board, again, again.lease.token, c.workspace,
+                     threading.Event())
+    rerun = Background(second)
+    new = rerun.wait_for_request()
+    assert new["request_id"] != old["request_id"] and new["token"] == again.lease.token
+    assert cli("approve", c.task.id, "-C", str(repo)) == 0
+    assert rerun.finish().ok and (c.workspace.path / "approved.txt").exists()

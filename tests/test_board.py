@@ -16,6 +16,7 @@ from orchestrator.board.eventlog import EventLog
 from orchestrator.config import BoardConfig
 from orchestrator.errors import LeaseLost, NotFound
 from orchestrator.model import Status
+from tests.helpers import count_task_reads
 
 
 @pytest.fixture
@@ -166,21 +167,6 @@ def test_claim_a_specific_task(board: FileBoard) -> None:
         board.claim("w", task_id="task_404")
 
 
-def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the task files read from now on (through the index's reader)."""
-    from orchestrator.board import index
-
-    reads: list[str] = []
-    real = index.read_task_file
-
-    def counted(path: Path | str, dir_fd: int | None = None) -> tuple[object, index.Key]:
-        reads.append(os.path.basename(path))
-        return real(path, dir_fd)
-
-    monkeypatch.setattr(index, "read_task_file", counted)
-    return reads
-
-
 def test_a_cold_start_from_the_index_still_sees_every_change(
         board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
     """A fresh board starts from .tasks/.index.sqlite and reads only the files whose stat
@@ -195,7 +181,7 @@ def test_a_cold_start_from_the_index_still_sees_every_change(
         atomic_write(board.layout.task_file(t.id), t.model_dump_json(), durable=False)
     assert len(board.list()) == n
     assert (board.layout.tasks / INDEX).exists()
-    reads = _counting_reads(monkeypatch)
+    reads = count_task_reads(monkeypatch)
     edited = board.get("task_003").model_copy(update={"subject": "edited by hand"})
     with board.layout.task_file("task_003").open("r+") as fh:  # in place: same inode
         fh.truncate(0)
@@ -323,7 +309,7 @@ def test_summary_reads_only_what_changed(repo: Path,
     for i in range(1, 61):
         t = Task(id=f"task_{i:03d}", subject=f"t{i}")
         layout.task_file(t.id).write_text(t.model_dump_json())
-    reads = _counting_reads(monkeypatch)
+    reads = count_task_reads(monkeypatch)
 
     def fresh() -> tuple[dict[str, int], dict[str, int], list[str]]:
         reads.clear()

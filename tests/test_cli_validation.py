@@ -87,10 +87,9 @@ def test_txt_drops_are_refused_with_the_reason(capsys: pytest.CaptureFixture[str
 
 def test_help_texts_break_only_where_the_terminal_does(
         capsys: pytest.CaptureFixture[str], repo: Path) -> None:
-    from orchestrator.cli import _load_commands
-    from orchestrator.cli.app import app
+    from orchestrator.cli import load_app
 
-    _load_commands()
+    app = load_app()
     for info in app.registered_commands:
         for paragraph in (info.help or "").split("\n\n"):
             assert "\n" not in paragraph, info.help

@@ -494,20 +494,13 @@ def test_the_first_command_after_a_burst_reads_no_task_file(
         board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
     """Intake writes the burst's new tasks into the index (issue 34 item 5): a fresh
     process's list and status after it read no task file, as after any steady command."""
-    from orchestrator.board import index
+    from tests.helpers import count_task_reads
 
     for i in range(40):
         drop(board, f"d{i:02d}.json", json.dumps({"title": f"drop {i}"}))
     with open_board(board.layout) as taker:
         assert len(taker.intake(repair=False)) == 40
-        reads: list[str] = []
-        real = index.read_task_file
-
-        def counted(path: Path | str, dir_fd: int | None = None) -> tuple[object, index.Key]:
-            reads.append(os.path.basename(path))
-            return real(path, dir_fd)
-
-        monkeypatch.setattr(index, "read_task_file", counted)
+        reads = count_task_reads(monkeypatch)
     with open_board(board.layout) as fresh:
         assert fresh.summary().counts["pending"] == 40
         assert [t.subject for t in fresh.list()] == [f"drop {i}" for i in range(40)]

@@ -13,8 +13,7 @@ from typer.testing import CliRunner
 
 from orchestrator.board import init_repo, open_board
 from orchestrator.board.eventlog import EventLog
-from orchestrator.cli import _load_commands
-from orchestrator.cli.app import app
+from orchestrator.cli import load_app
 from orchestrator.config import Config, SharedFolder, WorktreeConfig
 from orchestrator.errors import ConfigError
 from orchestrator.layout import Layout
@@ -163,8 +162,7 @@ def test_bad_folder_names_are_a_config_error(tmp_path: Path) -> None:
 
 
 def cli(repo: Path, *args: str) -> str:
-    _load_commands()
-    res = CliRunner().invoke(app, [*args, "--repo", str(repo)], catch_exceptions=False)
+    res = CliRunner().invoke(load_app(), [*args, "--repo", str(repo)], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     return res.stdout
 

@@ -12,8 +12,7 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 from orchestrator.board import init_repo, open_board
-from orchestrator.cli import _load_commands
-from orchestrator.cli.app import app
+from orchestrator.cli import load_app
 from orchestrator.config import WorktreeConfig
 from orchestrator.model import Status
 from orchestrator.worktree import WorktreeManager, binding
@@ -22,8 +21,7 @@ from tests.helpers import git
 
 def cli(repo: Path, *args: str) -> Result:
     """In-process, as the installed command runs it (error mapping is tested below)."""
-    _load_commands()
-    return CliRunner().invoke(app, [*args, "--repo", str(repo)], catch_exceptions=False)
+    return CliRunner().invoke(load_app(), [*args, "--repo", str(repo)], catch_exceptions=False)
 
 
 def cli_process(cwd: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

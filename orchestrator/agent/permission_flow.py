@@ -11,7 +11,13 @@ then the wait is cleared. The teammate's heartbeat keeps the lease
 meanwhile; a warm stop ends the wait.
 
 Person side (`answer`, behind ``orchestrator approve|deny``): finds the pending
-request by request id or task id and answers it (`Requests.answer`). Plan
+request by request id or task id and answers it (`Requests.answer`).
+
+A request belongs to the run that asked it: it carries the run's lease ``token``, and
+it is open only while its task is ``in_progress`` under that lease (`is_open`). When the
+run ends — killed, cancelled, its lease lost or expired, its teammate gone — the request
+expires: `pending` (``status``, the web board) no longer lists it, and answering it
+raises `Conflict` saying so; the next run asks again. Plan
 approvals of plan-first tasks (`orchestrator.agent.plan_first`) use the same
 channel with ``plan`` requests (`PermissionFlow.request`). On the file board
 requests travel through the mailboxes (`orchestrator.board.requests`).
@@ -25,8 +31,8 @@ from typing import Any
 
 from orchestrator.agent.base import PermissionAsked, Stopped
 from orchestrator.controlplane import ControlPlane, Request, RequestKind
-from orchestrator.errors import NotFound
-from orchestrator.model import TASK_ID_RE, normalize_task_id
+from orchestrator.errors import Conflict, NotFound, OrchestratorError
+from orchestrator.model import TASK_ID_RE, Status, normalize_task_id
 from orchestrator.waits import Permission, Plan, Wait
 
 REQUEST: RequestKind = "permission"
@@ -60,7 +66,7 @@ class PermissionFlow:
         """Ask a ``kind`` request, record ``event``, mark the task waiting, and block
         until the answer arrives."""
         self.board.requests.ask(kind, request_id=request_id, sender=self.teammate,
-                                task=self.task_id, body=body, **fields)
+                                task=self.task_id, body=body, token=self.token, **fields)
         self.board.events.emit(event, self.task_id, actor=self.teammate,
                                request_id=request_id, **fields)
         wait: Wait = Plan(request_id=request_id) if kind == PLAN_REQUEST else Permission(
@@ -77,9 +83,30 @@ class PermissionFlow:
 
 
 def pending(board: ControlPlane) -> list[dict[str, Any]]:
-    """Permission requests (and plan approvals) that no one has answered yet, oldest
-    first, as ``status --json`` and the CLI show them."""
-    return [_as_dict(r) for r in board.requests.pending()]
+    """Permission requests (and plan approvals) that no one has answered yet and whose
+    run still waits for them, oldest first, as ``status --json`` and the CLI show them."""
+    return [_as_dict(r) for r in open_requests(board)]
+
+
+def open_requests(board: ControlPlane) -> list[Request]:
+    """The unanswered requests whose run has not ended (`is_open`)."""
+    return [r for r in board.requests.pending() if is_open(board, r)]
+
+
+def is_open(board: ControlPlane, req: Request) -> bool:
+    """The run that asked ``req`` still waits for it: its task is ``in_progress`` under the
+    lease the request was asked under (a request of an old version, without a token:
+    under any lease)."""
+    if req.task is None:
+        return True
+    try:
+        task = board.get(req.task)
+    except OrchestratorError:
+        return False
+    if task.status is not Status.IN_PROGRESS or task.lease is None:
+        return False
+    token = req.fields.get("token")
+    return not isinstance(token, int) or isinstance(token, bool) or token == task.lease.token
 
 
 def answer(board: ControlPlane, ident: str, *, approved: bool, message: str = "",
@@ -88,15 +115,22 @@ def answer(board: ControlPlane, ident: str, *, approved: bool, message: str = ""
 
     Returns the request answered; `NotFound` when nothing matching is pending.
     """
-    open_requests = board.requests.pending()
+    unanswered = board.requests.pending()
     by_task = _as_task_id(ident)
-    match = [r for r in open_requests
-             if r.id == ident or (by_task and r.task == by_task)]
+    match = [r for r in unanswered if r.id == ident or (by_task and r.task == by_task)]
+    live = [r for r in match if is_open(board, r)]
+    if match and not live:
+        req = match[-1]
+        raise Conflict(f"the {req.kind} request {req.id} of {req.task} has expired: the run "
+                       "that asked it has ended (it was stopped, cancelled or lost its lease); "
+                       "its next run asks again")
+    match = live
     if not match:
+        still = [r for r in unanswered if is_open(board, r)]
         what = f"task {by_task}" if by_task else f"request {ident!r}"
         raise NotFound(f"no pending permission request for {what}"
-                       + (f" (pending: {', '.join(_label(r) for r in open_requests)})"
-                          if open_requests else ""))
+                       + (f" (pending: {', '.join(_label(r) for r in still)})"
+                          if still else ""))
     req = match[0]
     board.requests.answer(req.id, approved=approved, message=message, actor=actor)
     board.events.emit(ANSWERED[req.kind], req.task, actor=actor, request_id=req.id,

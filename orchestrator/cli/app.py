@@ -2,8 +2,7 @@
 
 Commands live in one module per area (`board.py`, `worktrees.py`, `team.py`,
 `agent.py`, …), each a few lines over a library function. They register on
-`app` at import; `orchestrator.cli.main` imports only the module of the command
-being run (see `orchestrator.cli.COMMANDS`).
+`app` at import; `orchestrator.cli.load_app` imports them all (`orchestrator.cli.MODULES`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Board commands: init, add, list (alias board), show, cancel, events.
 
 Each runs intake first, so files dropped into ``.tasks/inbox/`` show up at once. The bodies
-of add, list, show and cancel are in `orchestrator.cli.tasks` (run without typer too, see
-`orchestrator.cli.quick`).
+of add, list, show and cancel are in `orchestrator.cli.tasks`.
 """
 
 from __future__ import annotations
@@ -70,7 +69,7 @@ def init(
 
 @app.command("migrate")
 def migrate(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
-    """Apply newer schema migrations to the PostgreSQL board ([board] url)."""
+    """Apply newer schema migrations to the PostgreSQL board (\\[board] url)."""
     from orchestrator.board.pg import schema
     from orchestrator.errors import ConfigError
 

@@ -11,8 +11,6 @@ from orchestrator.board import open_board
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
 from orchestrator.errors import InvalidInput
 from orchestrator.model import normalize_task_id
-from orchestrator.worktree import open_isolation
-from orchestrator.worktree.enter import run_in, user_shell, workspace_of
 
 
 @app.command("enter")
@@ -26,6 +24,9 @@ def enter(
     """Open your shell in a task's worktree with the task's environment (ORCH_TASK_ID,
     ORCH_PORT_BASE…); exit it to come back. `enter ID -- CMD` runs one command there and
     exits with its status. The task itself is not touched."""
+    from orchestrator.worktree import open_isolation
+    from orchestrator.worktree.enter import run_in, user_shell, workspace_of
+
     r = open_repo(repo)
     task_id = normalize_task_id(task_id)
     with open_board(r.layout, r.board, actor="cli") as board:

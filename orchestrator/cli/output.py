@@ -1,8 +1,5 @@
-"""What the commands print, without typer: the JSON line, plain lines, the pager.
-
-The board commands that run without typer (`orchestrator.cli.quick`) print through these,
-and so do their typer forms (`orchestrator.cli.app` re-exports them).
-"""
+"""What the commands print: the JSON line, plain lines, the pager (`orchestrator.cli.app`
+re-exports them)."""
 
 from __future__ import annotations
 

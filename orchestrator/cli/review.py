@@ -8,13 +8,11 @@ import threading
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, page, print_json, print_table
 from orchestrator.cli.output import echo, plain
 from orchestrator.errors import InvalidInput
 from orchestrator.model import Status
-from orchestrator.review import diff_text, discard_task, merge_task, retry_task, review_rows
 
 TaskArg = Annotated[str, typer.Argument(metavar="ID", help="task_007, or just 7.")]
 
@@ -22,6 +20,8 @@ TaskArg = Annotated[str, typer.Argument(metavar="ID", help="task_007, or just 7.
 @app.command("review")
 def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
     """Tasks awaiting review: branch, commits, diffstat, checks, cost, age, overlaps."""
+    from orchestrator.review import review_rows
+
     r = open_repo(repo)
     rows = review_rows(r.layout, r.config)
     if json_:
@@ -30,14 +30,21 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
     if not rows:
         typer.echo("nothing to review")
         return
+    from rich.table import Table
+
+    from orchestrator.forge import pull_request_cell
+
     table = Table(box=None, pad_edge=False)
-    for col in ("id", "subject", "branch", "commits", "changes", "checks", "spent", "age"):
+    prs = any(row["pull_request"] for row in rows)
+    for col in ("id", "subject", "branch", "commits", "changes", "checks", "spent", "age",
+                *(["pull request"] if prs else [])):
         table.add_column(col)
     for row in rows:
         table.add_row(row["id"], plain(row["subject"]), row["branch"] or "",
                       _str(row["commits"]),
                       _changes(row["diffstat"]), _checks(row["checks"]),
-                      row["spent"], _age(row["age_seconds"]))
+                      row["spent"], _age(row["age_seconds"]),
+                      *([pull_request_cell(row["pull_request"])] if prs else []))
     print_table(table)
     told: set[frozenset[str]] = set()
     for row in rows:
@@ -67,6 +74,8 @@ def diff(task_id: TaskArg,
          stat: Annotated[bool, typer.Option("--stat", help="Only the per-file summary.")] = False,
          repo: RepoOpt = None, json_: JsonOpt = False) -> None:
     """The task's changes against its base: paged and coloured on a terminal, plain when piped."""
+    from orchestrator.review import diff_text
+
     r = open_repo(repo)
     if json_:
         from orchestrator.model import normalize_task_id
@@ -97,6 +106,8 @@ def merge(
     """Merge a reviewed task (checked with git merge-tree first; refused on conflicts)."""
     if squash and rebase:
         raise InvalidInput("--squash and --rebase exclude each other")
+    from orchestrator.review import merge_task
+
     r = open_repo(repo)
     strategy = "squash" if squash else "rebase" if rebase else "merge"
     result = merge_task(r.layout, r.config, task_id, strategy, into, actor="cli")
@@ -188,6 +199,8 @@ def discard(
     json_: JsonOpt = False,
 ) -> None:
     """Discard a task's work: remove its worktree and branch (fail-closed)."""
+    from orchestrator.review import discard_task
+
     r = open_repo(repo)
     result = discard_task(r.layout, r.config, task_id, force, actor="cli")
     if json_:
@@ -213,6 +226,8 @@ def retry(
     json_: JsonOpt = False,
 ) -> None:
     """Send a task back to pending in the same worktree and branch, with feedback."""
+    from orchestrator.review import retry_task
+
     r = open_repo(repo)
     task = retry_task(r.layout, r.config, task_id, message, actor="cli")
     if json_:

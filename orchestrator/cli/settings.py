@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
 from orchestrator.cli.output import echo
-from orchestrator.config import Config
 from orchestrator.errors import InvalidInput
 from orchestrator.layout import find_root
-from orchestrator.settings.registry import Registry, Scope
+from orchestrator.settings import Scope
+
+if TYPE_CHECKING:  # the settings models are imported by the commands that use them
+    from orchestrator.config import Config
+    from orchestrator.settings.registry import Registry
 
 config_app = typer.Typer(help="Show and change settings (orchestrator.toml).",
                          no_args_is_help=True)
@@ -22,6 +25,18 @@ app.add_typer(config_app, name="config")
 ScopeOpt = Annotated[Scope | None, typer.Option(
     "--scope", help="Write to the project's orchestrator.toml or the user's config file "
     "(default: the setting's own scope).")]
+
+
+def _registry() -> Registry:
+    from orchestrator.settings.registry import Registry
+
+    return Registry()
+
+
+def _config(root: Path) -> Config:
+    from orchestrator.config import Config
+
+    return Config.load(root)
 
 
 def _show(value: Any) -> str:
@@ -35,7 +50,7 @@ def _show(value: Any) -> str:
 def list_settings(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
     """Every setting: its value now, where it comes from, and what is allowed."""
     root = find_root(repo)
-    config, reg = Config.load(root), Registry()
+    config, reg = _config(root), _registry()
     rows = [s.to_dict(reg.value(config, s.key), reg.source(root, s.key)) for s in reg]
     if json_:
         print_json(rows)
@@ -56,9 +71,9 @@ def get_setting(
 ) -> None:
     """One setting's value in force (file, environment and defaults applied)."""
     root = find_root(repo)
-    reg = Registry()
+    reg = _registry()
     setting = reg.get(key)
-    value = reg.value(Config.load(root), key)
+    value = reg.value(_config(root), key)
     if json_:
         print_json(setting.to_dict(value, reg.source(root, key)))
     else:
@@ -75,7 +90,7 @@ def set_setting(
 ) -> None:
     """Change a setting in its file; a running daemon applies live settings at once."""
     root = find_root(repo)
-    reg = Registry()
+    reg = _registry()
     result = reg.set(root, key, reg.writable(key).parse(value), scope=scope)
     _report(result, json_)
 
@@ -89,7 +104,7 @@ def unset_setting(
 ) -> None:
     """Remove a setting from its file (back to the default)."""
     root = find_root(repo)
-    result = Registry().set(root, key, None, scope=scope, remove=True)
+    result = _registry().set(root, key, None, scope=scope, remove=True)
     _report(result, json_)
 
 

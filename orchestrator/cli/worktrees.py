@@ -5,18 +5,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from orchestrator.board import open_board
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
 from orchestrator.model import Task
-from orchestrator.worktree import Workspaces, open_isolation
+
+if TYPE_CHECKING:
+    from orchestrator.worktree import Workspaces
 
 
 @contextmanager
 def _manager(repo: Path | None) -> Iterator[tuple[Workspaces, list[Task]]]:
+    from orchestrator.worktree import open_isolation
+
     r = open_repo(repo)
     with open_board(r.layout, r.board) as board:
         yield open_isolation(r.layout, r.config.worktree, board, actor="cli"), board.list()

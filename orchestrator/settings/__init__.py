@@ -4,3 +4,8 @@
     tomlfile.py   set one key of a TOML file without touching the rest
     live.py       LiveConfig: reload orchestrator.toml when it changes, keep the last good
 """
+
+from typing import Literal
+
+Scope = Literal["project", "user"]
+"""Where a setting is written: the project's orchestrator.toml or the user's file."""

@@ -33,13 +33,12 @@ from pydantic.fields import FieldInfo
 from orchestrator.config import Config, user_config_file
 from orchestrator.errors import ConfigError
 from orchestrator.fsutil import atomic_write
-from orchestrator.settings import tomlfile
+from orchestrator.settings import Scope, tomlfile
 
 PROJECT_FILE = "orchestrator.toml"
 NOT_SETTINGS = ("agents",)
 """Config fields that are not sections of settings (profiles have their own module)."""
 NONE_WORDS = ("none", "null")
-Scope = Literal["project", "user"]
 _INVALID = object()
 
 

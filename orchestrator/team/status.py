@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from orchestrator.agent.permission_flow import open_requests
 from orchestrator.controlplane import BoardSummary, ControlPlane
 from orchestrator.errors import OrchestratorError
 from orchestrator.fsutil import atomic_write
@@ -121,7 +122,7 @@ def team_status(layout: Layout, board: ControlPlane, counts: dict[str, int] | No
         "permission_requests": [
             {"request_id": r.id, "from": r.sender, "task": r.task, "body": r.body,
              "ts": r.ts, "kind": "permission_request", **r.fields}
-            for r in board.requests.pending() if r.kind == "permission"],
+            for r in open_requests(board) if r.kind == "permission"],
     }
 
 
