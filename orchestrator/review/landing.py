@@ -12,6 +12,10 @@ on the result it makes, before the target branch moves.
                 a worktree of its own checked out at the merge result
     land        the target moves with ``update-ref`` from the old value (or ``merge
                 --ff-only`` when it is checked out in the main working tree)
+    push        across machines (a shared remote), the target is pushed as ``merge``
+                pushes it; a rejected push moves the target back and leaves the tasks in
+                review waiting for a person (a ``push_rejected`` wait, the reason in
+                ``error``): a task is ``merged`` only once the remote has it
     finish      the task is ``merged``, its worktree and branch removed
 
 A rejected task (conflict, failing checks, failed rebase) goes back to its agent as a
@@ -48,6 +52,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from orchestrator.agent.sandbox import task_sandbox
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
@@ -67,11 +72,14 @@ from orchestrator.review.merging import (
     merge_lock,
     prepare,
     rebase_onto,
+    unland,
 )
 from orchestrator.review.retrying import retry_task
-from orchestrator.waits import LandRejected, MergeConflict, Wait
+from orchestrator.secrets import safe_env
+from orchestrator.waits import LandRejected, MergeConflict, PushRejected, Wait
 from orchestrator.worktree.git import Git
 from orchestrator.worktree.names import check_branch
+from orchestrator.worktree.remote import Remote
 
 MAX_LAND_RETRIES = 2
 """Rejections of one task that go back to its agent; after that it waits for a person."""
@@ -221,12 +229,15 @@ class Queue:
     main: str | None = field(init=False)
     """The main working tree's branch, read once: a land moves it only by fast-forward."""
     main_checked: bool = field(init=False, default=False)
+    remote: Remote | None = field(init=False, default=None)
+    """The shared remote of a team across machines, which every landing is pushed to."""
 
     def __post_init__(self) -> None:
         self.report = LandReport(into=self.into, verify=self.verify)
         self.repo = Git(self.layout.root)
         self.main = current_branch(self.repo)
         self.cleanups = ThreadPoolExecutor(1, thread_name_prefix="land-cleanup")
+        self.remote = Remote.for_config(self.layout.root, self.config)
 
     def run(self, order: list[Task], batch: int) -> None:
         pending = [t.id for t in order]
@@ -272,6 +283,11 @@ class Queue:
             land_commit(self.repo, chain[-1][0], old, tip, f"orchestrator: land {' '.join(ids)}")
         except Conflict as exc:
             raise _Moved from exc
+        refused = self.push(chain[-1][0], old, tip)
+        if refused:
+            for prep, _ in chain:
+                self.push_rejected(prep.task, refused)
+            return
         for prep, _ in chain:
             self.landed(prep, tip, seconds)
 
@@ -343,10 +359,12 @@ class Queue:
         with its output when it fails. Returns the seconds it took."""
         _checkout(self.tree, commit)
         log = self.board.logs.writer(ids[0], actor=self.actor)
-        env = {**os.environ, "ORCH_TASK_ID": ids[0], "ORCH_LAND_TASKS": " ".join(ids),
-               "ORCH_WORKTREE": str(self.tree), "ORCH_LAND": "1"}
+        env = {**safe_env(os.environ, self.config.agent.pass_env), "ORCH_TASK_ID": ids[0],
+               "ORCH_LAND_TASKS": " ".join(ids), "ORCH_WORKTREE": str(self.tree),
+               "ORCH_LAND": "1"}
         checks = run_checks(self.verify, cwd=self.tree, env=env, log=log,
-                            timeout=self.config.team.verify_timeout, stop=self.stop)
+                            timeout=self.config.team.verify_timeout, stop=self.stop,
+                            sandbox=task_sandbox(self.config))
         if checks["stopped"]:
             self.report.stopped = True
             raise _Stopped
@@ -361,7 +379,27 @@ class Queue:
                                    together=ids if len(ids) > 1 else None)
         return float(checks["seconds"])
 
+    def push(self, prep: Prepared, old: str, tip: str) -> str | None:
+        """Across machines: push the target that moved to ``tip``; on a refusal move it
+        back to ``old`` and return why."""
+        if self.remote is None or tip == old:
+            return None
+        try:
+            self.remote.push_base(prep.target)
+        except Conflict as exc:
+            unland(self.repo, prep.target, tip, old, prep.main)
+            return str(exc)
+        return None
+
     # --- outcomes -------------------------------------------------------------------
+    def push_rejected(self, task: Task, reason: str) -> None:
+        remote = self.remote.name if self.remote is not None else "the remote"
+        self.board.events.emit("land_rejected", task.id, actor=self.actor, reason=reason,
+                               retried=False)
+        self.board.edit(task.id, actor=self.actor, error=reason,
+                        wait=PushRejected(reason=reason[:2000], remote=remote))
+        self._add(Outcome(task=task.id, result="rejected", reason=reason))
+
     def landed(self, prep: Prepared, tip: str, seconds: float) -> None:
         result = finish(self.layout, self.config, self.board, prep, self.strategy, tip,
                         actor=self.actor, remove=False)

@@ -66,6 +66,8 @@ def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = 
             continue
         row = _row(task, time.time() if now is None else now)
         row["land"] = lands.get(task.id)
+        row["stacked_on"] = [{"task": b, "status": str(status_of[b])}
+                             for b in _unmerged(task, by_id)]
         if task.id in kept:
             ch, stat = kept[task.id]
             row.update(base=ch.base_ref, base_commit=ch.base, commits=commit_count(repo, ch),
@@ -82,6 +84,21 @@ def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = 
         ]
         rows.append(row)
     return rows
+
+
+def _unmerged(task: Task, by_id: dict[str, Task]) -> list[str]:
+    """Its blockers, and theirs, not merged: what a merge of it brings along (as
+    `orchestrator.review.merging.unmerged_blockers`, from the tasks at hand)."""
+    out: dict[str, None] = {}
+    todo = list(task.blocked_by)
+    while todo:
+        b = todo.pop()
+        t = by_id.get(b)
+        if t is None or b in out or b == task.id or t.status is Status.MERGED:
+            continue
+        out[b] = None
+        todo.extend(t.blocked_by)
+    return sorted(out)
 
 
 def _stacked(a: Task, b: Task) -> bool:
