@@ -225,6 +225,28 @@ def test_diff_discard_retry_approve_deny_plan_and_mcp_on_a_postgresql_board(
     assert kinds["plan_written"] == 1 and kinds["task_cancelled"] == 1
 
 
+def test_teammates_share_psycopg_and_libpq_loaded_by_the_spawner_before_it_forks(
+        tmp_path: Path, pg_board_url: str) -> None:
+    """A PostgreSQL teammate does not load its own copy of the driver: the spawner has
+    imported psycopg (and so mapped libpq) before it forks them, so their pages are shared."""
+    _, (clone,) = machines(tmp_path, pg_board_url, 1)
+    lead = up(clone, "-n", "2", "--command", "true")
+    try:
+        with open_board(Layout.at(clone), BoardConfig(url=pg_board_url)) as board:
+            deadline = time.monotonic() + 60
+            while {getattr(board.team.get(n), "state", None) for n in ("alice", "bob")} \
+                    != {"idle"}:
+                assert time.monotonic() < deadline, "the teammates did not start"
+                time.sleep(0.1)
+        [spawner] = [p for p in child_pids(lead.pid)
+                     if Path(f"/proc/{p}/comm").read_text().strip() == "orch-spawner"]
+        assert "libpq" in Path(f"/proc/{spawner}/maps").read_text()
+    finally:
+        lead.send_signal(signal.SIGTERM)
+        out = lead.communicate(timeout=60)[0]
+    assert lead.returncode == 0, out
+
+
 @pytest.mark.timeout(200)
 def test_down_stops_this_machines_team_and_down_all_every_machines(
         tmp_path: Path, pg_board_url: str) -> None:
