@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import budget, waits
+from orchestrator.agent.sandbox import task_sandbox
 from orchestrator.backends import load_backend
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
@@ -49,7 +50,7 @@ from orchestrator.logging import configure, get_logger
 from orchestrator.model import Status, Task, Usage, utcnow
 from orchestrator.prompting import reason_line, task_env
 from orchestrator.protocols import Backend, RunContext, Workspace
-from orchestrator.secrets import redact
+from orchestrator.secrets import redact, safe_env
 from orchestrator.settings.live import LiveConfig
 from orchestrator.team import delivery, status
 from orchestrator.team.claim import Claim
@@ -84,6 +85,10 @@ class Teammate:
         self.board: ControlPlane
         self.isolation: Workspaces
         self.started_at = utcnow()
+        """When this process started, on the board's clock (`start_on_board_clock`): a stop
+        request older than that was for a namesake of an earlier run."""
+        self.lead_started_at: str | None = None
+        """When the lead asked for this process, on the board's clock (``--started-at``)."""
         self.committed = False
         """A task was committed since the last `idle_maintenance`."""
         self.remote: Remote | None = None
@@ -97,6 +102,9 @@ class Teammate:
         self._mail_lock = threading.Lock()
         self.fault: str | None = None
         """The last error from the board (disk full, read-only, no file descriptors)."""
+        self.unreleased: list[tuple[Claim, str]] = []
+        """Claims handed back for a machine fault whose release the board could not take
+        yet (its database was down): released once it can, so no attempt is counted."""
         self.fault_until = 0.0
         """After a task was interrupted by a machine fault: no claim before (monotonic)."""
 
@@ -109,7 +117,10 @@ class Teammate:
         protect_process()  # the parent of its tools: no secrets in its /proc (forked: done)
         self.waker.install_signals()
         self.board = open_board(self.layout, self.config.board, actor=self.name)
-        self.isolation = open_isolation(self.layout, self.config.worktree, self.board)
+        self.start_on_board_clock()
+        self.isolation = open_isolation(
+            self.layout, self.config.worktree, self.board,
+            sandbox=task_sandbox(self.config, network=self.config.sandbox.network))
         self.isolation.prepare()
         self.remote = Remote.for_config(self.layout.root, self.config)
         self.waker.follow_board(self.board, self.config.board.rescan_seconds)
@@ -117,6 +128,7 @@ class Teammate:
         try:
             while not self.warm.is_set():
                 try:
+                    self.release_pending()
                     self.read_mail()
                     if self.warm.is_set():
                         break
@@ -144,6 +156,17 @@ class Teammate:
             self.log.debug("teammate stopped")  # the lead says so, with how it ended
         return 0
 
+    def start_on_board_clock(self) -> None:
+        """Take `started_at` from the board's clock (the time of our first status row), the
+        clock a message's ``ts`` is on: a machine whose clock is off by minutes would
+        otherwise ignore every stop request (or obey one meant for a namesake)."""
+        with contextlib.suppress(OSError, BoardUnavailable):
+            self.started_at = self.board.team.publish(
+                self.name, "starting", pid=os.getpid(), since=self.started_at).updated_at \
+                or self.started_at
+        if self.lead_started_at:
+            self.started_at = min(self.started_at, self.lead_started_at)
+
     def _fds(self) -> list[int]:
         return [self.lead_fd] if self.lead_fd is not None else []
 
@@ -164,6 +187,19 @@ class Teammate:
                 self.lead_fd = None
                 self.warm.set()
                 self.cold.set()
+
+    def release_pending(self) -> None:
+        """Hand back the claims of `unreleased` (a lease that ran out meanwhile: nothing to
+        do); a board that still cannot be written keeps the rest for the next pass."""
+        while self.unreleased:
+            claim, reason = self.unreleased[0]
+            try:
+                claim.release(reason)
+            except LeaseLost:
+                pass
+            except (OSError, BoardUnavailable):
+                return
+            self.unreleased.pop(0)
 
     def refresh_config(self) -> None:
         """Pick up changed settings before a claim: each task runs with the settings of the
@@ -276,8 +312,8 @@ class Teammate:
                 self.log.error("task interrupted by this machine's fault", task=task.id,
                                error=fault)
                 if not claim.lost:
-                    with contextlib.suppress(OSError, LeaseLost, BoardUnavailable):
-                        claim.release(f"machine fault: {fault}")
+                    self.unreleased.append((claim, f"machine fault: {fault}"))
+                    self.release_pending()
                 self.fault_until = time.monotonic() + FAULT_BACKOFF
                 if isinstance(exc, OSError | BoardUnavailable):
                     raise
@@ -394,9 +430,11 @@ class Teammate:
                 fields["session_id"] = result.session_id
             if not self.config.team.verify:
                 break
-            checks = run_checks(self.config.team.verify, cwd=ws.path, env=task_env(ctx),
+            env = safe_env(task_env(ctx), self.config.agent.pass_env)  # checks hold no key
+            checks = run_checks(self.config.team.verify, cwd=ws.path, env=env,
                                 log=tlog, timeout=self.config.team.verify_timeout,
-                                stop=self.cold)  # a warm stop lets the checks finish
+                                stop=self.cold,  # a warm stop lets the checks finish
+                                sandbox=task_sandbox(self.config))
             if claim.lost:
                 return
             if checks["stopped"]:
@@ -668,8 +706,7 @@ def main(argv: list[str] | None = None) -> int:
                   fmt=config.team.log_format)
         mate = Teammate(layout, config, args.name, lead_fd=args.lead_fd,
                         overrides=json.loads(args.overrides))
-        if args.started_at:
-            mate.started_at = min(mate.started_at, args.started_at)
+        mate.lead_started_at = args.started_at
         return mate.run()
     except OrchestratorError as exc:
         sys.stderr.write(f"{args.name}: error: {exc}\n")
