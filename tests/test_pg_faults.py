@@ -15,6 +15,7 @@ import pytest
 
 from orchestrator.errors import LeaseLost
 from orchestrator.model import Status
+from tests.pg import Cluster
 from tests.test_pg_board import ROOT, board_at
 
 FROZEN = textwrap.dedent("""
@@ -93,3 +94,18 @@ def test_session_bounds_reach_every_board_connection(tmp_path: Path, pg_board_ur
         got = [conn.execute(f"SHOW {k}").fetchone() for k in (
             "lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout")]
         assert got == [("1500ms",), ("20s",), ("4s",)]
+
+
+def test_a_lease_that_ran_out_while_the_database_was_down_gets_a_term_after_its_restart(
+        tmp_path: Path, pg_cluster: Cluster, pg_board_url: str) -> None:
+    with board_at(tmp_path, pg_board_url, actor="alice") as board:
+        board.add("long job")
+        task = board.claim("alice", lease_seconds=2)
+        assert task is not None and task.lease is not None
+        pg_cluster.stop("fast")
+        time.sleep(2.5)  # the lease runs out while nobody can renew it
+        pg_cluster.start()
+        assert board.requeue_expired() == []  # no attempt burned by the outage
+        board.renew(task.id, task.lease.token, lease_seconds=2)  # its teammate is back
+        assert board.get(task.id).attempts == 0
+        assert [t.id for t in board.requeue_expired(now=time.time() + 60)] == [task.id]

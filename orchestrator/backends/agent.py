@@ -88,7 +88,8 @@ class AgentBackend:
         try:
             with contextlib.ExitStack() as stack:
                 toolset = build_toolset(config, ctx)
-                subagents = Subagents(toolset, ctx.board.logs, ctx.task.id, config=config)
+                subagents = Subagents(toolset, ctx.board.logs, ctx.task.id, ctx.layout.root,
+                                      config=config)
                 toolset.add(subagents.tool())
                 capabilities = [stack.enter_context(ext(config, ctx, toolset))
                                 for ext in extensions()]

@@ -445,7 +445,7 @@ class Lead:
             return
         with status.log_file(self.layout).open("ab") as out:
             self.lander = subprocess.Popen(
-                [sys.executable, "-m", "orchestrator", "land", *ids, "--repo",
+                [sys.executable, "-m", "orchestrator", "land", *ids, "--unattended", "--repo",
                  str(self.layout.root)], stdin=subprocess.DEVNULL, stdout=out, stderr=out)
         self.log.info("landing", tasks=ids, pid=self.lander.pid)
 

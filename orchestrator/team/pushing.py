@@ -51,10 +51,15 @@ class Pushes:
         """What the remote holds for this task as far as this lease knows."""
         self.lock = threading.Lock()
         self.log = log
+        self.finished = False
+        """The final push has run: no more snapshots (the heartbeat beats on until the
+        task is completed, and would push the dropped WIP ref again)."""
 
     def wip(self, worktree: Path) -> str | None:
         """Push the worktree's state when it changed; the commit pushed, or None."""
         with self.lock:
+            if self.finished:
+                return None
             return self._leased("wip", lambda expect: self.remote.snapshot(
                 worktree, self.task_id, expect, leased=True))
 
@@ -63,6 +68,7 @@ class Pushes:
         None when it all landed, else what is pending (the reason the remote gave).
         `LeaseLost` when this lease is gone."""
         with self.lock:
+            self.finished = True
             try:
                 self._leased("wip", lambda expect: self.remote.snapshot(
                     worktree, self.task_id, expect, leased=True))

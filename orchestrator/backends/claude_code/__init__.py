@@ -104,7 +104,7 @@ class ClaudeCodeBackend:
                               "max_cost_usd", retry=False)
         try:
             cdir = config_dir(self.layout, self.config, ctx.teammate, env)
-            base, rules = command_line(self.config, binary, ctx.workspace.path, cdir,
+            base, rules = command_line(self.config, binary, self.layout.root, cdir,
                                        turns, dollars)
         except (OrchestratorError, OSError) as exc:
             return self._fail(ctx, f"claude-code: {exc}", retry=False)
