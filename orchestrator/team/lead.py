@@ -480,6 +480,13 @@ class Lead:
             self.log.warning("no spawner; teammates start as fresh interpreters",
                              error=f"{type(exc).__name__}: {exc}")
 
+    def board_now(self, name: str) -> str:
+        """The board's time now (the time of a status row written for ``name``); this
+        machine's if the board cannot be written."""
+        st = self.guarded("recording a teammate", self.board.team.publish, name, "starting",
+                          since=utcnow())
+        return st.updated_at if st is not None and st.updated_at else utcnow()
+
     def _start_process(self, child: Child
                        ) -> tuple[subprocess.Popen[bytes] | SpawnedProcess, int, int]:
         """The teammate's process, a pidfd to wait on, our end of its lead pipe."""
@@ -488,8 +495,9 @@ class Lead:
             "--root", str(self.layout.root), "--worktree-root", str(self.layout.worktree_root),
             "--name", child.name, "--lead-fd", "{lead_fd}",
             "--overrides", json.dumps(self.overrides),
-            # what this lead sends it from now on is for it, even before it is up
-            "--started-at", utcnow(),
+            # what this lead sends it from now on is for it, even before it is up (on the
+            # board's clock, as the messages are)
+            "--started-at", self.board_now(child.name),
         ]
         if self.console:
             args.append("--console")
