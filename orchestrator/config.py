@@ -260,6 +260,13 @@ class SandboxConfig(_Section):
     read_only: list[str] = Field(default_factory=list)
     """More folders bound read-only into the sandbox, for toolchains not found from `PATH`
     (e.g. `~/.nvm`). A folder that holds a Unix socket is refused."""
+    runner: Literal["bwrap", "podman", "docker"] = "bwrap"
+    """What the sandbox is made with: `bwrap` (bubblewrap, light, the default), or a full
+    container per command with `podman` (or `docker`, not as root), with the same binds."""
+    image: str | None = None
+    """The container runners' image; default: the `image` of the main checkout's
+    `.devcontainer/devcontainer.json` (with its `containerEnv`), else the host's system
+    folders on an empty root."""
 
 
 class McpConfig(_Section):

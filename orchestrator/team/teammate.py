@@ -56,7 +56,7 @@ from orchestrator.team import delivery, status
 from orchestrator.team.claim import Claim
 from orchestrator.team.commit import commit_leftovers, idle_maintenance
 from orchestrator.team.mailbox import read_new
-from orchestrator.team.pushing import Pushes
+from orchestrator.team.pushing import Pushes, WorktreeWatch
 from orchestrator.team.wake import COLD_SIGNAL, Wake, Waker
 from orchestrator.worktree.git import Git
 from orchestrator.worktree.remote import Remote
@@ -120,7 +120,8 @@ class Teammate:
         self.start_on_board_clock()
         self.isolation = open_isolation(
             self.layout, self.config.worktree, self.board,
-            sandbox=task_sandbox(self.config, network=self.config.sandbox.network))
+            sandbox=task_sandbox(self.config, network=self.config.sandbox.network,
+                                 root=self.layout.root))
         self.isolation.prepare()
         self.remote = Remote.for_config(self.layout.root, self.config)
         self.waker.follow_board(self.board, self.config.board.rescan_seconds)
@@ -434,7 +435,7 @@ class Teammate:
             checks = run_checks(self.config.team.verify, cwd=ws.path, env=env,
                                 log=tlog, timeout=self.config.team.verify_timeout,
                                 stop=self.cold,  # a warm stop lets the checks finish
-                                sandbox=task_sandbox(self.config))
+                                sandbox=task_sandbox(self.config, root=self.layout.root))
             if claim.lost:
                 return
             if checks["stopped"]:
@@ -591,20 +592,50 @@ class Heartbeat(threading.Thread):
         self._done = threading.Event()
         self._r, self._w = os.pipe()
         self.interval = mate.config.board.lease_seconds / 3
+        self.watch: WorktreeWatch | None = None
+        """Across machines: the worktree's changes, so they are pushed as they happen."""
+        self.next_wip = 0.0
 
     def run(self) -> None:
         next_renew = time.monotonic() + self.interval
         while not self._done.is_set():
-            wake = self.mate.waker.wait(next_renew - time.monotonic(),
-                                        [*self.mate._fds(), self._r])
+            due = next_renew
+            changed = self.watching()
+            if changed:
+                due = min(due, self.next_wip)
+            wake = self.mate.waker.wait(due - time.monotonic(), [*self.mate._fds(), self._r])
+            if self._r in wake.fds:
+                os.read(self._r, 4096)
             self.mate.absorb(wake)
             if wake.notified and not self._done.is_set():
                 self.check_cancelled()
-            if time.monotonic() >= next_renew and not self._done.is_set():
-                next_renew = time.monotonic() + self.interval
+            now = time.monotonic()
+            if now >= next_renew and not self._done.is_set():
+                next_renew = now + self.interval
                 self.beat()
+            elif self.watching() and now >= self.next_wip and not self._done.is_set():
+                assert self.watch is not None
+                self.watch.changed.clear()
+                self.next_wip = now + WIP_EVERY
+                self.snapshot()
             if self.mate.warm.is_set() or self.claim.lost:
                 self.stop.set()
+
+    def watching(self) -> bool:
+        """Whether the worktree changed since the last snapshot; starts watching it once
+        it exists (across machines only: with a remote to push to)."""
+        if self.watch is None:
+            path = self.mate.layout.worktree(self.task_id)
+            if self.mate.pushes is None or self.next_wip < 0 or not (path / ".git").exists():
+                return False
+            try:
+                self.watch = WorktreeWatch(path, lambda: os.write(self._w, b"\0"))
+            except OSError as exc:  # out of inotify watches: the heartbeat's pushes remain
+                self.mate.log.warning("cannot watch the worktree", task=self.task_id,
+                                      error=f"{type(exc).__name__}: {exc}")
+                self.next_wip = -1.0
+                return False
+        return self.watch.changed.is_set()
 
     def beat(self) -> None:
         try:
@@ -641,12 +672,17 @@ class Heartbeat(threading.Thread):
         self._done.set()
         os.write(self._w, b"\0")
         self.join()
+        if self.watch is not None:
+            self.watch.stop()
         os.close(self._r)
         os.close(self._w)
 
 
 MAX_BACKOFF = 60.0
 """The longest wait before a retry, in seconds."""
+WIP_EVERY = 1.0
+"""Across machines: the shortest time between two snapshots pushed for a changing
+worktree (between the heartbeat's own, every third of the lease)."""
 FAULT_BACKOFF = 30.0
 """No claim on this machine for so long after a task was handed back for its fault."""
 MACHINE_FAULTS = ("No space left on device", "Read-only file system", "Disk quota exceeded",
