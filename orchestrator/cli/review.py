@@ -165,11 +165,16 @@ def land(
     squash: Annotated[bool, typer.Option("--squash", help="One commit per task.")] = False,
     rebase: Annotated[bool, typer.Option(
         "--rebase", help="Rebase each branch onto the target, then fast-forward.")] = False,
+    unattended: Annotated[bool, typer.Option(
+        "--unattended", hidden=True, help="Started by the lead (up --land), not a person: "
+        "the named tasks do not count as named for control-file changes.")] = False,
     repo: RepoOpt = None,
     json_: JsonOpt = False,
 ) -> None:
     """Merge reviewed tasks one by one, each verified on its merge result before the target
-    moves (blockers first, then priority, then id)."""
+    moves (blockers first, then priority, then id). A task whose branch changes control
+    files (orchestrator.toml, .claude/, .mcp.json, .gitattributes, hooks, CI…) lands only
+    when named here, never with --all-reviewed or by up --land."""
     from orchestrator.review.landing import Outcome, land_tasks
 
     if squash and rebase:
@@ -191,7 +196,8 @@ def land(
 
     report = land_tasks(r.layout, r.config, task_ids or None, into=into, verify=verify,
                         retry=not no_retry, batch=batch, actor="cli", progress=show, stop=stop,
-                        strategy="squash" if squash else "rebase" if rebase else "merge")
+                        strategy="squash" if squash else "rebase" if rebase else "merge",
+                        named=() if unattended else task_ids or ())
     if json_:
         print_json(report.model_dump() | {"landed": report.landed,
                                           "rejected": report.rejected})

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 FILE = "review.sqlite"
-SCHEMA = 1
+SCHEMA = 2
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS forks (tip TEXT, base TEXT, fork TEXT, PRIMARY KEY (tip, base));

@@ -44,7 +44,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,8 +58,15 @@ from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError, InvalidInput, OrchestratorError, RunError
 from orchestrator.layout import Layout
-from orchestrator.model import LAND_FEEDBACK, Status, Task, parse_task_id
+from orchestrator.model import (
+    LAND_FEEDBACK,
+    Status,
+    Task,
+    normalize_task_id,
+    parse_task_id,
+)
 from orchestrator.review.common import using_board
+from orchestrator.review.control import control_changes, describe_control
 from orchestrator.review.diff import current_branch
 from orchestrator.review.merging import (
     MergeResult,
@@ -155,17 +162,22 @@ def land_tasks(layout: Layout, config: Config, ids: Sequence[str] | None = None,
                into: str | None = None, verify: str | None = None, retry: bool = True,
                strategy: str = "merge", batch: int = 1, actor: str = "land",
                board: ControlPlane | None = None, stop: threading.Event | None = None,
-               progress: Callable[[Outcome], None] | None = None) -> LandReport:
+               progress: Callable[[Outcome], None] | None = None,
+               named: Collection[str] = ()) -> LandReport:
     """Land ``ids`` (default: every task in review) into ``into``; see the module docstring.
 
-    Bad arguments raise before anything happens; each task's fate is in the report. With a
-    forge (``[forge]``), each pull request is merged there in this order instead."""
+    A task whose branch changes control files (`orchestrator.review.control`) lands only
+    when it is in ``named`` (a person named it); otherwise it is skipped, and marked so that
+    the lead stops offering it. Bad arguments raise before anything happens; each task's
+    fate is in the report. With a forge (``[forge]``), each pull request is merged there in
+    this order instead."""
     check_strategy(strategy)
+    named = frozenset(normalize_task_id(i) for i in named)
     if config.forge.kind != "none":
         from orchestrator.forge.merging import land_on_forge
 
         return land_on_forge(layout, config, ids, strategy=strategy, actor=actor, board=board,
-                             progress=progress)
+                             progress=progress, named=named)
     if batch < 1:
         raise InvalidInput(f"--batch must be 1 or more, not {batch}")
     command = (verify if verify is not None else config.team.verify or "").strip()
@@ -178,7 +190,8 @@ def land_tasks(layout: Layout, config: Config, ids: Sequence[str] | None = None,
     with using_board(layout, config, board, actor) as b:
         tasks = _selected(b, ids)
         queue = Queue(layout, config, b, command, retry=retry, strategy=strategy, into=into,
-                      actor=actor, progress=progress, stop=stop or threading.Event())
+                      actor=actor, progress=progress, stop=stop or threading.Event(),
+                      named=named)
         report = queue.report
         if tasks:
             b.events.emit("land_started", None, actor=actor, tasks=[t.id for t in tasks],
@@ -220,6 +233,8 @@ class Queue:
     actor: str
     progress: Callable[[Outcome], None] | None
     stop: threading.Event
+    named: frozenset[str] = frozenset()
+    """Tasks a person named: they land even when they change control files."""
     tree: Path = Path()
     cleanups: ThreadPoolExecutor = field(init=False)
     """One thread removing landed tasks' worktrees while the queue goes on."""
@@ -308,6 +323,7 @@ class Queue:
                                main_checked=self.main_checked, config=self.config,
                                board=self.board)
                 self.main_checked = True  # the first prepare checked it
+                self.check_control(prep)
                 onto = out[-1][1] if out else prep.target_tip
                 prep = self.restack(prep, onto)
                 commit = build(self.repo, prep, self.strategy, onto)
@@ -331,6 +347,18 @@ class Queue:
                 continue
             out.append((prep, commit))
         return out
+
+    def check_control(self, prep: Prepared) -> None:
+        """`_Skip` a task that changes control files and that no person named; its error
+        says so (and keeps the lead's ``up --land`` from offering it again)."""
+        task = prep.task
+        if task.id in self.named:
+            return
+        files = control_changes(self.repo, prep.ch.base, prep.ch.tip)
+        if files:
+            reason = describe_control(files, task.id)
+            self.board.edit(task.id, actor=self.actor, error=f"{LAND_FEEDBACK} {reason}")
+            raise _Skip(reason)
 
     def restack(self, prep: Prepared, onto: str) -> Prepared:
         """Rebase a stacked task whose blocker landed with work its branch does not have."""
@@ -364,7 +392,7 @@ class Queue:
                "ORCH_LAND": "1"}
         checks = run_checks(self.verify, cwd=self.tree, env=env, log=log,
                             timeout=self.config.team.verify_timeout, stop=self.stop,
-                            sandbox=task_sandbox(self.config))
+                            sandbox=task_sandbox(self.config, root=self.layout.root))
         if checks["stopped"]:
             self.report.stopped = True
             raise _Stopped

@@ -23,6 +23,7 @@ from orchestrator.layout import Layout
 from orchestrator.model import Status, Task, task_number
 from orchestrator.review.cache import PairCache, dumps, loads
 from orchestrator.review.common import using_board
+from orchestrator.review.control import control_changes, describe_control
 from orchestrator.review.diff import (
     Changes,
     commit_count,
@@ -78,11 +79,13 @@ def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = 
                              for b in _unmerged(task, by_id)]
         if task.id in kept:
             ch, facts = kept[task.id]
+            control = facts["control"]
             row.update(base=ch.base_ref, base_commit=ch.base, commits=facts["commits"],
                        diffstat={k: facts[k] for k in ("files", "added", "removed")},
-                       merge=merges.get(task.id),
+                       merge=merges.get(task.id), control_files=control,
                        warnings=[f"symlink {path} -> {target} points outside the worktree"
-                                 for path, target in facts["links"]])
+                                 for path, target in facts["links"]]
+                       + ([describe_control(control, task.id)] if control else []))
         else:
             row["error"] = errors.get(task.id, f"{task.id} has no branch")
         mine = touched.get(task.id, set())
@@ -153,8 +156,11 @@ def _kept(repo: Git, tasks: list[Task], main: str | None, cache: PairCache
             facts = loads(raw)
         else:
             try:
-                facts = {**diffstat(repo, ch), "commits": commit_count(repo, ch),
-                         "links": outside_links(repo, ch)}
+                stat = diffstat(repo, ch)
+                facts = {**stat, "commits": commit_count(repo, ch),
+                         "links": outside_links(repo, ch),
+                         "control": control_changes(repo, ch.base, ch.tip,
+                                                    (f["path"] for f in stat["files"]))}
             except GitError as exc:
                 errors[tid] = str(exc)
                 continue
@@ -218,7 +224,7 @@ def _row(task: Task, now: float) -> dict[str, Any]:
     return {
         "id": task.id, "subject": task.subject, "branch": task.branch,
         "worktree": task.worktree, "base": task.base, "base_commit": task.base_commit,
-        "commits": None, "diffstat": None, "merge": None, "warnings": [],
+        "commits": None, "diffstat": None, "merge": None, "warnings": [], "control_files": [],
         "checks": _checks(task.checks), "cost_usd": round(task.usage.cost_usd, 6),
         "usage": task.usage.model_dump(), "budget": task.budget.model_dump(),
         "spent": describe(task.budget, task.usage),

@@ -22,9 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import select
-import signal
 import subprocess
 import sys
 import tempfile
@@ -33,6 +30,9 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ui import check, start_ui  # the web board's benchmark, beside this one
 
 from orchestrator.board import init_repo
 from orchestrator.fsutil import atomic_write
@@ -45,13 +45,22 @@ ENV = dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@b", GIT_COMMITTE
            GIT_COMMITTER_EMAIL="b@b", PYTHONPATH=str(ROOT))
 
 
-def check(ok: bool) -> str:
-    return "✓" if ok else "✗"
-
-
 def git(cwd: Path, *args: str, input: bytes | None = None) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
                           env=ENV, input=input).stdout.decode().strip()
+
+
+def _commit(ref: str, msg: str, files: list[tuple[str, str]], parent: str | None = None
+            ) -> bytes:
+    """One commit of ``files`` on ``ref`` as a ``git fast-import`` command."""
+    text = msg.encode() + b"\n"
+    out = [f"commit {ref}\ncommitter b <b@b> 0 +0000\ndata {len(text)}\n".encode(), text]
+    if parent:
+        out.append(f"from {parent}\n".encode())
+    for path, content in files:
+        data = content.encode()
+        out.append(f"M 100644 inline {path}\ndata {len(data)}\n".encode() + data)
+    return b"".join(out) + b"\n"
 
 
 def make_board(root: Path, n: int) -> Path:
@@ -59,14 +68,10 @@ def make_board(root: Path, n: int) -> Path:
     repo = root / "repo"
     repo.mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
-    for i in range(FILES):
-        d = repo / f"pkg{i % 20:02d}"
-        d.mkdir(exist_ok=True)
-        (d / f"mod{i:04d}.py").write_text(f"# module {i}\n" + "x = 1\n" * 20)
-    (repo / "shared.txt").write_text("shared\n")
-    (repo / "conflict.txt").write_text("one\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "init")
+    files = [(f"pkg{i % 20:02d}/mod{i:04d}.py", f"# module {i}\n" + "x = 1\n" * 20)
+             for i in range(FILES)] + [("shared.txt", "shared\n"), ("conflict.txt", "one\n")]
+    git(repo, "fast-import", "--quiet", input=_commit("refs/heads/main", "init", files))
+    git(repo, "reset", "-q", "--hard", "main")
     start = git(repo, "rev-parse", "HEAD")
     stream = []
     for i in range(1, n + 1):
@@ -75,13 +80,7 @@ def make_board(root: Path, n: int) -> Path:
             files.append(("shared.txt", f"shared, changed by {i}\n"))
         if i % 50 == 0:
             files.append(("conflict.txt", f"two by {i}\n"))
-        msg = f"task {i}\n".encode()
-        stream.append(f"commit refs/heads/task/{i:05d}-t\ncommitter b <b@b> 0 +0000\n"
-                      f"data {len(msg)}\n".encode() + msg + f"from {start}\n".encode())
-        for path, text in files:
-            data = text.encode()
-            stream.append(f"M 100644 inline {path}\ndata {len(data)}\n".encode() + data)
-        stream.append(b"\n")
+        stream.append(_commit(f"refs/heads/task/{i:05d}-t", f"task {i}", files, start))
     git(repo, "fast-import", "--quiet", input=b"".join(stream))
     (repo / "conflict.txt").write_text("three\n")
     git(repo, "commit", "-q", "-am", "main moves on")
@@ -93,20 +92,6 @@ def make_board(root: Path, n: int) -> Path:
         atomic_write(layout.task_file(t.id), t.model_dump_json(indent=2), durable=False)
     (layout.tasks / ".seq").write_text(str(n))
     return repo
-
-
-def start_ui(repo: Path) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "ui", "--port", "0"],
-                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=ENV)
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if select.select([proc.stdout], [], [], 0.5)[0]:
-            m = re.search(r"http://\S+", proc.stdout.readline())
-            if m:
-                return proc, m.group(0).split("?")[0].rstrip("/")
-    raise SystemExit("the ui did not start")
 
 
 def timed_cli(repo: Path) -> float:
@@ -139,6 +124,7 @@ def run(n: int) -> None:
         print(f"  orchestrator review: {again:.2f} s  (goal <= {GOAL:g} s) "
               f"{check(again <= GOAL)}; first look {first:.2f} s")
         proc, url = start_ui(repo)
+        url = url.split("?")[0].rstrip("/")
         try:
             tid = format_task_id(n // 2 + 25 - (n // 2) % 25)  # one with overlaps
             timed_get(f"{url}/needs", "Merge conflicts")  # the ui's own first look
@@ -148,12 +134,8 @@ def run(n: int) -> None:
             print(f"  Review page of {tid}: {page:.2f} s  (goal <= {GOAL:g} s) "
                   f"{check(page <= GOAL)}")
         finally:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            proc.terminate()  # a warm stop, as SIGINT
+            proc.communicate(timeout=30)
 
 
 def main() -> None:
