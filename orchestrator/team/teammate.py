@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import budget, waits
+from orchestrator import budget, delivery, waits
 from orchestrator.backends import load_backend
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
@@ -51,7 +51,7 @@ from orchestrator.prompting import reason_line, task_env
 from orchestrator.protocols import Backend, RunContext, Workspace
 from orchestrator.secrets import redact
 from orchestrator.settings.live import LiveConfig
-from orchestrator.team import delivery, status
+from orchestrator.team import status
 from orchestrator.team.claim import Claim
 from orchestrator.team.commit import commit_leftovers, idle_maintenance
 from orchestrator.team.mailbox import read_new
@@ -93,7 +93,7 @@ class Teammate:
         self.undelivered: list[Message] = []
         """Messages for the agent that came while no task ran: they go to the next run."""
         self.messages_path: Path | None = None
-        """The running task's messages file (`orchestrator.team.delivery`)."""
+        """The running task's messages file (`orchestrator.delivery`)."""
         self._mail_lock = threading.Lock()
         self.fault: str | None = None
         """The last error from the board (disk full, read-only, no file descriptors)."""
