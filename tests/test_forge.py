@@ -10,8 +10,7 @@ import pytest
 
 from orchestrator.board import open_board
 from orchestrator.config import Config
-from orchestrator.forge import AuthFailed, ForgeDown, RateLimited, open_forge
-from orchestrator.forge.github import GitHubForge
+from orchestrator.forge import AuthFailed, Forge, ForgeDown, RateLimited, open_forge
 from orchestrator.forge.openapi import OPERATIONS, Validator
 from orchestrator.forge.standin import StandIn
 from orchestrator.forge.sync import ForgeSync, blocked_by
@@ -43,7 +42,9 @@ def gh(repo: Path, validator: Validator) -> Iterator[StandIn]:
         yield s
 
 
-def bot(s: StandIn) -> GitHubForge:
+def bot(s: StandIn) -> Forge:
+    from orchestrator.forge.github import GitHubForge  # githubkit: after forge_support's skip
+
     return GitHubForge("acme/app", BOT, api_url=s.url)
 
 
@@ -272,3 +273,32 @@ def test_a_stranger_cannot_send_work_back_and_ci_retries_end_in_a_wait(repo: Pat
     assert t.forge is not None and t.forge.ci == "failure"
     assert "boom" in (t.error or "")
     assert t.id == task.id
+
+
+def test_merge_and_land_go_through_the_forge_and_respect_its_protection(repo: Path,
+                                                                       gh: StandIn) -> None:
+    one, two = add_tasks(repo, 2)
+    with team_cleanup(repo):
+        assert cli(repo, "up", "--burst", "-n", "1", "--backend", "command", "--command",
+                   WRITE_FILE).returncode == 0
+    before = git(repo.parent / "remote.git", "rev-parse", "main")
+    res = cli(repo, "merge", one.id)
+    assert res.returncode == 1 and "has no pull request yet" in res.stderr
+    sync(repo)
+    gh.protected = True  # branch protection: every check green
+    res = cli(repo, "merge", one.id)
+    assert res.returncode == 1
+    assert "the forge refused to merge #1" in res.stderr and "Required status check" in res.stderr
+    assert git(repo.parent / "remote.git", "rev-parse", "main") == before
+    assert tasks(repo)[0].status is Status.REVIEW
+    for pr in gh.pulls.values():
+        finish_check(gh, pr.head_sha, "success")
+    res = cli(repo, "merge", one.id)
+    assert res.returncode == 0, res.stderr
+    assert gh.pulls[1].merged and not gh.pulls[2].merged
+    assert git(repo, "rev-parse", "main") == git(repo.parent / "remote.git", "rev-parse", "main")
+    res = cli(repo, "land", "--all-reviewed")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert gh.pulls[2].merged
+    assert [t.status for t in tasks(repo)] == [Status.MERGED, Status.MERGED]
+    assert (repo / f"{two.id}.txt").exists()

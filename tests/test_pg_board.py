@@ -254,9 +254,12 @@ def test_mailboxes_logs_status_and_requests_as_rows(tmp_path: Path, pg_board_url
             board_at(tmp_path, pg_board_url, "m2") as m2:
         first = m1.mailboxes.send("lead", "alice", "hello")
         second = m2.mailboxes.send("lead", "bob", "done", kind="shutdown_response",
-                                   request_id="r9")
-        assert [m.id for m in m2.mailboxes.unread("lead")] == [first.id, second.id]
-        m2.mailboxes.ack("lead", first.id)
+                                   request_id="r9", machine="m1")
+        # each machine has its own lead (and alice): m2's own lead mailbox is another one
+        own = m2.mailboxes.send("lead", "carol", "mine")
+        assert [m.id for m in m2.mailboxes.read("lead")] == [own.id]
+        assert [m.id for m in m1.mailboxes.unread("lead")] == [first.id, second.id]
+        m1.mailboxes.ack("lead", first.id)
         assert [m.id for m in m1.mailboxes.unread("lead")] == [second.id]
         assert [m.id for m in m1.mailboxes.unread("lead", reader="ui")] == [first.id,
                                                                           second.id]

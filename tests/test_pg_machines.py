@@ -223,3 +223,79 @@ def test_diff_discard_retry_approve_deny_plan_and_mcp_on_a_postgresql_board(
     kinds = Counter(e["event"] for e in events)
     assert kinds["permission_answered"] == 2 and kinds["task_retried"] == 1
     assert kinds["plan_written"] == 1 and kinds["task_cancelled"] == 1
+
+
+@pytest.mark.timeout(200)
+def test_down_stops_this_machines_team_and_down_all_every_machines(
+        tmp_path: Path, pg_board_url: str) -> None:
+    _, (a, b) = machines(tmp_path, pg_board_url, 2)
+    teams = [up(c, "-n", "1", "--command", AGENT) for c in (a, b)]
+    try:
+        with open_board(Layout.at(a), BoardConfig(url=pg_board_url)) as board:
+            def states() -> dict[str, str]:
+                return {str(st.host): st.state for st in board.team.all()}
+
+            deadline = time.monotonic() + 60
+            while list(states().values()).count("idle") < 2:
+                assert time.monotonic() < deadline, states()
+                time.sleep(0.3)
+            machine_b = next(h for h in states() if h.endswith(str(b)))
+            p = orch(a, "down")
+            assert p.returncode == 0 and p.stdout.startswith("stopped (pid"), p.stderr
+            teams[0].communicate(timeout=60)
+            time.sleep(2)  # what a stop request to every `alice` would have done by now
+            assert teams[1].poll() is None and states()[machine_b] == "idle", states()
+
+            p = orch(a, "down", "--all")
+            assert p.returncode == 0, p.stderr
+            assert p.stdout.strip() == ("orchestrator is not running; asked the teams of 1 "
+                                        f"other machine to stop: {machine_b}")
+            out = teams[1].communicate(timeout=60)[0]
+            assert teams[1].returncode == 0 and "shutdown requested" in out, out
+            assert states()[machine_b] == "stopped"
+    finally:
+        for t in teams:
+            if t.poll() is None:
+                t.kill()
+                t.communicate()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs (needs root)")
+@pytest.mark.timeout(200)
+def test_a_full_disk_on_one_machine_hands_its_task_to_another_without_an_attempt(
+        tmp_path: Path, pg_board_url: str) -> None:
+    """Machine A's clone lives on a 2 MB file system: its agent's output fills it, so git
+    cannot store the work (ENOSPC inside git). That is A's fault, not the task's: the task
+    is handed back with no attempt counted, A stops claiming for a while, B does it."""
+    bare, (_, b) = machines(tmp_path, pg_board_url, 2)
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)], check=True)
+    try:
+        a = small / "machine_a"
+        subprocess.run(["git", "clone", "-q", str(bare), str(a)], check=True)
+        assert orch(a, "init", "--board", pg_board_url).returncode == 0
+        assert orch(a, "add", "big output").returncode == 0
+        big = "head -c 1400000 /dev/urandom > big.bin"
+        machine_a = up(a, "--burst", "-n", "1", "--command", big)
+        with open_board(Layout.at(b), BoardConfig(url=pg_board_url)) as board:
+            deadline = time.monotonic() + 60
+            while not [e for e in board.events.read() if e.event == "task_released"]:
+                assert time.monotonic() < deadline and machine_a.poll() is None
+                time.sleep(0.3)
+            machine_b = up(b, "--burst", "-n", "1", "--command", big)
+            out_b = machine_b.communicate(timeout=120)[0]
+            assert machine_b.returncode == 0, out_b
+            out_a = machine_a.communicate(timeout=60)[0]
+            task = board.get("task_001")
+            released = [e for e in board.events.read() if e.event == "task_released"]
+            completed = [e for e in board.events.read() if e.event == "task_completed"]
+        assert task.status == "review" and task.attempts == 0, (task, out_a)
+        assert "No space left on device" in released[0].fields["reason"], released
+        assert [e.fields["machine"].endswith("machine_a") for e in released] == [True]
+        assert [e.fields["machine"].endswith(str(b)) for e in completed] == [True]
+        assert task.branch and git(bare, "cat-file", "-s", f"{task.branch}:big.bin") == \
+            "1400000"
+        assert "Traceback" not in out_a
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)

@@ -90,18 +90,44 @@ def up(
 @app.command()
 def down(
     now: Annotated[bool, typer.Option("--now", help="Cold stop: kill running work.")] = False,
+    all_machines: Annotated[bool, typer.Option(
+        "--all", help="With a board shared across machines: ask every machine's team to "
+                      "stop too (a warm stop), not only this machine's.")] = False,
     repo: RepoOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Stop the running daemon (warm: running tasks finish their step and are released)."""
+    """Stop this machine's running daemon (warm: running tasks finish their step and are
+    released); `--all` asks every other machine's team on the shared board to stop too."""
     r = open_repo(repo, lenient=True)
     from orchestrator.team import daemon
 
+    others = _stop_other_machines(r) if all_machines else []
     pid = daemon.down(r.layout, now=now)
     if json_out:
-        print_json({"stopped": pid is not None, "pid": pid, "mode": "cold" if now else "warm"})
+        print_json({"stopped": pid is not None, "pid": pid, "mode": "cold" if now else "warm",
+                    **({"other_machines": others} if all_machines else {})})
         return
-    typer.echo("orchestrator is not running" if pid is None else f"stopped (pid {pid})")
+    line = "orchestrator is not running" if pid is None else f"stopped (pid {pid})"
+    if all_machines:
+        line += (f"; asked the teams of {len(others)} other machine"
+                 f"{'s' if len(others) != 1 else ''} to stop: {', '.join(others)}" if others
+                 else "; no other machine's team is on the board")
+    typer.echo(line)
+
+
+def _stop_other_machines(r: Any) -> list[str]:
+    """Send a shutdown request to the lead of every other machine whose teammates the
+    shared board knows (their leads stop warm on reading it); the machines asked."""
+    with open_board(r.layout, r.board, actor="cli") as board:
+        here = getattr(board, "machine", None)
+        if here is None:
+            return []  # a file board is one machine's
+        machines = sorted({st.host for st in board.team.all()
+                           if st.host is not None and st.host != here})
+        for m in machines:
+            board.mailboxes.send("lead", "cli", "down --all", kind="shutdown_request",
+                                 request_id=_rid(), machine=m)
+    return machines
 
 
 @app.command("status")

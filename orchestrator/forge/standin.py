@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import itertools
 import json
+import re
 import socket
 import subprocess
 import threading
@@ -516,6 +517,9 @@ class StandIn:
         p.state, p.merged, p.merge_commit, p.merged_by = "closed", True, sha, user
         p.head_sha, p.updated = head, _now()
         self._deliver("pull_request", "closed", p.number)
+        for n in re.findall(r"(?i)\b(?:closes|fixes|resolves) #(\d+)", p.body):
+            if int(n) in self.issues:
+                self.issues[int(n)].state = "closed"
         return sha
 
     def list_reviews(self, req: Request, user: str, data: Any) -> Any:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
@@ -55,6 +55,9 @@ from orchestrator.model import ForgeLink, Status, Task
 from orchestrator.waits import CiExhausted
 from orchestrator.worktree.git import Git
 from orchestrator.worktree.names import check_branch
+
+if TYPE_CHECKING:
+    from orchestrator.review.merging import MergeResult
 
 ACTOR = "forge"
 COMMAND = "/orchestrator"
@@ -339,15 +342,14 @@ class ForgeSync:
         """Back to ``pending`` in the same worktree, with the feedback (as ``retry -m``)."""
         from orchestrator.review.retrying import retry_task
 
-        task = retry_task(self.layout, self.config, task.id, feedback, actor=ACTOR,
-                          board=self.board)
         link = (task.forge or ForgeLink()).model_copy(update={"ci_rounds": rounds})
-        self.board.edit(task.id, actor=ACTOR, forge=link, wait=None)
+        retry_task(self.layout, self.config, task.id, feedback, actor=ACTOR, board=self.board,
+                   also={"forge": link, "wait": None})
 
     # --- merged there, merged here ---------------------------------------------------------------
     def merged(self, task: Task, pull: PullRequest, out: Outcome) -> Task:
         out.merged.append(task.id)
-        return mark_merged(self.layout, self.config, self.board, task, pull)
+        return mark_merged(self.layout, self.config, self.board, task, pull).task
 
     def close(self, task: Task, out: Outcome) -> None:
         link = task.forge
@@ -436,7 +438,7 @@ def _title(task: Task) -> str:
 
 
 def mark_merged(layout: Layout, config: Config, board: ControlPlane, task: Task,
-                pull: PullRequest, *, actor: str = ACTOR) -> Task:
+                pull: PullRequest, *, actor: str = ACTOR) -> MergeResult:
     """A pull request merged on the forge: the base branch brought up to date here (when it
     can be without touching uncommitted work), the task ``merged`` and its worktree removed
     as ``merge`` does."""
@@ -459,7 +461,7 @@ def mark_merged(layout: Layout, config: Config, board: ControlPlane, task: Task,
     result = MergeResult(task=task, strategy="merge" if kept else "squash", into=pull.base,
                          commit=new, branch=task.branch or "", removed=False)
     cleanup(layout, config, board, result)
-    return task
+    return result
 
 
 def _fast_forward(repo: Git, branch: str, new: str) -> None:

@@ -150,8 +150,14 @@ def land_tasks(layout: Layout, config: Config, ids: Sequence[str] | None = None,
                progress: Callable[[Outcome], None] | None = None) -> LandReport:
     """Land ``ids`` (default: every task in review) into ``into``; see the module docstring.
 
-    Bad arguments raise before anything happens; each task's fate is in the report."""
+    Bad arguments raise before anything happens; each task's fate is in the report. With a
+    forge (``[forge]``), each pull request is merged there in this order instead."""
     check_strategy(strategy)
+    if config.forge.kind != "none":
+        from orchestrator.forge.merging import land_on_forge
+
+        return land_on_forge(layout, config, ids, strategy=strategy, actor=actor, board=board,
+                             progress=progress)
     if batch < 1:
         raise InvalidInput(f"--batch must be 1 or more, not {batch}")
     command = (verify if verify is not None else config.team.verify or "").strip()

@@ -89,8 +89,13 @@ def merge_task(layout: Layout, config: Config, task_id: str, strategy: str = "me
                into: str | None = None, *, actor: str = "cli",
                board: ControlPlane | None = None) -> MergeResult:
     """Merge a task in ``review`` into ``into`` (default: the branch checked out in the main
-    working tree, else the task's base). Refusals raise `Conflict` and change nothing."""
+    working tree, else the task's base). Refusals raise `Conflict` and change nothing.
+    With a forge (``[forge]``), the pull request is merged there instead."""
     check_strategy(strategy)
+    if config.forge.kind != "none":
+        from orchestrator.forge.merging import merge_on_forge
+
+        return merge_on_forge(layout, config, task_id, strategy, actor=actor, board=board)
     repo = Git(layout.root)
     with using_board(layout, config, board, actor) as b, merge_lock(layout):
         prep = prepare(layout, repo, b.get(task_id), into, config=config, board=b)

@@ -13,6 +13,8 @@ back under the same spent budget.
 
 from __future__ import annotations
 
+from typing import Any
+
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, InvalidInput
@@ -23,8 +25,10 @@ from orchestrator.review.resuming import MAX_FEEDBACK_CHARS, resume_task
 
 
 def retry_task(layout: Layout, config: Config, task_id: str, feedback: str | None = None, *,
-               actor: str = "cli", board: ControlPlane | None = None) -> Task:
-    """``review`` or ``failed`` -> ``pending``, the worktree and branch kept."""
+               actor: str = "cli", board: ControlPlane | None = None,
+               also: dict[str, Any] | None = None) -> Task:
+    """``review`` or ``failed`` -> ``pending``, the worktree and branch kept; ``also``: more
+    fields written in the same step (the forge's link)."""
     note = None if feedback is None else feedback.strip()
     if note is not None and not note:
         raise InvalidInput("the feedback is empty (leave out -m to retry without feedback)")
@@ -40,7 +44,7 @@ def retry_task(layout: Layout, config: Config, task_id: str, feedback: str | Non
         check_transition(task.id, task.status, Status.PENDING)
         extra = {"feedback": [*task.feedback, note]} if note else {}
         task = b.set_status(task.id, Status.PENDING, actor=actor, attempts=0, error=None,
-                            **extra)
+                            **extra, **(also or {}))
         b.events.emit("task_retried", task.id, actor=actor, feedback=note,
                       branch=task.branch)
     return task

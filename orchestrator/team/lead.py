@@ -405,6 +405,10 @@ class Lead:
                 self.log.warning("permission requested", teammate=sender,
                                  request_id=msg.get("request_id"), body=msg.get("body"),
                                  hint=f"orchestrator approve|deny {msg.get('request_id')}")
+            elif kind == "shutdown_request":  # `down --all` on another machine, `send lead`
+                self.log.info("shutdown requested", by=sender,
+                              request_id=msg.get("request_id"))
+                self.stop(1)
             elif kind == "shutdown_response":
                 self.log.info("teammate acknowledged shutdown", teammate=sender,
                               request_id=msg.get("request_id"))

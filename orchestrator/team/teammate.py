@@ -97,6 +97,8 @@ class Teammate:
         self._mail_lock = threading.Lock()
         self.fault: str | None = None
         """The last error from the board (disk full, read-only, no file descriptors)."""
+        self.fault_until = 0.0
+        """After a task was interrupted by a machine fault: no claim before (monotonic)."""
 
     # --- the loop -------------------------------------------------------------
     def run(self) -> int:
@@ -227,7 +229,10 @@ class Teammate:
 
     def healthy(self) -> bool:
         """Whether what a task needs works again: writing the control plane and the
-        worktree root, and starting a process."""
+        worktree root, and starting a process (not before `FAULT_BACKOFF` has passed since
+        a task was handed back for a machine fault: the others take it meanwhile)."""
+        if time.monotonic() < self.fault_until:
+            return False
         try:
             for folder in (self.layout.run, self.layout.worktree_root):
                 probe = folder / f".probe-{self.name}"
@@ -261,17 +266,23 @@ class Teammate:
             self._work(task, claim, tlog, stop)
         except LeaseLost:
             claim.lost = True
-        except OSError as exc:
-            # The machine, not the task (a full or read-only disk, too few open files): hand
-            # it back without counting an attempt, and let the loop stop claiming for a
-            # while. If even that write fails, the lease expires and the lead requeues it.
-            self.log.error("task interrupted", task=task.id,
-                           error=f"{type(exc).__name__}: {exc}")
-            if not claim.lost:
-                with contextlib.suppress(OSError, LeaseLost):
-                    claim.release(f"{type(exc).__name__}: {exc}")
-            raise
-        except Exception as exc:  # a run error: record it on the task, keep serving
+        except Exception as exc:
+            fault = machine_fault(exc)
+            if fault is not None:
+                # The machine, not the task (a full or read-only disk, git failing for
+                # either, too few open files, the board's database gone): hand it back
+                # without counting an attempt, so another machine takes it, and stop
+                # claiming here for a while. If even that write fails, the lease expires.
+                self.log.error("task interrupted by this machine's fault", task=task.id,
+                               error=fault)
+                if not claim.lost:
+                    with contextlib.suppress(OSError, LeaseLost, BoardUnavailable):
+                        claim.release(f"machine fault: {fault}")
+                self.fault_until = time.monotonic() + FAULT_BACKOFF
+                if isinstance(exc, OSError | BoardUnavailable):
+                    raise
+                raise MachineFault(fault) from exc
+            # a run error: record it on the task, keep serving
             self.log.exception("task error", task=task.id)
             tlog.write("error", error=f"{type(exc).__name__}: {exc}")
             if not claim.lost:
@@ -353,6 +364,8 @@ class Teammate:
                 claim.release("teammate stopping")
                 return
             if not result.ok:
+                if (fault := fault_in(result.error or "")) is not None:
+                    raise MachineFault(f"the agent failed: {fault}")
                 self.fail(claim, result.error or "backend failed", retry=result.retry)
                 return
             # never commit over a new owner's work
@@ -596,6 +609,29 @@ class Heartbeat(threading.Thread):
 
 MAX_BACKOFF = 60.0
 """The longest wait before a retry, in seconds."""
+FAULT_BACKOFF = 30.0
+"""No claim on this machine for so long after a task was handed back for its fault."""
+MACHINE_FAULTS = ("No space left on device", "Read-only file system", "Disk quota exceeded",
+                  "Too many open files", "Cannot allocate memory")
+"""What git or an agent says when the machine, not the task, is at fault (LC_ALL=C)."""
+
+
+class MachineFault(OSError):
+    """A task's run failed because of this machine (see `MACHINE_FAULTS`)."""
+
+
+def fault_in(text: str) -> str | None:
+    """The machine fault ``text`` (a git error, an agent's output) reports, if any."""
+    return next((f for f in MACHINE_FAULTS if f in text), None)
+
+
+def machine_fault(exc: BaseException) -> str | None:
+    """What is wrong with the machine when ``exc`` is its fault and not the task's: any
+    OSError, the board's database unreachable, or an error whose text reports one."""
+    if isinstance(exc, OSError | BoardUnavailable):
+        return f"{type(exc).__name__}: {exc}"
+    fault = fault_in(str(exc))
+    return None if fault is None else f"{type(exc).__name__}: {fault}: {exc}"
 
 
 def _unchanged(path: Path, task: Task) -> bool:

@@ -148,7 +148,11 @@ def create_app(layout: Layout, config: Config, guard: Guard, *,
         404: _not_found(ui), 405: _plain(405, "method not allowed"),
         Exception: _crash(ui)}
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)
-    return middleware(app, guard)
+    from orchestrator.forge.webhook import read_secret, with_webhooks
+
+    return with_webhooks(middleware(app, guard), read_secret(config.forge, layout.root),
+                         lambda hook: ui.ctx.board.events.emit("forge_webhook", None,
+                                                               actor="forge", hook=hook))
 
 
 Endpoint = Callable[[Request], Any]

@@ -174,21 +174,29 @@ def _event(row: tuple[object, ...]) -> Event:
 
 
 class PgMailboxes:
-    """`Mailboxes` as rows; read positions per (mailbox, reader) in ``read_positions``."""
+    """`Mailboxes` as rows; read positions per (mailbox, reader) in ``read_positions``.
 
-    def __init__(self, db: Database) -> None:
+    A mailbox is one machine's: each machine has its ``lead`` and its ``alice``, so the row's
+    mailbox is ``<name>@<machine>``. What a lead, a teammate or a command sends reaches
+    that name on the same machine; ``machine=`` sends to another one's (`down --all`)."""
+
+    def __init__(self, db: Database, machine: str) -> None:
         self.db = db
+        self.machine = machine
         self.secrets = secret_values()
 
+    def _box(self, name: str, machine: str | None = None) -> str:
+        return f"{check_name(name)}@{machine or self.machine}"
+
     def send(self, to: str, sender: str, body: str = "", *, kind: str = "message",
-             **fields: Any) -> Message:
-        check_name(to)
+             machine: str | None = None, **fields: Any) -> Message:
+        box = self._box(to, machine)
         msg_id = uuid.uuid4().hex[:12]
         data = masked({"from": sender, "kind": kind, "body": body, **fields}, self.secrets)
 
         def insert(cur: Cursor) -> Message:
             cur.execute("INSERT INTO messages (id, mailbox, data) VALUES (%s, %s, %s) "
-                        "RETURNING n, ts", (msg_id, to, jsonb(data)))
+                        "RETURNING n, ts", (msg_id, box, jsonb(data)))
             row = cur.fetchone()
             assert row is not None
             return _message(msg_id, to, row[1], data)
@@ -196,11 +204,11 @@ class PgMailboxes:
         return self.db.run(insert)
 
     def _select(self, name: str, after: int = 0) -> builtins.list[tuple[int, Message]]:
-        check_name(name)
+        box = self._box(name)
 
         def select(cur: Cursor) -> builtins.list[tuple[int, Message]]:
             cur.execute("SELECT n, id, ts, data FROM messages WHERE mailbox = %s AND n > %s "
-                        "ORDER BY n", (name, after))
+                        "ORDER BY n", (box, after))
             return [(int(str(n)), _message(str(i), name, ts, d))
                     for n, i, ts, d in cur.fetchall()]
 
@@ -214,10 +222,11 @@ class PgMailboxes:
 
     def unread(self, name: str, reader: str | None = None) -> builtins.list[Message]:
         reader = check_name(reader or name)
+        box = self._box(name)
 
         def position(cur: Cursor) -> int:
             cur.execute("SELECT n FROM read_positions WHERE mailbox = %s AND reader = %s",
-                        (name, reader))
+                        (box, reader))
             row = cur.fetchone()
             return int(str(row[0])) if row else 0
 
@@ -225,17 +234,17 @@ class PgMailboxes:
 
     def ack(self, name: str, message_id: str, reader: str | None = None) -> None:
         reader = check_name(reader or name)
-        check_name(name)
+        box = self._box(name)
 
         def move(cur: Cursor) -> None:
             cur.execute("SELECT n FROM messages WHERE mailbox = %s AND id = %s",
-                        (name, message_id))
+                        (box, message_id))
             row = cur.fetchone()
             if row is None:
                 raise NotFound(f"no message {message_id} in mailbox {name}")
             cur.execute("INSERT INTO read_positions (mailbox, reader, n) VALUES (%s, %s, %s) "
                         "ON CONFLICT (mailbox, reader) DO UPDATE SET "
-                        "n = greatest(read_positions.n, excluded.n)", (name, reader, row[0]))
+                        "n = greatest(read_positions.n, excluded.n)", (box, reader, row[0]))
 
         self.db.run(move)
 

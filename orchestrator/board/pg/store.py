@@ -127,7 +127,7 @@ class PgBoard:
             idle_in_transaction=config.idle_in_transaction_seconds))
         self.db.connection()  # fail here, with one line, when the database cannot be used
         self.events = PgEvents(self.db, actor, self.machine, layout.events)
-        self.mailboxes = PgMailboxes(self.db)
+        self.mailboxes = PgMailboxes(self.db, self.machine)
         self.logs = PgTaskLogs(self.db)
         self.team = PgTeamStatus(self.db, self.machine, os.uname().nodename)
         self.requests = PgRequests(self.db)
