@@ -43,7 +43,7 @@ from pathlib import Path
 
 from orchestrator.beneath import read_text_beneath
 from orchestrator.errors import GitError
-from orchestrator.worktree.git import Git
+from orchestrator.git import Git
 
 SHA_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 READ_ONLY_IN_ADMIN = ("HEAD", "gitdir", "commondir", "locked")

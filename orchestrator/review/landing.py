@@ -52,6 +52,7 @@ from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError, InvalidInput, OrchestratorError, RunError
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.model import LAND_FEEDBACK, Status, Task, parse_task_id
 from orchestrator.review.common import using_board
@@ -70,7 +71,6 @@ from orchestrator.review.merging import (
 )
 from orchestrator.review.retrying import retry_task
 from orchestrator.waits import LandRejected, MergeConflict, Wait
-from orchestrator.worktree.git import Git
 from orchestrator.worktree.names import check_branch
 
 MAX_LAND_RETRIES = 2

@@ -17,6 +17,7 @@ from orchestrator.budget import describe
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task
 from orchestrator.review.common import using_board
@@ -30,7 +31,6 @@ from orchestrator.review.diff import (
     outside_links,
 )
 from orchestrator.review.landing import land_rows
-from orchestrator.worktree.git import Git
 from orchestrator.worktree.remote import Remote
 
 

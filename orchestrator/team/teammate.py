@@ -44,6 +44,7 @@ from orchestrator.errors import (
     SecretLeak,
 )
 from orchestrator.fsutil import atomic_write
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.logging import configure, get_logger
 from orchestrator.model import Status, Task, Usage, utcnow
@@ -57,7 +58,6 @@ from orchestrator.team.commit import commit_leftovers, idle_maintenance
 from orchestrator.team.mailbox import read_new
 from orchestrator.team.pushing import Pushes
 from orchestrator.team.wake import COLD_SIGNAL, Wake, Waker
-from orchestrator.worktree.git import Git
 from orchestrator.worktree.remote import Remote
 
 if TYPE_CHECKING:  # imported when the teammate runs (see `run`), not at start-up

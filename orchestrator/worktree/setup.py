@@ -22,8 +22,8 @@ from pathlib import Path
 
 from orchestrator.errors import InvalidInput, RunError
 from orchestrator.fsutil import atomic_write
+from orchestrator.git import Git
 from orchestrator.protocols import TaskLogger
-from orchestrator.worktree.git import Git
 from orchestrator.worktree.lock import RepoLock
 
 INCLUDE_FILE = ".worktreeinclude"
