@@ -10,24 +10,29 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.model import utcnow
 from orchestrator.process import run_streamed
 from orchestrator.protocols import TaskLogger
 
+if TYPE_CHECKING:
+    from orchestrator.agent.sandbox import Sandbox
+
 TAIL_CHARS = 2000
 
 
 def run_checks(cmd: str, *, cwd: Path, env: Mapping[str, str], log: TaskLogger,
-               timeout: float, stop: threading.Event | None = None) -> dict[str, Any]:
-    """Run ``cmd``; returns ``{command, passed, exit_code, result, seconds, output_tail, at}``.
+               timeout: float, stop: threading.Event | None = None,
+               sandbox: Sandbox | None = None) -> dict[str, Any]:
+    """Run ``cmd`` (in ``sandbox``: the task's, with the agent's rules); returns
+    ``{command, passed, exit_code, result, seconds, output_tail, at}``.
 
     ``stopped`` is True when a stop interrupted it (then it neither passed nor failed).
     """
     log.write("verify_started", command=cmd)
     res = run_streamed(cmd, cwd=cwd, env=env, log=log, kind="verify_output",
-                       timeout=timeout, stop=stop)
+                       timeout=timeout, stop=stop, sandbox=sandbox)
     checks = {
         "command": cmd, "passed": res.ok, "exit_code": res.returncode,
         "result": res.describe(), "seconds": round(res.seconds, 3),

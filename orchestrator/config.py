@@ -247,6 +247,21 @@ class AgentConfig(_Section):
     """Secret-looking environment variables that tools may still see."""
 
 
+class SandboxConfig(_Section):
+    LIVE = True  # each run builds its sandbox from the settings of the moment
+
+    backends: bool = True
+    """Run the `command` and `claude-code` backends (and the CLI presets) inside the task's
+    sandbox, like the agent's bash (`agent.sandbox` says whether there is one). Off: they
+    run on the host with the person's rights, as before issue 29."""
+    network: bool = True
+    """Network access for the backends and the setup commands inside the sandbox (the
+    agent's own bash and the checks follow `agent.network`)."""
+    read_only: list[str] = Field(default_factory=list)
+    """More folders bound read-only into the sandbox, for toolchains not found from `PATH`
+    (e.g. `~/.nvm`). A folder that holds a Unix socket is refused."""
+
+
 class McpConfig(_Section):
     LIVE = True  # servers start per run
 
@@ -431,6 +446,7 @@ class Config(_Section):
     checks: ChecksConfig = Field(default_factory=ChecksConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     claude_code: ClaudeCodeConfig = Field(default_factory=ClaudeCodeConfig)
     commands: CommandsConfig = Field(default_factory=CommandsConfig)
     hooks: HooksConfig = Field(default_factory=HooksConfig)

@@ -19,8 +19,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.protocols import TaskLogger
+
+if TYPE_CHECKING:
+    from orchestrator.agent.sandbox import Sandbox
 
 CHUNK_BYTES = 64 * 1024
 TAIL_BYTES = 4 * 1024
@@ -68,16 +72,33 @@ def run_streamed(
     stop: threading.Event | None = None,
     on_start: Callable[[int], None] | None = None,
     log_limit: int | None = MAX_LOGGED_BYTES,
+    sandbox: Sandbox | None = None,
 ) -> ProcResult:
     """Run ``cmd`` through the shell in ``cwd``; every chunk of output goes to ``log``.
 
     ``on_start`` (a callable taking the process group id) lets the caller publish
     the group so a supervisor can kill it if the caller itself dies. ``log_limit``
     None hands every byte to ``log`` (for a logger that parses the output as it comes).
+    With an enabled ``sandbox`` the command runs inside it (`Sandbox.session`): every
+    process it starts ends with it, and what it committed is imported afterwards.
     """
+    if sandbox is None or not sandbox.enabled:
+        return _run(["/bin/sh", "-c", cmd], cwd, env, log, kind, timeout, stop, on_start,
+                    log_limit)
+    with sandbox.session(["/bin/sh", "-c", cmd], cwd, dict(env)) as run:
+        res = _run(run.argv, cwd, env, log, kind, timeout, stop, on_start, log_limit)
+    if run.note:
+        with contextlib.suppress(OSError):
+            log.write("sandbox", note=run.note)
+    return res
+
+
+def _run(argv: list[str], cwd: Path, env: Mapping[str, str], log: TaskLogger, kind: str,
+         timeout: float | None, stop: threading.Event | None,
+         on_start: Callable[[int], None] | None, log_limit: int | None) -> ProcResult:
     started = time.monotonic()
     proc = subprocess.Popen(
-        cmd, shell=True, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
+        argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
     )
     if on_start is not None:

@@ -164,6 +164,9 @@ def test_claude_code_not_logged_in_fails_without_retry_saying_so(
     assert str(result.error).startswith("Claude Code is not logged in: Not logged in")
 
 
+APPROVED = "git commit --allow-empty -qm approved-by-lead"
+
+
 def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_session(
         repo: Path, claim: ClaimFn, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     from orchestrator.backends.claude_code import ClaudeCodeBackend
@@ -180,12 +183,13 @@ def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_ses
         "agent": {"permission_mode": "acceptEdits", "deny": ["Bash(curl:*)"]}})
 
     def script(wt: Path) -> list[Any]:
-        return [bash("curl -s http://127.0.0.1:9/"), bash("git tag approved-by-lead"),
-                "Both were denied; waiting.", bash("git tag approved-by-lead"), "Tagged."]
+        return [bash("curl -s http://127.0.0.1:9/"), bash(APPROVED),
+                "Both were denied; waiting.", bash(APPROVED), "Tagged."]
 
     def tagged() -> bool:
-        return "approved-by-lead" in subprocess.run(["git", "tag"], cwd=repo, check=True,
-                                                    capture_output=True, text=True).stdout
+        return "approved-by-lead" in subprocess.run(  # on the task's branch, imported
+            ["git", "log", "--all", "--format=%s"], cwd=repo, check=True, capture_output=True,
+            text=True).stdout
 
     with LoopbackAPI() as api:
         cc = ClaudeScript(api, script)
@@ -199,7 +203,7 @@ def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_ses
         try:
             [req] = wait_until(lambda: pending(board), 90, "a permission request")
             assert req["task"] == task.id and req["tool"] == "Bash"
-            assert req["subject"] == "git tag approved-by-lead"
+            assert req["subject"] == APPROVED
             wait_until(lambda: getattr(board.get(task.id).wait, "ident", None)
                        == req["request_id"], 30, "the task to show what it waits for")
             assert not tagged()
@@ -219,7 +223,7 @@ def test_a_denied_tool_becomes_a_permission_request_and_approval_resumes_the_ses
     assert denied["rule"] == "Bash(curl:*)"  # a deny rule is final: never asked
     started = [r for r in TaskLog(layout, task.id).read() if r["kind"] == "backend_started"]
     assert len(started) == 2 and started[1]["resume"] == result.session_id
-    assert "Bash(git tag approved-by-lead)" in started[1]["argv"]
+    assert "Bash(git commit --allow-empty -qm approved-by-lead)" in started[1]["argv"]
     assert "Bash(curl:*)" in started[0]["argv"]  # the deny rule, as --disallowedTools
     argv = started[0]["argv"]
     assert argv[argv.index("--max-turns") + 1] == "9"  # from the task

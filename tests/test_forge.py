@@ -302,3 +302,50 @@ def test_merge_and_land_go_through_the_forge_and_respect_its_protection(repo: Pa
     assert gh.pulls[2].merged
     assert [t.status for t in tasks(repo)] == [Status.MERGED, Status.MERGED]
     assert (repo / f"{two.id}.txt").exists()
+
+
+def test_every_face_shows_the_pull_request_and_its_ci(repo: Path, gh: StandIn) -> None:
+    import json
+
+    from starlette.testclient import TestClient
+
+    from orchestrator.mcp.server import _summary
+    from orchestrator.ui.app import create_app
+    from orchestrator.ui.security import Guard
+
+    [task] = add_tasks(repo, 1)
+    with team_cleanup(repo):
+        assert cli(repo, "up", "--burst", "-n", "1", "--backend", "command", "--command",
+                   WRITE_FILE).returncode == 0
+    sync(repo)
+    (repo / "orchestrator.toml").write_text((repo / "orchestrator.toml").read_text()
+                                            + "[checks]\nretries = 0\n")
+    finish_check(gh, gh.pulls[1].head_sha, "failure")
+    sync(repo)
+    url = "https://github.example/acme/app/pull/1"
+    listed = cli(repo, "list").stdout
+    assert "pull request" in listed.splitlines()[0] and "#1 CI failure" in listed
+    shown = cli(repo, "show", task.id).stdout
+    assert f"pull request: #1 CI failure  {url}" in shown
+    assert "waiting for CI failed on" in shown and f"orchestrator retry {task.id}" in shown
+    reviewed = cli(repo, "review").stdout
+    assert "#1 CI failure" in reviewed
+    [row] = json.loads(cli(repo, "review", "--json").stdout)
+    assert row["pull_request"] == {"number": 1, "url": url, "state": "open", "ci": "failure",
+                                   "issue": None, "problem": None}
+    [t] = tasks(repo)
+    assert _summary(t, {})["pull_request"]["ci"] == "failure"  # MCP list_tasks / get_task
+    app = create_app(Layout.at(repo), Config.load(repo), Guard("127.0.0.1", 8321))
+    with TestClient(app, base_url="http://127.0.0.1:8321") as client:
+        page = client.get(f"/task/{task.id}").text
+        board = client.get("/").text
+    assert f'<a href="{url}" rel="noopener noreferrer" target="_blank">#1</a>' in page
+    assert "CI failure" in page and "#1</a>" in board
+    # a link that is not http(s) is shown as a number, never as a link
+    with open_board(Layout.at(repo)) as b:
+        b.edit(task.id, actor="test", forge=t.forge.model_copy(  # type: ignore[union-attr]
+            update={"url": "javascript:alert(1)"}))
+    with TestClient(create_app(Layout.at(repo), Config.load(repo), Guard("127.0.0.1", 8321)),
+                    base_url="http://127.0.0.1:8321") as client:
+        page = client.get(f"/task/{task.id}").text
+    assert "javascript:" not in page and "#1 <span" in page

@@ -52,8 +52,6 @@ ATTACKS = {
     "config": "git config core.hooksPath /tmp",
     "hook": "echo 'touch /tmp/pwned' > {common}/hooks/post-commit",
     "packed refs": "echo junk >> {common}/packed-refs",
-    "packs": "rm -rf {common}/objects/pack",
-    "alternates": "echo /tmp > {common}/objects/info/alternates",
     "repoint .git": "echo 'gitdir: {common}' > .git",
     "admin gitdir": "echo {repo}/.git > {admin}/gitdir",
 }

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.agent.sandbox import task_sandbox
 from orchestrator.board import open_board
+from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task
 from orchestrator.review.landing import land_order, land_tasks
@@ -201,8 +203,8 @@ def test_batches_bisect_to_the_breaker(repo: Path) -> None:
 def test_land_killed_during_verify_leaves_main_before_or_after_a_task(repo: Path) -> None:
     first = keep(repo, "first", {"first.txt": "x\n"})
     second = keep(repo, "second", {"second.txt": "x\n"})
-    mark = repo.parent / "verifying"
-    verify = f'if [ -e second.txt ]; then echo $$ > {mark}; sleep 60; fi'
+    mark = Layout.at(repo).run / "land" / "verifying"  # in the land tree: the sandbox's
+    verify = 'if [ -e second.txt ]; then echo $$ > verifying; sleep 60; fi'
     start = git(repo, "rev-parse", "main")
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "land", "--all-reviewed",
                              "--verify", verify], cwd=repo, stdout=subprocess.PIPE,
@@ -215,8 +217,9 @@ def test_land_killed_during_verify_leaves_main_before_or_after_a_task(repo: Path
         proc.kill()
         proc.wait()
     finally:
-        # the verify runs in a process group of its own, which a SIGKILLed land leaves
-        if mark.exists() and mark.read_text().strip():
+        # without a sandbox the verify runs in a process group of its own, which a
+        # SIGKILLed land leaves (a sandbox dies with its parent)
+        if mark.exists() and mark.read_text().strip() and not task_sandbox(Config()).enabled:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(int(mark.read_text()), signal.SIGKILL)
         if proc.stdout is not None:
@@ -229,7 +232,6 @@ def test_land_killed_during_verify_leaves_main_before_or_after_a_task(repo: Path
     assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
     assert not (repo / "second.txt").exists()
     # a new run cleans up the left-over land tree and lands the rest
-    mark.unlink()
     res = land(repo, "--all-reviewed", "--verify", "true")
     assert res.returncode == 0, res.stdout + res.stderr
     assert get(repo, second.id).status is Status.MERGED and (repo / "second.txt").exists()

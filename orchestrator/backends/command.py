@@ -31,6 +31,8 @@ import threading
 from pathlib import Path
 
 from orchestrator import budget as budgets
+from orchestrator.agent.credproxy import run_env
+from orchestrator.agent.sandbox import backend_sandbox
 from orchestrator.budget import USAGE_FILE_ENV, read_usage_file
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError, InvalidInput, OrchestratorError
@@ -91,11 +93,14 @@ class CommandBackend:
         with tempfile.TemporaryDirectory(prefix="orch-usage-") as tmp:
             usage_file = Path(tmp) / "usage.json"
             watch = _UsageWatch(ctx, usage_file)
-            res = run_streamed(
-                cmd, cwd=ctx.workspace.path, env={**task_env(ctx), USAGE_FILE_ENV: str(usage_file)},
-                log=ctx.log, kind="output", timeout=ctx.timeout or self.config.team.task_timeout,
-                stop=watch, on_start=ctx.on_process_start,
-            )
+            box = backend_sandbox(self.config, cmd, [Path(tmp)])
+            env = {**task_env(ctx), USAGE_FILE_ENV: str(usage_file)}
+            with run_env(env, self.config.agent.pass_env,
+                         sandboxed=box is not None and box.enabled) as env:
+                res = run_streamed(
+                    cmd, cwd=ctx.workspace.path, env=env, log=ctx.log, kind="output",
+                    timeout=ctx.timeout or self.config.team.task_timeout, stop=watch,
+                    on_start=ctx.on_process_start, sandbox=box)
             usage = self.reported_usage(ctx, usage_file)
         ctx.log.write("backend_finished", backend=self.name, exit_code=res.returncode,
                       seconds=round(res.seconds, 3), output_bytes=res.output_bytes,

@@ -28,6 +28,8 @@ import shlex
 import shutil
 from pathlib import Path
 
+from orchestrator.agent.credproxy import run_env
+from orchestrator.agent.sandbox import backend_sandbox
 from orchestrator.config import CommandPreset, Config
 from orchestrator.fsutil import atomic_write
 from orchestrator.git import Git
@@ -105,10 +107,14 @@ class PresetBackend:
         before = worktree_state(ctx.workspace.path)
         ctx.log.write("backend_started", backend=self.name, argv=preset.argv,
                       prompt_via=preset.prompt)
+        box = backend_sandbox(self.config, line, [] if stdin is None else [stdin.parent])
         try:
-            res = run_streamed(line, cwd=ctx.workspace.path, env=env, log=ctx.log,
-                               kind="output", timeout=ctx.timeout or self.config.team.task_timeout,
-                               stop=ctx.stop, on_start=ctx.on_process_start)
+            with run_env(env, self.config.agent.pass_env,
+                         sandboxed=box is not None and box.enabled) as env:
+                res = run_streamed(line, cwd=ctx.workspace.path, env=env, log=ctx.log,
+                                   kind="output",
+                                   timeout=ctx.timeout or self.config.team.task_timeout,
+                                   stop=ctx.stop, on_start=ctx.on_process_start, sandbox=box)
         finally:
             if stdin is not None:
                 stdin.unlink(missing_ok=True)

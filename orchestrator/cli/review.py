@@ -32,14 +32,19 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
         return
     from rich.table import Table
 
+    from orchestrator.forge import pull_request_cell
+
     table = Table(box=None, pad_edge=False)
-    for col in ("id", "subject", "branch", "commits", "changes", "checks", "spent", "age"):
+    prs = any(row["pull_request"] for row in rows)
+    for col in ("id", "subject", "branch", "commits", "changes", "checks", "spent", "age",
+                *(["pull request"] if prs else [])):
         table.add_column(col)
     for row in rows:
         table.add_row(row["id"], plain(row["subject"]), row["branch"] or "",
                       _str(row["commits"]),
                       _changes(row["diffstat"]), _checks(row["checks"]),
-                      row["spent"], _age(row["age_seconds"]))
+                      row["spent"], _age(row["age_seconds"]),
+                      *([pull_request_cell(row["pull_request"])] if prs else []))
     print_table(table)
     told: set[frozenset[str]] = set()
     for row in rows:

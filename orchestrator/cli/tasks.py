@@ -19,7 +19,7 @@ from orchestrator.board import open_board
 from orchestrator.budget import describe
 from orchestrator.cli.output import PIPED_WIDTH, echo, page, plain, print_json
 from orchestrator.controlplane import ControlPlane
-from orchestrator.model import Budget, Status, Task, Usage
+from orchestrator.model import Budget, ForgeLink, Status, Task, Usage
 from orchestrator.repo import open_repo, to_jsonable
 
 STATUS_STYLE = {
@@ -130,6 +130,11 @@ def list_tasks(status: list[Status] | None = None, repo: Path | None = None,
     if any(map(_TODOS, tasks)):
         headers.append("todo")
         columns.append([progress(t.todos) for t in tasks])
+    if any(t.forge is not None and t.forge.pr is not None for t in tasks):
+        from orchestrator.forge import pull_request, pull_request_cell
+
+        headers.append("pull request")
+        columns.append([pull_request_cell(pull_request(t.forge)) for t in tasks])
     console = Piped(PIPED_WIDTH) if piped else Terminal()
     drawn = draw_columns(console, headers, columns, [h == "status" for h in headers])
     lines = list(map(str.rstrip, drawn) if piped else drawn)
@@ -149,6 +154,18 @@ def _page(console: Any, lines: list[str]) -> None:
         return
     sys.stdout.write(text)
     sys.stdout.flush()
+
+
+def _show_forge(link: ForgeLink) -> None:
+    from orchestrator.forge import pull_request, pull_request_cell
+
+    pr = pull_request(link)
+    if link.pr is not None:
+        echo(plain(f"pull request: {pull_request_cell(pr)}  {link.url or ''}"))
+    if link.issue is not None:
+        echo(f"issue: #{link.issue}")
+    if link.note:
+        echo(plain(f"forge: {link.note}"))
 
 
 def show(task_id: str, repo: Path | None = None, json_: bool = False) -> None:
@@ -172,13 +189,15 @@ def show(task_id: str, repo: Path | None = None, json_: bool = False) -> None:
             echo(textwrap.indent(asked, "  "))
     if task.usage != Usage() or task.budget != Budget():
         echo(f"spent: {describe(task.budget, task.usage)}")
+    if task.forge is not None:
+        _show_forge(task.forge)
     if task.lease is not None:
         left = task.lease.expires_at - time.time()
         at = datetime.fromtimestamp(task.lease.expires_at, UTC).strftime("%H:%M:%S UTC")
         echo(f"lease: {task.lease.owner}, token {task.lease.token}, expires {at} "
                    f"({f'in {left:.0f}s' if left >= 0 else f'{-left:.0f}s ago'})")
     shown = task.model_dump(mode="json", exclude={"id", "status", "subject", "todos", "plan",
-                                                  "lease", "wait", "waiting_for"},
+                                                  "lease", "wait", "waiting_for", "forge"},
                             exclude_defaults=True)
     for key, value in shown.items():
         if value not in (None, "", [], {}) and key != "description":

@@ -23,7 +23,11 @@ def _manager(repo: Path | None) -> Iterator[tuple[Workspaces, list[Task]]]:
 
     r = open_repo(repo)
     with open_board(r.layout, r.board) as board:
-        yield open_isolation(r.layout, r.config.worktree, board, actor="cli"), board.list()
+        from orchestrator.agent.sandbox import task_sandbox
+
+        box = task_sandbox(r.config, network=r.config.sandbox.network)  # re-created ones' setup
+        yield open_isolation(r.layout, r.config.worktree, board, actor="cli",
+                             sandbox=box), board.list()
 
 
 @app.command("worktrees")

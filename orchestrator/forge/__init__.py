@@ -35,6 +35,7 @@ from orchestrator.errors import ConfigError, RunError
 
 if TYPE_CHECKING:
     from orchestrator.config import ForgeConfig
+    from orchestrator.model import ForgeLink
 
 CiState = Literal["none", "pending", "success", "failure"]
 MAX_TEXT = 20_000
@@ -185,3 +186,22 @@ def open_forge(config: ForgeConfig, root: Path, *, transport: Any = None) -> For
 
     return GitHubForge(config.repo, find_token(config.token_file, root), api_url=config.api_url,
                        transport=transport)
+
+
+def pull_request(link: ForgeLink | None) -> dict[str, Any] | None:
+    """A task's pull request as every face gives it (``list --json``, ``review --json``, MCP,
+    the web board); None when it has none."""
+    if link is None or (link.pr is None and link.issue is None):
+        return None
+    url = link.url if link.url and link.url.startswith(("https://", "http://")) else None
+    return {"number": link.pr, "url": url, "state": link.state, "ci": link.ci,
+            "issue": link.issue, "problem": link.note}
+
+
+def pull_request_cell(pr: dict[str, Any] | None) -> str:
+    """``#12 CI failure`` (a table cell) from `pull_request`'s dict; empty without one."""
+    if pr is None or pr["number"] is None:
+        return ""
+    if pr["state"] in ("merged", "closed"):
+        return f"#{pr['number']} {pr['state']}"
+    return f"#{pr['number']} CI {pr['ci']}" if pr["ci"] != "none" else f"#{pr['number']}"

@@ -26,6 +26,7 @@ from orchestrator.board import open_board
 from orchestrator.budget import describe, make_budget
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import InvalidInput, OrchestratorError
+from orchestrator.forge import pull_request
 from orchestrator.mcp.handshake import INSTRUCTIONS, SERVER_NAME, FirstLine
 from orchestrator.model import Status, Task
 from orchestrator.record import describe_error
@@ -73,7 +74,8 @@ def _summary(task: Task, problems: dict[str, str]) -> dict[str, Any]:
            "priority": task.priority, "blocked_by": task.blocked_by, "owner": task.owner,
            "branch": task.branch, "attempts": task.attempts,
            "spent": describe(task.budget, task.usage),
-           "wait": None if task.wait is None else as_dict(task.wait, task.id)}
+           "wait": None if task.wait is None else as_dict(task.wait, task.id),
+           "pull_request": pull_request(task.forge)}
     if task.id in problems:
         row["problem"] = problems[task.id]
     return row
@@ -134,7 +136,8 @@ def build_server(repo: Repo) -> tuple[MCPServer, ControlPlane]:
         board.intake()
         task = board.get(str(id))
         return {**to_jsonable(task), "problem": board.problems().get(task.id),
-                "wait": None if task.wait is None else as_dict(task.wait, task.id)}
+                "wait": None if task.wait is None else as_dict(task.wait, task.id),
+                "pull_request": pull_request(task.forge)}
 
     @server.tool()
     @_tool_errors

@@ -48,6 +48,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from orchestrator.agent.sandbox import task_sandbox
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
@@ -70,6 +71,7 @@ from orchestrator.review.merging import (
     rebase_onto,
 )
 from orchestrator.review.retrying import retry_task
+from orchestrator.secrets import safe_env
 from orchestrator.waits import LandRejected, MergeConflict, Wait
 from orchestrator.worktree.names import check_branch
 
@@ -343,10 +345,12 @@ class Queue:
         with its output when it fails. Returns the seconds it took."""
         _checkout(self.tree, commit)
         log = self.board.logs.writer(ids[0], actor=self.actor)
-        env = {**os.environ, "ORCH_TASK_ID": ids[0], "ORCH_LAND_TASKS": " ".join(ids),
-               "ORCH_WORKTREE": str(self.tree), "ORCH_LAND": "1"}
+        env = {**safe_env(os.environ, self.config.agent.pass_env), "ORCH_TASK_ID": ids[0],
+               "ORCH_LAND_TASKS": " ".join(ids), "ORCH_WORKTREE": str(self.tree),
+               "ORCH_LAND": "1"}
         checks = run_checks(self.verify, cwd=self.tree, env=env, log=log,
-                            timeout=self.config.team.verify_timeout, stop=self.stop)
+                            timeout=self.config.team.verify_timeout, stop=self.stop,
+                            sandbox=task_sandbox(self.config))
         if checks["stopped"]:
             self.report.stopped = True
             raise _Stopped

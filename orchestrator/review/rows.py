@@ -17,6 +17,7 @@ from orchestrator.budget import describe
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError
+from orchestrator.forge import pull_request
 from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task
@@ -102,6 +103,7 @@ def _row(task: Task, now: float) -> dict[str, Any]:
         "tokens": task.usage.input_tokens + task.usage.output_tokens,
         "attempts": task.attempts, "feedback": task.feedback,
         "age_seconds": _since(task.updated_at, now),
+        "pull_request": pull_request(task.forge),
     }
 
 

@@ -196,9 +196,12 @@ class Lead:
         self.tick()
 
     def reconcile(self) -> None:
+        from orchestrator.agent.sandbox import task_sandbox
         from orchestrator.worktree import open_isolation
 
-        manager = open_isolation(self.layout, self.config.worktree, self.board)
+        manager = open_isolation(
+            self.layout, self.config.worktree, self.board,
+            sandbox=task_sandbox(self.config, network=self.config.sandbox.network))
         report = manager.reconcile(self.board.list())
         self.log.info("worktrees reconciled", report=_plain(report))
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import budget, delivery, waits
+from orchestrator.agent.sandbox import task_sandbox
 from orchestrator.backends import load_backend
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
@@ -50,7 +51,7 @@ from orchestrator.logging import configure, get_logger
 from orchestrator.model import Status, Task, Usage, utcnow
 from orchestrator.prompting import reason_line, task_env
 from orchestrator.protocols import Backend, RunContext, Workspace
-from orchestrator.secrets import redact
+from orchestrator.secrets import redact, safe_env
 from orchestrator.settings.live import LiveConfig
 from orchestrator.team import status
 from orchestrator.team.claim import Claim
@@ -109,7 +110,9 @@ class Teammate:
         protect_process()  # the parent of its tools: no secrets in its /proc (forked: done)
         self.waker.install_signals()
         self.board = open_board(self.layout, self.config.board, actor=self.name)
-        self.isolation = open_isolation(self.layout, self.config.worktree, self.board)
+        self.isolation = open_isolation(
+            self.layout, self.config.worktree, self.board,
+            sandbox=task_sandbox(self.config, network=self.config.sandbox.network))
         self.isolation.prepare()
         self.remote = Remote.for_config(self.layout.root, self.config)
         self.waker.follow_board(self.board, self.config.board.rescan_seconds)
@@ -394,9 +397,11 @@ class Teammate:
                 fields["session_id"] = result.session_id
             if not self.config.team.verify:
                 break
-            checks = run_checks(self.config.team.verify, cwd=ws.path, env=task_env(ctx),
+            env = safe_env(task_env(ctx), self.config.agent.pass_env)  # checks hold no key
+            checks = run_checks(self.config.team.verify, cwd=ws.path, env=env,
                                 log=tlog, timeout=self.config.team.verify_timeout,
-                                stop=self.cold)  # a warm stop lets the checks finish
+                                stop=self.cold,  # a warm stop lets the checks finish
+                                sandbox=task_sandbox(self.config))
             if claim.lost:
                 return
             if checks["stopped"]:

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from orchestrator.adding import labels_of
+from orchestrator.forge import pull_request
 from orchestrator.model import Status, Task, column_of
 
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -48,7 +49,7 @@ def card(task: Task, problems: dict[str, str], now: float | None = None) -> dict
         "waiting": task.wait.label if task.wait else None,
         "wait_text": task.wait.text if task.wait else "", "problem": problems.get(task.id),
         "labels": labels_of(task), "error": (task.error or "").splitlines()[0][:200]
-        if task.error else "",
+        if task.error else "", "pr": pull_request(task.forge),
     }
 
 

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from orchestrator.config import WorktreeConfig
 from orchestrator.controlplane import ControlPlane
@@ -18,6 +18,9 @@ from orchestrator.protocols import Isolation
 from orchestrator.worktree.hooks import HookIsolation
 from orchestrator.worktree.manager import WorktreeManager, binding
 from orchestrator.worktree.reconcile import GcReport, ReconcileReport
+
+if TYPE_CHECKING:
+    from orchestrator.agent.sandbox import Sandbox
 
 
 @runtime_checkable
@@ -44,12 +47,12 @@ class Workspaces(Isolation, Protocol):
 
 
 def open_isolation(layout: Layout, config: WorktreeConfig, board: ControlPlane | None = None, *,
-                   actor: str = "worktree") -> Workspaces:
+                   actor: str = "worktree", sandbox: Sandbox | None = None) -> Workspaces:
     """The configured isolation backend: hooks when ``create_command`` is set, else git
-    worktrees."""
+    worktrees; setup commands run in ``sandbox`` (the tasks')."""
     if config.create_command:
-        return HookIsolation(layout, config, board, actor=actor)
-    return WorktreeManager(layout, config, board, actor=actor)
+        return HookIsolation(layout, config, board, actor=actor, sandbox=sandbox)
+    return WorktreeManager(layout, config, board, actor=actor, sandbox=sandbox)
 
 
 __all__ = [

@@ -36,7 +36,7 @@ import subprocess
 import tarfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.beneath import read_beneath, write_beneath
 from orchestrator.config import WorktreeConfig
@@ -57,6 +57,9 @@ from orchestrator.worktree.reconcile import GcReport, ReconcileReport, disk_use
 from orchestrator.worktree.safety import MAX_NAMED, MAX_TASK_REF, TASK_REF, dirty_paths
 from orchestrator.worktree.setup import PortBlocks, run_setup
 
+if TYPE_CHECKING:
+    from orchestrator.agent.sandbox import Sandbox
+
 REGISTRY = "workspaces.json"
 
 
@@ -64,7 +67,9 @@ class HookIsolation:
     """Workspaces from ``create_command`` / ``remove_command`` (implements `Isolation`)."""
 
     def __init__(self, layout: Layout, config: WorktreeConfig, board: ControlPlane | None = None,
-                 *, actor: str = "worktree") -> None:
+                 *, actor: str = "worktree", sandbox: Sandbox | None = None) -> None:
+        self.sandbox = sandbox
+        """Where setup commands run (the task's sandbox); None: on the host."""
         if not config.create_command:
             raise NotFound("hook isolation needs worktree.create_command")
         self.layout = layout
@@ -141,7 +146,7 @@ class HookIsolation:
                          isolation="hooks", reused=reused, port_base=port, **extra)
         if self.config.setup and not rec.get("setup"):
             run_setup(self.config.setup, path, ws.env, self.config.setup_timeout,
-                      self.plane.logs.writer(task.id, "setup"), task.id)
+                      self.plane.logs.writer(task.id, "setup"), task.id, self.sandbox)
             self._update(task.id, setup=True)
         return ws
 

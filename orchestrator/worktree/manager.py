@@ -26,7 +26,7 @@ import contextlib
 import glob
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.beneath import write_beneath
 from orchestrator.config import WorktreeConfig
@@ -45,6 +45,9 @@ from orchestrator.worktree.reconcile import GcReport, ReconcileReport
 from orchestrator.worktree.registry import Record, Registry, in_namespace
 from orchestrator.worktree.setup import PortBlocks, copy_included, keep_ignored, run_setup
 from orchestrator.worktree.stacked import kept_blockers, merge_branches
+
+if TYPE_CHECKING:
+    from orchestrator.agent.sandbox import Sandbox
 
 SETUP_MARKER = "orchestrator-setup-done"
 """Written into the worktree's git dir once its setup commands succeeded."""
@@ -68,7 +71,9 @@ class WorktreeManager:
     """Git worktrees under `Layout.worktree_root`, one per task (implements `Isolation`)."""
 
     def __init__(self, layout: Layout, config: WorktreeConfig, board: ControlPlane | None = None,
-                 *, actor: str = "worktree") -> None:
+                 *, actor: str = "worktree", sandbox: Sandbox | None = None) -> None:
+        self.sandbox = sandbox
+        """Where setup commands run (the task's sandbox); None: on the host."""
         self.layout = layout
         self.config = config
         self.board = board
@@ -484,7 +489,7 @@ class WorktreeManager:
         if marker.exists():
             return
         run_setup(self.config.setup, ws.path, ws.env, self.config.setup_timeout,
-                  self.plane.logs.writer(ws.task_id, "setup"), ws.task_id)
+                  self.plane.logs.writer(ws.task_id, "setup"), ws.task_id, self.sandbox)
         write_beneath(git_dir, SETUP_MARKER, "ok\n")  # the admin folder is the agent's too
 
     def _write_task_ref(self, ws: Workspace) -> None:

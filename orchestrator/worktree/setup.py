@@ -19,12 +19,17 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import InvalidInput, RunError
 from orchestrator.fsutil import atomic_write
 from orchestrator.git import Git
 from orchestrator.protocols import TaskLogger
+from orchestrator.secrets import safe_env
 from orchestrator.worktree.lock import RepoLock
+
+if TYPE_CHECKING:
+    from orchestrator.agent.sandbox import Sandbox
 
 INCLUDE_FILE = ".worktreeinclude"
 MAX_PORT = 65535
@@ -100,16 +105,25 @@ def keep_ignored(main: Path, worktree: Path, ignored: Sequence[str], skip: set[s
 
 
 def run_setup(commands: Sequence[str], cwd: Path, env: Mapping[str, str], timeout: float,
-              log: TaskLogger, task_id: str) -> None:
+              log: TaskLogger, task_id: str, sandbox: Sandbox | None = None) -> None:
     """Run each shell command in ``cwd``; the first failure or timeout raises `RunError`.
 
     Every command runs in its own process group, which is killed when the command
-    ends: setup prepares the worktree, it does not leave services running.
+    ends: setup prepares the worktree, it does not leave services running. With an
+    enabled ``sandbox`` (the task's: setup runs what the worktree holds, e.g. a
+    ``package.json``'s scripts) each runs inside it, with no secret in its environment.
     """
+    from orchestrator.agent.sandbox import Sandbox  # the sandbox's git rules import worktree/
+
+    full = {**os.environ, **env}
+    if sandbox is not None and sandbox.enabled:
+        full = safe_env(full)
+    box = sandbox if sandbox is not None else Sandbox(enabled=False)
     for cmd in commands:
-        with tempfile.TemporaryFile(mode="w+", errors="replace") as out:
+        with tempfile.TemporaryFile(mode="w+", errors="replace") as out, \
+                box.session(["/bin/sh", "-c", cmd], cwd, full) as run:
             proc = subprocess.Popen(
-                cmd, shell=True, cwd=cwd, env={**os.environ, **env}, stdin=subprocess.DEVNULL,
+                run.argv, cwd=cwd, env=full, stdin=subprocess.DEVNULL,
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True, text=True,
             )
             try:

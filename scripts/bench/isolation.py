@@ -1,11 +1,20 @@
-"""What issue 16's protections cost per task; prints each figure beside its goal.
+"""What isolation costs (issues 16 and 29); prints each figure beside its goal.
 
     .venv/bin/python scripts/bench/isolation.py [--runs N]
 
-- bash in the bubblewrap sandbox in a task worktree, per command: with git confined
-  (`orchestrator.agent.git_confine`: private branch ref carried back, read-only git
-  folder) against the older rule (the whole git folder writable), for a command
-  that does not touch git and for one that commits;
+Issue 29, for each runner (bubblewrap; the container runner is not built, see below):
+
+- per sandboxed command: `true` through `Sandbox.session` against the same command on
+  the host (today's checks, setup and CLI backends ran there) — goal ≤ 50 ms;
+- per task, against a 30-second task (goal ≤ 10 %, 3 s): the sandbox start of the
+  backend's run and of its checks (two sandboxed commands), the object import of one
+  commit the run made (a committing command minus a plain one: the pack made in the
+  sandbox, `index-pack --strict` into the quarantine, the move, `update-ref`), and the
+  credential proxy (start, one proxied request minus the same request made directly,
+  stop) against the loopback model stand-in;
+
+and issue 16's figures:
+
 - `protect_process` (non-dumpable + secrets overwritten in the environment block),
   once per process, in a fresh process;
 - the secret scan of `commit_leftovers` (one `git diff --cached --name-only` and a
@@ -17,6 +26,8 @@
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import os
 import statistics
 import subprocess
@@ -28,9 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from orchestrator.agent.base import ToolContext
 from orchestrator.agent.sandbox import Sandbox, _probe, safe_env
-from orchestrator.agent.tools.shell import BashTool
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,11 +63,48 @@ def line(what: str, value: float, goal: float) -> None:
     print(f"{mark} {what}: {value:.1f} ms (goal ≤ {goal:g} ms)")
 
 
-class OldSandbox(Sandbox):
-    """The rule before issue 16: no git confinement (the whole git folder writable)."""
+def host_ms(cwd: Path, env: dict[str, str], runs: int) -> float:
+    return median_ms(lambda: subprocess.run(["/bin/sh", "-c", "true"], cwd=cwd, env=env,
+                                            check=True), runs)
 
-    def confine_git(self, cwd: Path) -> None:  # type: ignore[override]
-        return None
+
+def sandboxed_ms(box: Sandbox, cwd: Path, env: dict[str, str], command: str,
+                 runs: int) -> float:
+    def once() -> None:
+        with box.session(["/bin/sh", "-c", command], cwd, env) as run:
+            subprocess.run(run.argv, cwd=cwd, env=env, check=True)
+        assert run.note is None, run.note
+    return median_ms(once, runs)
+
+
+def post(url: str, key: str) -> None:
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("POST", "/v1/messages", body=json.dumps(
+        {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}),
+        headers={"x-api-key": key, "content-type": "application/json"})
+    assert conn.getresponse().read()
+    conn.close()
+
+
+def proxy_ms(runs: int) -> float:
+    """Start a proxy, send one request through it, stop it; minus the direct request."""
+    from orchestrator.agent.credproxy import CredentialProxy
+    from tests.loopback import LoopbackAPI
+
+    with LoopbackAPI() as api:
+        def direct() -> None:
+            api.reply("x")
+            post(api.url, "sk-ant-bench-0123456789")
+
+        def proxied() -> None:
+            api.reply("x")
+            proxy = CredentialProxy(api.url, "sk-ant-bench-0123456789").start()
+            try:
+                post(proxy.url, proxy.token)
+            finally:
+                proxy.close()
+        return median_ms(proxied, runs) - median_ms(direct, runs)
 
 
 def main() -> int:
@@ -77,24 +123,25 @@ def main() -> int:
         wt = repo / ".worktrees" / "task_001"
         git(repo, "worktree", "add", "-q", "-b", "task/001-x", str(wt))
         if _probe()[1] is None:
-            for name, box in (("confined", Sandbox(enabled=True)),
-                              ("older rule", OldSandbox(enabled=True))):
-                ctx = ToolContext(cwd=wt, env=safe_env(env), services={"sandbox": box})
-                tool = BashTool()
-                plain = median_ms(lambda ctx=ctx, tool=tool: tool.run({"command": "true"}, ctx),
-                                  args.runs)
-                commit = median_ms(lambda ctx=ctx, tool=tool: tool.run(
-                    {"command": "git commit -q --allow-empty -m x"}, ctx), args.runs)
-                print(f"  bash `true` ({name}): {plain:.1f} ms; `git commit` ({name}): "
-                      f"{commit:.1f} ms")
-                if name == "confined":
-                    confined = (plain, commit)
-                else:
-                    line("git confinement, per command (confined - older rule)",
-                         confined[0] - plain, 10)
-                    line("git confinement, per committing command", confined[1] - commit, 25)
+            box = Sandbox.detect("on")
+            plain_env = safe_env(env)
+            host = host_ms(wt, plain_env, args.runs)
+            boxed = sandboxed_ms(box, wt, plain_env, "true", args.runs)
+            print(f"  bwrap: `true` on the host {host:.1f} ms, in the sandbox {boxed:.1f} ms")
+            line("bwrap: per sandboxed command (sandbox - host)", boxed - host, 50)
+            committing = sandboxed_ms(
+                box, wt, plain_env, "git commit -q --allow-empty -m x", args.runs)
+            imported = committing - boxed
+            line("bwrap: object import of a run's commit, per task", imported, 250)
+            proxy = proxy_ms(args.runs)
+            line("credential proxy, per task (start + one request + stop - direct)", proxy, 50)
+            per_task = 2 * (boxed - host) + imported + proxy
+            line("bwrap: per task (2 sandbox starts + import + proxy) vs 10 % of a 30 s task",
+                 per_task, 3000)
+            print(f"  = {per_task / 300:.2f} % of a 30-second task")
         else:
             print(f"- bubblewrap unusable here ({_probe()[1]}): sandbox figures skipped")
+        print("- podman/docker runner: not built (issue 29 item 5 left open), no figures")
         probe = ("import time; t=time.perf_counter(); from orchestrator.secrets import "
                  "protect_process; protect_process(); print((time.perf_counter()-t)*1000)")
         out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, check=True,

@@ -60,21 +60,16 @@ class BashTool:
             return ToolResult("bash: empty command", is_error=True)
         timeout = float(args.get("timeout", self.default_timeout))
         argv = [shutil.which("bash", path=ctx.env.get("PATH")) or "/bin/bash", "-c", command]
-        sandbox = ctx.sandbox
-        git = None
-        if isinstance(sandbox, Sandbox):
-            git = sandbox.confine_git(ctx.cwd)
-            argv = sandbox.wrap(argv, ctx.cwd, git)
-        try:
+        sandbox = ctx.sandbox if isinstance(ctx.sandbox, Sandbox) else Sandbox(enabled=False)
+        with sandbox.session(argv, ctx.cwd, dict(ctx.env)) as run:
             try:
-                proc = subprocess.Popen(argv, cwd=ctx.cwd, env=dict(ctx.env),
+                proc = subprocess.Popen(run.argv, cwd=ctx.cwd, env=dict(ctx.env),
                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, start_new_session=True)
             except OSError as exc:
                 return ToolResult(f"bash: cannot start: {exc}", is_error=True)
             output, timed_out = _collect(proc, timeout)
-        finally:
-            note = git.finish() if git is not None else None
+        note = run.note
         if note:
             output = f"{output.rstrip()}\n{note}".lstrip()
         code = proc.returncode

@@ -16,8 +16,12 @@ conversation (``--resume``) in the same worktree; each ``tool_use`` is a
 Permissions come from orchestrator's own rules (`PermissionGate.from_sources`):
 allow → ``--allowedTools``, deny → ``--disallowedTools``, ask → ``--settings``
 (in ``-p`` mode an ask is a denial). ``bypassPermissions`` as root, which Claude
-Code refuses, becomes ``acceptEdits`` with every built-in tool allowed. Claude
-Code's Bash runs unsandboxed, so unless ``agent.allow_unsandboxed_bash`` is set
+Code refuses, becomes ``acceptEdits`` with every built-in tool allowed. The CLI
+runs in the task's sandbox (`orchestrator.agent.sandbox.backend_sandbox`, unless
+``sandbox.backends`` is off) with a credential proxy's token in place of the key
+(`orchestrator.agent.credproxy`). Its Bash is still treated as unconfined
+(the rule predates the sandbox and asks more, never less): unless
+``agent.allow_unsandboxed_bash`` is set
 neither ``bypassPermissions`` nor a bare ``Bash`` rule allows it (a ``Bash(...)``
 rule with a specifier does): it asks, like the built-in bash without a sandbox. A run
 that ends with denied tools sends each one to the lead as a permission request
@@ -38,7 +42,16 @@ puts them together as the backend.
 
 from __future__ import annotations
 
-from orchestrator.backends.claude_code.config import budget, config_dir, mcp_args, permission_args
+from orchestrator.agent.credproxy import is_proxied, run_env
+from orchestrator.agent.sandbox import backend_sandbox
+from orchestrator.backends.claude_code.config import (
+    budget,
+    config_dir,
+    linked_files,
+    mcp_args,
+    mcp_paths,
+    permission_args,
+)
 from orchestrator.backends.claude_code.process import (
     INSTALL_HINT,
     Session,
@@ -96,7 +109,14 @@ class ClaudeCodeBackend:
         except (OrchestratorError, OSError) as exc:
             return self._fail(ctx, f"claude-code: {exc}", retry=False)
         env.update(session_env(cdir))
-        return Session(self.config, ctx, base, rules["allow"], rules["deny"], env, cdir).run()
+        box = backend_sandbox(self.config, binary, [cdir.parent])
+        sandboxed = box is not None and box.enabled
+        with run_env(env, self.config.agent.pass_env, sandboxed=sandboxed) as env:
+            if box is not None:  # the person's settings linked in; their login only unproxied
+                box = box.with_(files=[*linked_files(cdir, login=not is_proxied(env)),
+                                       *mcp_paths(cdir)])
+            return Session(self.config, ctx, base, rules["allow"], rules["deny"], env, cdir,
+                           sandbox=box).run()
 
     def _fail(self, ctx: RunContext, error: str, *, retry: bool,
               usage: Usage | None = None) -> RunResult:

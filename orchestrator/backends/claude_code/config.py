@@ -93,6 +93,20 @@ def config_dir(layout: Layout, config: Config, teammate: str,
     return mine
 
 
+def linked_files(cdir: Path, *, login: bool) -> list[str]:
+    """What the person's files linked into ``cdir`` point at (for the sandbox to bind
+    read-only); their login (``.credentials.json``) only with ``login`` — when the run
+    has a proxy's token it needs none."""
+    found = []
+    for name in USER_FILES:
+        link = cdir / name
+        if link.is_symlink() and (login or name != ".credentials.json"):
+            target = link.resolve()
+            if target.exists():
+                found.append(str(target))
+    return found
+
+
 def _link(path: Path, target: Path) -> None:
     """Point ``path`` at ``target``; an existing regular file (Claude Code's own) is kept."""
     if path.is_symlink():
@@ -127,6 +141,24 @@ def mcp_args(config: Config, worktree: Path, into: Path) -> list[str]:
     atomic_write(path, json.dumps({"mcpServers": servers}, indent=2).encode())
     path.chmod(0o600)  # expanded ${VAR}s may be secrets
     return ["--mcp-config", str(path), "--strict-mcp-config"]
+
+
+def mcp_paths(cdir: Path) -> list[str]:
+    """The existing absolute paths the MCP config written in ``cdir`` names (servers'
+    programs, arguments, folders): bound read-only into the sandbox, where the CLI
+    starts them. The person's configuration (not the agent's) names them."""
+    try:
+        servers = json.loads((cdir / "mcp.json").read_text())["mcpServers"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    found = []
+    for entry in servers.values() if isinstance(servers, dict) else []:
+        words = [entry.get("command"), entry.get("cwd"), *(entry.get("args") or [])] \
+            if isinstance(entry, dict) else []
+        for w in words:
+            if isinstance(w, str) and os.path.isabs(w) and os.path.exists(w):
+                found.append(w)
+    return found
 
 
 def budget(task: Task, config: Config) -> tuple[int, float | None]:

@@ -18,6 +18,7 @@ from orchestrator import budget as budgets
 from orchestrator import delivery
 from orchestrator.agent.base import PermissionAsked, Stopped
 from orchestrator.agent.progress import ProgressWatch
+from orchestrator.agent.sandbox import Sandbox
 from orchestrator.backends.claude_code.config import mcp_args, permission_args
 from orchestrator.backends.claude_code.stream import ClaudeStream, Denial
 from orchestrator.config import Config
@@ -85,6 +86,8 @@ class Session:
     denied: list[str]
     env: dict[str, str]
     cdir: Path
+    sandbox: Sandbox | None = None
+    """Where each turn of the CLI runs (None: on the host, `sandbox.backends` off)."""
     spent: Usage = field(default_factory=Usage)
     watch: ProgressWatch = field(default_factory=lambda: ProgressWatch(0, 0, 0))
     """Shared by every run of the session: told once, stopped the next time."""
@@ -166,7 +169,8 @@ class Session:
         res = run_streamed(
             f"{shlex.join(argv)} < {shlex.quote(str(prompt_file))}", cwd=ctx.workspace.path,
             env=self.env, log=stream, timeout=ctx.timeout or self.config.team.task_timeout,
-            stop=stream.halt, on_start=ctx.on_process_start, log_limit=None)
+            stop=stream.halt, on_start=ctx.on_process_start, log_limit=None,
+            sandbox=self.sandbox)
         stream.close()
         prompt_file.unlink(missing_ok=True)
         ctx.log.write("backend_finished", backend="claude-code", result=res.describe(),
