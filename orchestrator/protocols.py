@@ -51,8 +51,11 @@ class Isolation(Protocol):
         """Create (or reuse, when it exists) the task's workspace and run its setup."""
         ...
     def keep(self, task: Task) -> None: ...
-    def remove(self, task: Task, *, force: bool = False) -> str | None:
-        """Fail-closed removal; with ``force`` a snapshot ref is saved first and returned."""
+    def remove(self, task: Task, *, force: bool = False,
+               keep_commits: bool = False) -> str | None:
+        """Fail-closed removal; with ``force`` a snapshot ref is saved first and returned.
+        ``keep_commits``: committed work not in the base is no reason to refuse: it is kept
+        under the snapshot ref (a discard of reviewed work); uncommitted work still is."""
         ...
     def prepare(self) -> None:
         """One-time look-ups a long-lived user (a teammate) does at start-up, so that they

@@ -3,6 +3,10 @@
     .venv/bin/python scripts/chaos.py --tasks 200 --teammates 4 [--mate-kills 10]
         [--lead-kills 2] [--stops 1] [--restarts 1] [--lease 3] [--seed N] [--json]
         [--board postgresql://…|auto] [--db-restarts N] [--machine-kills N]
+    .venv/bin/python scripts/chaos.py --machines 3 --teammates 2 --tasks 200 [--outage 30]
+
+``--machines N`` runs N clones of one bare remote on one PostgreSQL board (a throwaway
+cluster) and injects the faults of a team across machines: see `scripts.chaos_machines`.
 
 ``--board`` runs the team on a PostgreSQL board (``auto``: a throwaway cluster started
 from the Debian binaries, which also allows ``--db-restarts``: the database is stopped
@@ -93,6 +97,8 @@ class Driver:
         self.cluster = cluster
         """A throwaway PostgreSQL cluster this run may restart (``--board auto``)."""
         self.n_tasks = n_tasks
+        self.max_attempts = 10
+        """Each task's max_attempts (they are made here, not by the team)."""
         self.ids: list[str] = []
         self.backlog = 3 * n_mates
         """Tasks are fed as the team works, keeping this many unfinished, so the team never
@@ -154,7 +160,7 @@ class Driver:
         more = min(self.n_tasks - len(self.ids), self.backlog - (len(self.ids) - done))
         if more > 0:
             self.ids += add_tasks(self.repo, more, first=len(self.ids),
-                                  config=self.board_config)
+                                  config=self.board_config, max_attempts=self.max_attempts)
         return done
 
     # --- faults ---------------------------------------------------------------------
@@ -295,6 +301,7 @@ def run(repo: Path, *, n_tasks: int, n_mates: int, mate_kills: int, lead_kills: 
     command = f"{WRITE_OWN_FILE}; sleep {task_seconds}"
     board = BoardConfig(url=board_url) if board_url else None
     drv = Driver(repo, n_tasks, n_mates, env, command, rng, say, board, cluster)
+    drv.max_attempts = max_attempts
     drv.progress()  # the first tasks
     plan = ["mate"] * mate_kills + ["lead"] * lead_kills + ["stop"] * stops \
         + ["restart"] * restarts + ["db"] * db_restarts + ["machine"] * machine_kills
@@ -507,8 +514,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--machine-kills", type=int, default=None,
                     help="kill -9 of every process of the machine at once (default 1 with "
                          "--board, 0 without)")
+    ap.add_argument("--machines", type=int, default=None,
+                    help="N clones of one remote on one PostgreSQL board (a throwaway "
+                         "cluster), with the faults of a team across machines")
+    ap.add_argument("--outage", type=float, default=30.0,
+                    help="--machines: how long PostgreSQL is down (the remote refuses pushes "
+                         "and the disk is full for a third of it)")
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    if args.machines:
+        from scripts import chaos_machines
+
+        res = chaos_machines.run(
+            n_machines=args.machines, mates=args.teammates, n_tasks=args.tasks,
+            lease=args.lease, task_seconds=args.task_seconds, max_attempts=args.max_attempts,
+            outage=args.outage, seed=seed, say=(lambda _: None) if args.json else print)
+        print(json.dumps(res, indent=1, default=str) if args.json
+              else chaos_machines.report(res))
+        return 0 if res["ok"] else 1
     cluster = None
     url = args.board
     if url == "auto":

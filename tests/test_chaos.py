@@ -112,3 +112,26 @@ def test_event_status_follows_every_status_changing_event() -> None:
     assert event_status({"event": "lease_expired", "status": "failed"}) == "failed"
     assert event_status({"event": "task_status", "to": "review"}) == "review"
     assert event_status({"event": "commit"}) is None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_chaos_across_three_machines_every_branch_on_the_remote_once(tmp_path: Path) -> None:
+    """`--machines`: three clones on one PostgreSQL board, one of each fault (a machine
+    killed, one stopped past its leases, the database restarted and down, the remote
+    refusing pushes, a full disk, a clock 5 minutes off)."""
+    pytest.importorskip("psycopg")
+    from tests.pg import pg_bin
+
+    if pg_bin() is None:
+        pytest.skip("PostgreSQL is not installed")
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "chaos.py"), "--machines", "3", "--teammates",
+         "2", "--tasks", "24", "--lease", "3", "--outage", "6", "--seed", "3", "--json"],
+        capture_output=True, text=True, timeout=380, check=False)
+    assert res.stdout, res.stderr
+    out = json.loads(res.stdout)
+    assert out["ok"] and res.returncode == 0, out["total"]
+    assert [f["fault"] for f in out["faults"]] and {f["fault"] for f in out["faults"]} == {
+        "kill", "stop", "db-restart", "db-outage", "remote-ro", "disk-full", "clock"}
+    assert all(f["lost"] == f["twice"] == f["stale_accepted"] == 0 for f in out["faults"])

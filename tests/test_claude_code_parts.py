@@ -140,7 +140,9 @@ def test_the_projects_mcp_servers_go_to_a_private_mcp_config_file(tmp_path: Path
     assert servers["api"]["headers"] == {"Authorization": "Bearer s3cret"}
     assert "broken" not in servers
     assert oct((into / "mcp.json").stat().st_mode & 0o777) == "0o600"
-    assert mcp_args(c, tmp_path / "cfg", into) == []  # no servers: no flags
+    # no servers: still strict, so the worktree's own .mcp.json is never read
+    assert mcp_args(c, tmp_path / "cfg", into) == args
+    assert json.loads((into / "mcp.json").read_text()) == {"mcpServers": {}}
 
 
 def test_turns_and_dollars_come_from_the_task_then_the_config(claim: ClaimFn  # noqa: F811

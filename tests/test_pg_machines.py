@@ -225,6 +225,28 @@ def test_diff_discard_retry_approve_deny_plan_and_mcp_on_a_postgresql_board(
     assert kinds["plan_written"] == 1 and kinds["task_cancelled"] == 1
 
 
+def test_teammates_share_psycopg_and_libpq_loaded_by_the_spawner_before_it_forks(
+        tmp_path: Path, pg_board_url: str) -> None:
+    """A PostgreSQL teammate does not load its own copy of the driver: the spawner has
+    imported psycopg (and so mapped libpq) before it forks them, so their pages are shared."""
+    _, (clone,) = machines(tmp_path, pg_board_url, 1)
+    lead = up(clone, "-n", "2", "--command", "true")
+    try:
+        with open_board(Layout.at(clone), BoardConfig(url=pg_board_url)) as board:
+            deadline = time.monotonic() + 60
+            while {getattr(board.team.get(n), "state", None) for n in ("alice", "bob")} \
+                    != {"idle"}:
+                assert time.monotonic() < deadline, "the teammates did not start"
+                time.sleep(0.1)
+        [spawner] = [p for p in child_pids(lead.pid)
+                     if Path(f"/proc/{p}/comm").read_text().strip() == "orch-spawner"]
+        assert "libpq" in Path(f"/proc/{spawner}/maps").read_text()
+    finally:
+        lead.send_signal(signal.SIGTERM)
+        out = lead.communicate(timeout=60)[0]
+    assert lead.returncode == 0, out
+
+
 @pytest.mark.timeout(200)
 def test_down_stops_this_machines_team_and_down_all_every_machines(
         tmp_path: Path, pg_board_url: str) -> None:
@@ -299,3 +321,67 @@ def test_a_full_disk_on_one_machine_hands_its_task_to_another_without_an_attempt
         assert "Traceback" not in out_a
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+@pytest.mark.timeout(300)
+def test_land_pushes_what_it_merged_and_a_refused_push_leaves_the_task_in_review(
+        tmp_path: Path, pg_board_url: str) -> None:
+    bare, (a,) = machines(tmp_path, pg_board_url, 1)
+    with open_board(Layout.at(a), BoardConfig(url=pg_board_url)) as board:
+        first, second = board.add("first"), board.add("second")
+    p = up(a, "--burst", "-n", "1", "--command", AGENT)
+    out = p.communicate(timeout=200)[0]
+    assert p.returncode == 0, out
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'main is frozen today' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    head = git(a, "rev-parse", "HEAD")
+
+    p = orch(a, "land", first.id, "--verify", "true")
+    assert p.returncode == 1, p.stdout + p.stderr
+    shown = json.loads(orch(a, "show", first.id, "--json").stdout)
+    assert shown["status"] == "review" and shown["wait"]["kind"] == "push_rejected"
+    assert "pre-receive hook declined" in shown["wait"]["reason"]
+    assert git(a, "rev-parse", "HEAD") == head  # moved back: main here is what the remote has
+    assert f"orchestrator land {first.id}" in orch(a, "status").stdout
+
+    hook.unlink()
+    p = orch(a, "land", "--all-reviewed", "--verify", "true")
+    assert p.returncode == 0, p.stdout + p.stderr
+    for t in (first, second):
+        assert git(bare, "show", f"main:{t.id}.txt").startswith("done by machine")
+        shown = json.loads(orch(a, "show", t.id, "--json").stdout)
+        assert shown["status"] == "merged" and shown["wait"] is None
+
+
+@pytest.mark.timeout(120)
+def test_a_command_agents_work_is_snapshotted_as_its_files_change(
+        tmp_path: Path, pg_board_url: str) -> None:
+    """With a 30 s lease the heartbeat pushes every 10 s; a change of the worktree is
+    pushed within a second or two of it."""
+    bare, (a,) = machines(tmp_path, pg_board_url, 1)
+    assert orch(a, "add", "slow").returncode == 0
+    team = up(a, "-n", "1", "--command", "sleep 2; echo one > a.txt; sleep 30")
+    try:
+        wip = "refs/orchestrator/wip/task_001"
+        deadline = time.monotonic() + 60
+        while "a.txt" not in git(bare, "ls-tree", "--name-only", wip) if git(
+                bare, "for-each-ref", wip) else True:
+            assert time.monotonic() < deadline, "no snapshot with a.txt was pushed"
+            time.sleep(0.2)
+        events = [json.loads(x) for x in orch(a, "events", "--json").stdout.splitlines()]
+        claimed = next(e for e in events if e["event"] == "task_claimed")
+        from datetime import datetime
+
+        took = (datetime.now().astimezone() - datetime.fromisoformat(
+            claimed["ts"].replace("Z", "+00:00"))).total_seconds()
+        assert took < 8, took  # 2 s of sleep, then a snapshot in ~1 s: not the 10 s beat
+    finally:
+        for _ in range(2):  # cold: the agent is killed
+            team.send_signal(signal.SIGINT)
+            time.sleep(0.2)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            team.communicate(timeout=30)
+        if team.poll() is None:
+            team.kill()
+            team.communicate()

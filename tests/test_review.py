@@ -19,7 +19,7 @@ from orchestrator.board import init_repo, open_board
 from orchestrator.board.eventlog import EventLog
 from orchestrator.cli import main
 from orchestrator.config import Config
-from orchestrator.errors import Conflict, InvalidInput, InvalidTransition, NotFound, UnsafeRemoval
+from orchestrator.errors import Conflict, InvalidInput, InvalidTransition, NotFound
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task
 from orchestrator.review import (
@@ -306,12 +306,11 @@ def test_discard_with_uncommitted_work_refuses_then_force_keeps_a_snapshot(repo:
         discard_task(layout, config, t.id)
 
 
-def test_discard_refuses_committed_unmerged_work_without_force(repo: Path) -> None:
+def test_discard_keeps_committed_unmerged_work_under_the_snapshot_ref(repo: Path) -> None:
+    """Reviewed work is on its branch: discarding it needs no --force, and loses nothing."""
     layout, config = lc(repo)
     t = keep(repo, "committed", {"c.txt": "c\n"})
-    with pytest.raises(UnsafeRemoval, match="1 commit"):
-        discard_task(layout, config, t.id)
-    res = discard_task(layout, config, t.id, force=True)
+    res = discard_task(layout, config, t.id)
     assert res.snapshot and git(repo, "show", f"{res.snapshot}:c.txt") == "c"
 
 

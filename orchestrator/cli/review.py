@@ -61,6 +61,10 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
                  f"{', '.join(merge['conflicts'])}")
         if row.get("error"):
             echo(f"! {row['error']}")
+        if row.get("stacked_on"):
+            echo(f"! {row['id']} is stacked on " + ", ".join(
+                f"{s['task']} ({s['status']})" for s in row["stacked_on"])
+                + f": merging it brings their changes too (merge {row['id']} --with-blockers)")
         for warning in row.get("warnings", []):
             echo(f"! {row['id']}: {warning}")
         land = row.get("land")
@@ -75,6 +79,7 @@ def diff(task_id: TaskArg,
          repo: RepoOpt = None, json_: JsonOpt = False) -> None:
     """The task's changes against its base: paged and coloured on a terminal, plain when piped."""
     from orchestrator.review import diff_text
+    from orchestrator.review.merging import stacked_note
 
     r = open_repo(repo)
     if json_:
@@ -85,6 +90,9 @@ def diff(task_id: TaskArg,
         return
     tty = sys.stdout.isatty()
     text = diff_text(r.layout, r.config, task_id, stat=stat, color=tty)
+    note = stacked_note(r.layout, r.config, task_id)
+    if note:  # on stderr: the diff on stdout stays a patch
+        typer.echo(f"note: {note}", err=True)
     if tty:
         page(text)
     else:
@@ -100,20 +108,27 @@ def merge(
     into: Annotated[str | None, typer.Option(
         "--into", metavar="BRANCH",
         help="Target branch (default: the one checked out in the main working tree).")] = None,
+    with_blockers: Annotated[bool, typer.Option(
+        "--with-blockers",
+        help="A task stacked on unmerged blockers: merge them first, in order.")] = False,
     repo: RepoOpt = None,
     json_: JsonOpt = False,
 ) -> None:
-    """Merge a reviewed task (checked with git merge-tree first; refused on conflicts)."""
+    """Merge a reviewed task (checked with git merge-tree first; refused on conflicts, and
+    when it is stacked on blockers that are not merged, unless --with-blockers)."""
     if squash and rebase:
         raise InvalidInput("--squash and --rebase exclude each other")
     from orchestrator.review import merge_task
 
     r = open_repo(repo)
     strategy = "squash" if squash else "rebase" if rebase else "merge"
-    result = merge_task(r.layout, r.config, task_id, strategy, into, actor="cli")
+    result = merge_task(r.layout, r.config, task_id, strategy, into, actor="cli",
+                        with_blockers=with_blockers)
     if json_:
         print_json(result)
         return
+    if result.blockers:
+        typer.echo(f"merged its blockers first: {', '.join(result.blockers)}")
     if result.added:
         typer.echo(f"merged {result.task.id} ({result.branch}) into {result.into} by "
                    f"{strategy}: {result.commit[:12]}")
@@ -148,11 +163,16 @@ def land(
     squash: Annotated[bool, typer.Option("--squash", help="One commit per task.")] = False,
     rebase: Annotated[bool, typer.Option(
         "--rebase", help="Rebase each branch onto the target, then fast-forward.")] = False,
+    unattended: Annotated[bool, typer.Option(
+        "--unattended", hidden=True, help="Started by the lead (up --land), not a person: "
+        "the named tasks do not count as named for control-file changes.")] = False,
     repo: RepoOpt = None,
     json_: JsonOpt = False,
 ) -> None:
     """Merge reviewed tasks one by one, each verified on its merge result before the target
-    moves (blockers first, then priority, then id)."""
+    moves (blockers first, then priority, then id). A task whose branch changes control
+    files (orchestrator.toml, .claude/, .mcp.json, .gitattributes, hooks, CI…) lands only
+    when named here, never with --all-reviewed or by up --land."""
     from orchestrator.review.landing import Outcome, land_tasks
 
     if squash and rebase:
@@ -174,7 +194,8 @@ def land(
 
     report = land_tasks(r.layout, r.config, task_ids or None, into=into, verify=verify,
                         retry=not no_retry, batch=batch, actor="cli", progress=show, stop=stop,
-                        strategy="squash" if squash else "rebase" if rebase else "merge")
+                        strategy="squash" if squash else "rebase" if rebase else "merge",
+                        named=() if unattended else task_ids or ())
     if json_:
         print_json(report.model_dump() | {"landed": report.landed,
                                           "rejected": report.rejected})

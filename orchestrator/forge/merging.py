@@ -6,13 +6,14 @@ answer is the refusal), and the task is then merged here as when someone merged 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict
 from orchestrator.forge import ForgeError, open_forge
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.model import Status
 from orchestrator.review.common import using_board
@@ -62,10 +63,13 @@ def merge_on_forge(layout: Layout, config: Config, task_id: str, strategy: str, 
 
 def land_on_forge(layout: Layout, config: Config, ids: Sequence[str] | None, *, strategy: str,
                   actor: str, board: ControlPlane | None,
-                  progress: Callable[[Outcome], None] | None) -> LandReport:
+                  progress: Callable[[Outcome], None] | None,
+                  named: Collection[str] = ()) -> LandReport:
     """``land`` on a forge board: each task's pull request merged through the forge in land
     order (blockers first); one the forge refuses stays in review with the reason, and the
-    tasks stacked on it are skipped."""
+    tasks stacked on it are skipped. One that changes control files and that no person
+    named (``named``) is skipped (`orchestrator.review.control`)."""
+    from orchestrator.review.control import describe_control, task_control_changes
     from orchestrator.review.landing import LandReport, Outcome, _selected, land_order
 
     started = time.monotonic()
@@ -75,8 +79,14 @@ def land_on_forge(layout: Layout, config: Config, ids: Sequence[str] | None, *, 
         failed: set[str] = set()
         for task in tasks:
             blocker = next((x for x in task.blocked_by if x in failed), None)
+            control = [] if blocker is not None or task.id in named else \
+                task_control_changes(Git(layout.root), task)
             if blocker is not None:
                 out = Outcome(task=task.id, result="skipped", reason=f"{blocker} did not land")
+                failed.add(task.id)
+            elif control:
+                out = Outcome(task=task.id, result="skipped",
+                              reason=describe_control(control, task.id))
                 failed.add(task.id)
             else:
                 try:

@@ -167,10 +167,14 @@ def build_server(repo: Repo) -> tuple[MCPServer, ControlPlane]:
         id: TaskId,
         strategy: Annotated[Literal["merge", "squash", "rebase"], Field(
             description="How the branch lands on the base branch.")] = "merge",
+        with_blockers: Annotated[bool, Field(
+            description="A task stacked on unmerged blockers: merge them first, in order.",
+            strict=True)] = False,
     ) -> dict[str, Any]:
-        """Merge a reviewed task's branch (refused when it would conflict)."""
+        """Merge a reviewed task's branch (refused when it would conflict, or when it is
+        stacked on unmerged blockers unless with_blockers)."""
         result = merge_task(layout, repo.config, board.get(str(id)).id, strategy,
-                            actor=ACTOR, board=board)
+                            actor=ACTOR, board=board, with_blockers=with_blockers)
         return {"result": to_jsonable(result)}
 
     @server.tool()

@@ -155,3 +155,33 @@ def diff_text(layout: Layout, config: Config, task_id: str, *, stat: bool = Fals
             tip = remote.remote_ref(task.branch)
     return diff_output(Git(layout.root), changes(Git(layout.root), task, tip_ref=tip),
                        stat=stat, color=color)
+
+
+def merged_text(layout: Layout, config: Config, task_id: str, *, stat: bool = False,
+                board: ControlPlane | None = None) -> tuple[str, dict[str, Any]]:
+    """What a merged task brought into its target, from its ``merged`` event (the branch is
+    gone by then): the diff of the merge commit against its first parent (``merge``,
+    ``squash``), else of the branch tip it landed against where it started. Returns the
+    diff and the event; `Conflict` when there is no merge to show."""
+    with using_board(layout, config, board, "cli") as b:
+        task = b.get(task_id)
+        merged = [e.to_dict() for e in b.events.read(task=task.id)
+                  if e.get("event") == "merged"]
+    if not merged:
+        raise Conflict(f"{task.id} is {task.status}: no merge of it is recorded")
+    event = merged[-1]
+    repo = Git(layout.root)
+    commit, tip = str(event.get("commit") or ""), str(event.get("tip") or "")
+    parents = repo.run("rev-list", "--parents", "-n", "1", commit, check=False).stdout.split()
+    if len(parents) >= 2 and event.get("strategy") in ("merge", "squash", "forge"):
+        old, new = parents[1], commit
+    elif tip and task.base_commit:
+        old, new = task.base_commit, tip
+    else:
+        raise Conflict(f"{task.id}: its merge {commit[:12] or '?'} is not in this repository")
+    args = ["diff", "--color=never", *(["--stat"] if stat else []), old, new]
+    out = repo.run(*args, check=False)
+    if out.returncode != 0:
+        raise Conflict(f"{task.id}: its merge {commit[:12]} is not in this repository "
+                       f"({out.stderr.strip()})")
+    return out.stdout, event

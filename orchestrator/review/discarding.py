@@ -1,10 +1,12 @@
 """Discarding a task's kept work: fail-closed, as every worktree removal.
 
 The worktree and branch are removed only when nothing would be lost; otherwise
-the refusal says what (uncommitted changes, commits not in the base). With
-``force`` the work is first saved under ``refs/orchestrator/snapshots/<task>``
-(a commit holding the worktree's content, with the branch tip as a parent), so
-even a forced discard can be undone by hand. The task becomes ``discarded``.
+the refusal says what (uncommitted changes). Committed work on the task's branch
+is no reason to refuse — a person who reviewed it and discards it means it — it is
+saved under ``refs/orchestrator/snapshots/<task>`` and the result says so. With
+``force`` uncommitted work is first saved there too (a commit holding the worktree's
+content, with the branch tip as a parent), so even a forced discard can be undone by
+hand. The task becomes ``discarded``.
 
 Across machines (a PostgreSQL board and a shared remote) the task's work-in-progress
 snapshot ref, ``refs/orchestrator/wip/<task>``, goes too, here and on the remote: no
@@ -47,7 +49,7 @@ def discard_task(layout: Layout, config: Config, task_id: str, force: bool = Fal
         if task.status is not Status.CANCELLED:
             check_transition(task.id, task.status, Status.DISCARDED)
         manager = open_isolation(layout, config.worktree, b, actor="review")
-        snapshot = manager.remove(task, force=force)
+        snapshot = manager.remove(task, force=force, keep_commits=True)
         from orchestrator.worktree.remote import Remote
 
         remote = Remote.for_config(layout.root, config)

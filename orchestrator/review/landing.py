@@ -12,6 +12,10 @@ on the result it makes, before the target branch moves.
                 a worktree of its own checked out at the merge result
     land        the target moves with ``update-ref`` from the old value (or ``merge
                 --ff-only`` when it is checked out in the main working tree)
+    push        across machines (a shared remote), the target is pushed as ``merge``
+                pushes it; a rejected push moves the target back and leaves the tasks in
+                review waiting for a person (a ``push_rejected`` wait, the reason in
+                ``error``): a task is ``merged`` only once the remote has it
     finish      the task is ``merged``, its worktree and branch removed
 
 A rejected task (conflict, failing checks, failed rebase) goes back to its agent as a
@@ -40,7 +44,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,8 +59,15 @@ from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError, InvalidInput, OrchestratorError, RunError
 from orchestrator.git import Git
 from orchestrator.layout import Layout
-from orchestrator.model import LAND_FEEDBACK, Status, Task, parse_task_id
+from orchestrator.model import (
+    LAND_FEEDBACK,
+    Status,
+    Task,
+    normalize_task_id,
+    parse_task_id,
+)
 from orchestrator.review.common import using_board
+from orchestrator.review.control import control_changes, describe_control
 from orchestrator.review.diff import current_branch
 from orchestrator.review.merging import (
     MergeResult,
@@ -69,11 +80,13 @@ from orchestrator.review.merging import (
     merge_lock,
     prepare,
     rebase_onto,
+    unland,
 )
 from orchestrator.review.retrying import retry_task
 from orchestrator.secrets import safe_env
-from orchestrator.waits import LandRejected, MergeConflict, Wait
+from orchestrator.waits import LandRejected, MergeConflict, PushRejected, Wait
 from orchestrator.worktree.names import check_branch
+from orchestrator.worktree.remote import Remote
 
 MAX_LAND_RETRIES = 2
 """Rejections of one task that go back to its agent; after that it waits for a person."""
@@ -149,17 +162,22 @@ def land_tasks(layout: Layout, config: Config, ids: Sequence[str] | None = None,
                into: str | None = None, verify: str | None = None, retry: bool = True,
                strategy: str = "merge", batch: int = 1, actor: str = "land",
                board: ControlPlane | None = None, stop: threading.Event | None = None,
-               progress: Callable[[Outcome], None] | None = None) -> LandReport:
+               progress: Callable[[Outcome], None] | None = None,
+               named: Collection[str] = ()) -> LandReport:
     """Land ``ids`` (default: every task in review) into ``into``; see the module docstring.
 
-    Bad arguments raise before anything happens; each task's fate is in the report. With a
-    forge (``[forge]``), each pull request is merged there in this order instead."""
+    A task whose branch changes control files (`orchestrator.review.control`) lands only
+    when it is in ``named`` (a person named it); otherwise it is skipped, and marked so that
+    the lead stops offering it. Bad arguments raise before anything happens; each task's
+    fate is in the report. With a forge (``[forge]``), each pull request is merged there in
+    this order instead."""
     check_strategy(strategy)
+    named = frozenset(normalize_task_id(i) for i in named)
     if config.forge.kind != "none":
         from orchestrator.forge.merging import land_on_forge
 
         return land_on_forge(layout, config, ids, strategy=strategy, actor=actor, board=board,
-                             progress=progress)
+                             progress=progress, named=named)
     if batch < 1:
         raise InvalidInput(f"--batch must be 1 or more, not {batch}")
     command = (verify if verify is not None else config.team.verify or "").strip()
@@ -172,7 +190,8 @@ def land_tasks(layout: Layout, config: Config, ids: Sequence[str] | None = None,
     with using_board(layout, config, board, actor) as b:
         tasks = _selected(b, ids)
         queue = Queue(layout, config, b, command, retry=retry, strategy=strategy, into=into,
-                      actor=actor, progress=progress, stop=stop or threading.Event())
+                      actor=actor, progress=progress, stop=stop or threading.Event(),
+                      named=named)
         report = queue.report
         if tasks:
             b.events.emit("land_started", None, actor=actor, tasks=[t.id for t in tasks],
@@ -214,6 +233,8 @@ class Queue:
     actor: str
     progress: Callable[[Outcome], None] | None
     stop: threading.Event
+    named: frozenset[str] = frozenset()
+    """Tasks a person named: they land even when they change control files."""
     tree: Path = Path()
     cleanups: ThreadPoolExecutor = field(init=False)
     """One thread removing landed tasks' worktrees while the queue goes on."""
@@ -223,12 +244,15 @@ class Queue:
     main: str | None = field(init=False)
     """The main working tree's branch, read once: a land moves it only by fast-forward."""
     main_checked: bool = field(init=False, default=False)
+    remote: Remote | None = field(init=False, default=None)
+    """The shared remote of a team across machines, which every landing is pushed to."""
 
     def __post_init__(self) -> None:
         self.report = LandReport(into=self.into, verify=self.verify)
         self.repo = Git(self.layout.root)
         self.main = current_branch(self.repo)
         self.cleanups = ThreadPoolExecutor(1, thread_name_prefix="land-cleanup")
+        self.remote = Remote.for_config(self.layout.root, self.config)
 
     def run(self, order: list[Task], batch: int) -> None:
         pending = [t.id for t in order]
@@ -274,6 +298,11 @@ class Queue:
             land_commit(self.repo, chain[-1][0], old, tip, f"orchestrator: land {' '.join(ids)}")
         except Conflict as exc:
             raise _Moved from exc
+        refused = self.push(chain[-1][0], old, tip)
+        if refused:
+            for prep, _ in chain:
+                self.push_rejected(prep.task, refused)
+            return
         for prep, _ in chain:
             self.landed(prep, tip, seconds)
 
@@ -294,6 +323,7 @@ class Queue:
                                main_checked=self.main_checked, config=self.config,
                                board=self.board)
                 self.main_checked = True  # the first prepare checked it
+                self.check_control(prep)
                 onto = out[-1][1] if out else prep.target_tip
                 prep = self.restack(prep, onto)
                 commit = build(self.repo, prep, self.strategy, onto)
@@ -317,6 +347,18 @@ class Queue:
                 continue
             out.append((prep, commit))
         return out
+
+    def check_control(self, prep: Prepared) -> None:
+        """`_Skip` a task that changes control files and that no person named; its error
+        says so (and keeps the lead's ``up --land`` from offering it again)."""
+        task = prep.task
+        if task.id in self.named:
+            return
+        files = control_changes(self.repo, prep.ch.base, prep.ch.tip)
+        if files:
+            reason = describe_control(files, task.id)
+            self.board.edit(task.id, actor=self.actor, error=f"{LAND_FEEDBACK} {reason}")
+            raise _Skip(reason)
 
     def restack(self, prep: Prepared, onto: str) -> Prepared:
         """Rebase a stacked task whose blocker landed with work its branch does not have."""
@@ -350,7 +392,7 @@ class Queue:
                "ORCH_LAND": "1"}
         checks = run_checks(self.verify, cwd=self.tree, env=env, log=log,
                             timeout=self.config.team.verify_timeout, stop=self.stop,
-                            sandbox=task_sandbox(self.config))
+                            sandbox=task_sandbox(self.config, root=self.layout.root))
         if checks["stopped"]:
             self.report.stopped = True
             raise _Stopped
@@ -365,7 +407,27 @@ class Queue:
                                    together=ids if len(ids) > 1 else None)
         return float(checks["seconds"])
 
+    def push(self, prep: Prepared, old: str, tip: str) -> str | None:
+        """Across machines: push the target that moved to ``tip``; on a refusal move it
+        back to ``old`` and return why."""
+        if self.remote is None or tip == old:
+            return None
+        try:
+            self.remote.push_base(prep.target)
+        except Conflict as exc:
+            unland(self.repo, prep.target, tip, old, prep.main)
+            return str(exc)
+        return None
+
     # --- outcomes -------------------------------------------------------------------
+    def push_rejected(self, task: Task, reason: str) -> None:
+        remote = self.remote.name if self.remote is not None else "the remote"
+        self.board.events.emit("land_rejected", task.id, actor=self.actor, reason=reason,
+                               retried=False)
+        self.board.edit(task.id, actor=self.actor, error=reason,
+                        wait=PushRejected(reason=reason[:2000], remote=remote))
+        self._add(Outcome(task=task.id, result="rejected", reason=reason))
+
     def landed(self, prep: Prepared, tip: str, seconds: float) -> None:
         result = finish(self.layout, self.config, self.board, prep, self.strategy, tip,
                         actor=self.actor, remove=False)

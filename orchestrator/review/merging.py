@@ -19,6 +19,11 @@
    commits are kept under ``refs/orchestrator/snapshots/<task>``.
 
 Merges hold one lock per repository, so two merges into one branch never race.
+
+A task stacked on blockers that are not merged holds their commits too: merging it alone
+would bring their unreviewed work in without a word. It is refused, naming them, unless
+``with_blockers`` (``merge --with-blockers``): then each blocker in review is merged
+first, in dependency order, and the result says which.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import msgspec
 from filelock import FileLock
 
 from orchestrator.config import Config
@@ -48,6 +54,7 @@ from orchestrator.model import Status, Task
 from orchestrator.record import Record
 from orchestrator.review.common import using_board
 from orchestrator.review.diff import Changes, changes, current_branch, merge_conflicts
+from orchestrator.waits import PushRejected
 from orchestrator.worktree.names import check_branch
 from orchestrator.worktree.remote import Remote
 from orchestrator.worktree.safety import MAX_NAMED, dirty_paths
@@ -70,6 +77,8 @@ class MergeResult(Record):
     added: bool = True
     """False when the branch brought nothing new (its commits were already in the target):
     the target did not move and ``commit`` is its unchanged tip."""
+    blockers: list[str] = msgspec.field(default_factory=list)
+    """The unmerged blockers merged before it (``with_blockers``), in that order."""
 
 
 @dataclass
@@ -87,28 +96,88 @@ class Prepared:
 
 def merge_task(layout: Layout, config: Config, task_id: str, strategy: str = "merge",
                into: str | None = None, *, actor: str = "cli",
-               board: ControlPlane | None = None) -> MergeResult:
+               board: ControlPlane | None = None, with_blockers: bool = False) -> MergeResult:
     """Merge a task in ``review`` into ``into`` (default: the branch checked out in the main
     working tree, else the task's base). Refusals raise `Conflict` and change nothing.
-    With a forge (``[forge]``), the pull request is merged there instead."""
+    A task whose blockers are not merged is refused unless ``with_blockers`` (see the
+    module's text). With a forge (``[forge]``), the pull request is merged there instead."""
     check_strategy(strategy)
     if config.forge.kind != "none":
         from orchestrator.forge.merging import merge_on_forge
 
         return merge_on_forge(layout, config, task_id, strategy, actor=actor, board=board)
-    repo = Git(layout.root)
     with using_board(layout, config, board, actor) as b, merge_lock(layout):
-        prep = prepare(layout, repo, b.get(task_id), into, config=config, board=b)
-        commit = build(repo, prep, strategy, prep.target_tip)
-        land_commit(repo, prep, prep.target_tip, commit, f"orchestrator: {strategy} {task_id}")
-        remote = Remote.for_config(layout.root, config)
-        if remote is not None and commit != prep.target_tip:
+        task = b.get(task_id)
+        behind = unmerged_blockers(b, task)
+        if behind and not with_blockers:
+            raise Conflict(
+                f"{task.id} is stacked on {_listed(behind)}, not merged: merging it would bring "
+                f"their changes in too; nothing was merged (orchestrator merge {task.id} "
+                "--with-blockers merges them first)")
+        for t in behind:
+            if t.status is not Status.REVIEW:
+                raise Conflict(f"{task.id} is stacked on {t.id}, which is {t.status}: only "
+                               "blockers in review can be merged with it; nothing was merged")
+        for t in behind:
+            _merge_one(layout, config, b, t.id, strategy, into, actor)
+        result = _merge_one(layout, config, b, task.id, strategy, into, actor)
+        result.blockers = [t.id for t in behind]
+        return result
+
+
+def unmerged_blockers(board: ControlPlane, task: Task) -> list[Task]:
+    """The task's blockers, and theirs, that are not merged: blockers before dependants."""
+    out: dict[str, Task] = {}
+
+    def walk(t: Task, path: frozenset[str]) -> None:
+        for b in t.blocked_by:
+            if b in out or b in path:
+                continue
             try:
-                remote.push_base(prep.target)
-            except Conflict:
-                _unland(repo, prep.target, commit, prep.target_tip, prep.main)
-                raise
-        return finish(layout, config, b, prep, strategy, commit, actor=actor)
+                blocker = board.get(b)
+            except NotFound:
+                continue
+            if blocker.status is not Status.MERGED:
+                walk(blocker, path | {b})
+                out.setdefault(b, blocker)
+
+    walk(task, frozenset({task.id}))
+    return list(out.values())
+
+
+def stacked_note(layout: Layout, config: Config, task_id: str, *,
+                 board: ControlPlane | None = None) -> str | None:
+    """What merging the task would bring along besides its own changes (its unmerged
+    blockers' work), as one line for ``diff`` and the Review page; None when nothing."""
+    with using_board(layout, config, board, "cli") as b:
+        task = b.get(task_id)
+        behind = unmerged_blockers(b, task)
+    if not behind:
+        return None
+    return (f"{task.id} is stacked on {_listed(behind)}: merging it brings their changes too "
+            f"(this diff shows only its own; orchestrator merge {task.id} --with-blockers)")
+
+
+def _listed(tasks: list[Task]) -> str:
+    return ", ".join(f"{t.id} ({t.status})" for t in tasks)
+
+
+def _merge_one(layout: Layout, config: Config, b: ControlPlane, task_id: str, strategy: str,
+               into: str | None, actor: str) -> MergeResult:
+    repo = Git(layout.root)
+    prep = prepare(layout, repo, b.get(task_id), into, config=config, board=b)
+    commit = build(repo, prep, strategy, prep.target_tip)
+    land_commit(repo, prep, prep.target_tip, commit, f"orchestrator: {strategy} {task_id}")
+    remote = Remote.for_config(layout.root, config)
+    if remote is not None and commit != prep.target_tip:
+        try:
+            remote.push_base(prep.target)
+        except Conflict as exc:  # still in review: it waits for the remote to take it
+            unland(repo, prep.target, commit, prep.target_tip, prep.main)
+            b.edit(task_id, actor=actor, error=str(exc),
+                   wait=PushRejected(reason=str(exc)[:2000], remote=remote.name))
+            raise
+    return finish(layout, config, b, prep, strategy, commit, actor=actor)
 
 
 def check_strategy(strategy: str) -> None:
@@ -311,7 +380,7 @@ def _land(repo: Git, target: str, old: str, new: str, main: str | None, msg: str
         raise Conflict(f"{target} moved while merging ({out.stderr.strip()}); try again")
 
 
-def _unland(repo: Git, target: str, new: str, old: str, main: str | None) -> None:
+def unland(repo: Git, target: str, new: str, old: str, main: str | None) -> None:
     """Undo `_land` after the remote refused the push: the target is back where it was."""
     if target == main:
         repo.run("reset", "--quiet", "--keep", old, check=False)

@@ -22,6 +22,7 @@ from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task
 from orchestrator.review.common import using_board
+from orchestrator.review.control import control_changes, describe_control
 from orchestrator.review.diff import (
     Changes,
     changes,
@@ -66,12 +67,17 @@ def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = 
             continue
         row = _row(task, time.time() if now is None else now)
         row["land"] = lands.get(task.id)
+        row["stacked_on"] = [{"task": b, "status": str(status_of[b])}
+                             for b in _unmerged(task, by_id)]
         if task.id in kept:
             ch, stat = kept[task.id]
+            control = control_changes(repo, ch.base, ch.tip, (f["path"] for f in stat["files"]))
             row.update(base=ch.base_ref, base_commit=ch.base, commits=commit_count(repo, ch),
                        diffstat=stat, merge=_mergeable(repo, ch, main or task.base),
+                       control_files=control,
                        warnings=[f"symlink {path} -> {target} points outside the worktree"
-                                 for path, target in outside_links(repo, ch)])
+                                 for path, target in outside_links(repo, ch)]
+                       + ([describe_control(control, task.id)] if control else []))
         else:
             row["error"] = errors.get(task.id, f"{task.id} has no branch")
         mine = touched.get(task.id, set())
@@ -82,6 +88,21 @@ def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = 
         ]
         rows.append(row)
     return rows
+
+
+def _unmerged(task: Task, by_id: dict[str, Task]) -> list[str]:
+    """Its blockers, and theirs, not merged: what a merge of it brings along (as
+    `orchestrator.review.merging.unmerged_blockers`, from the tasks at hand)."""
+    out: dict[str, None] = {}
+    todo = list(task.blocked_by)
+    while todo:
+        b = todo.pop()
+        t = by_id.get(b)
+        if t is None or b in out or b == task.id or t.status is Status.MERGED:
+            continue
+        out[b] = None
+        todo.extend(t.blocked_by)
+    return sorted(out)
 
 
 def _stacked(a: Task, b: Task) -> bool:
@@ -96,7 +117,7 @@ def _row(task: Task, now: float) -> dict[str, Any]:
     return {
         "id": task.id, "subject": task.subject, "branch": task.branch,
         "worktree": task.worktree, "base": task.base, "base_commit": task.base_commit,
-        "commits": None, "diffstat": None, "merge": None, "warnings": [],
+        "commits": None, "diffstat": None, "merge": None, "warnings": [], "control_files": [],
         "checks": _checks(task.checks), "cost_usd": round(task.usage.cost_usd, 6),
         "usage": task.usage.model_dump(), "budget": task.budget.model_dump(),
         "spent": describe(task.budget, task.usage),

@@ -201,7 +201,8 @@ class Lead:
 
         manager = open_isolation(
             self.layout, self.config.worktree, self.board,
-            sandbox=task_sandbox(self.config, network=self.config.sandbox.network))
+            sandbox=task_sandbox(self.config, network=self.config.sandbox.network,
+                                 root=self.layout.root))
         report = manager.reconcile(self.board.list())
         self.log.info("worktrees reconciled", report=_plain(report))
 
@@ -444,7 +445,7 @@ class Lead:
             return
         with status.log_file(self.layout).open("ab") as out:
             self.lander = subprocess.Popen(
-                [sys.executable, "-m", "orchestrator", "land", *ids, "--repo",
+                [sys.executable, "-m", "orchestrator", "land", *ids, "--unattended", "--repo",
                  str(self.layout.root)], stdin=subprocess.DEVNULL, stdout=out, stderr=out)
         self.log.info("landing", tasks=ids, pid=self.lander.pid)
 
@@ -479,6 +480,13 @@ class Lead:
             self.log.warning("no spawner; teammates start as fresh interpreters",
                              error=f"{type(exc).__name__}: {exc}")
 
+    def board_now(self, name: str) -> str:
+        """The board's time now (the time of a status row written for ``name``); this
+        machine's if the board cannot be written."""
+        st = self.guarded("recording a teammate", self.board.team.publish, name, "starting",
+                          since=utcnow())
+        return st.updated_at if st is not None and st.updated_at else utcnow()
+
     def _start_process(self, child: Child
                        ) -> tuple[subprocess.Popen[bytes] | SpawnedProcess, int, int]:
         """The teammate's process, a pidfd to wait on, our end of its lead pipe."""
@@ -487,8 +495,9 @@ class Lead:
             "--root", str(self.layout.root), "--worktree-root", str(self.layout.worktree_root),
             "--name", child.name, "--lead-fd", "{lead_fd}",
             "--overrides", json.dumps(self.overrides),
-            # what this lead sends it from now on is for it, even before it is up
-            "--started-at", utcnow(),
+            # what this lead sends it from now on is for it, even before it is up (on the
+            # board's clock, as the messages are)
+            "--started-at", self.board_now(child.name),
         ]
         if self.console:
             args.append("--console")

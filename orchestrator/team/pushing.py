@@ -51,10 +51,15 @@ class Pushes:
         """What the remote holds for this task as far as this lease knows."""
         self.lock = threading.Lock()
         self.log = log
+        self.finished = False
+        """The final push has run: no more snapshots (the heartbeat beats on until the
+        task is completed, and would push the dropped WIP ref again)."""
 
     def wip(self, worktree: Path) -> str | None:
         """Push the worktree's state when it changed; the commit pushed, or None."""
         with self.lock:
+            if self.finished:
+                return None
             return self._leased("wip", lambda expect: self.remote.snapshot(
                 worktree, self.task_id, expect, leased=True))
 
@@ -63,6 +68,7 @@ class Pushes:
         None when it all landed, else what is pending (the reason the remote gave).
         `LeaseLost` when this lease is gone."""
         with self.lock:
+            self.finished = True
             try:
                 self._leased("wip", lambda expect: self.remote.snapshot(
                     worktree, self.task_id, expect, leased=True))
@@ -96,6 +102,37 @@ class Pushes:
             return commit
         raise PushRefused(f"{self.task_id}: the remote's {key} kept moving under this lease",
                           ref=key)
+
+
+class WorktreeWatch:
+    """Notes when a file of a task's worktree changes (inotify, through watchdog), so a
+    backend without steps (a command agent, Claude Code) has its work snapshotted as it
+    changes rather than only on the heartbeat. ``wake`` is called once per change noted
+    (`changed` set), from the watcher's thread."""
+
+    def __init__(self, path: Path, wake: Callable[[], object]) -> None:
+        from watchdog.events import FileSystemEvent, FileSystemEventHandler
+        from watchdog.observers import Observer
+
+        self.changed = threading.Event()
+        changed = self.changed
+
+        class Noted(FileSystemEventHandler):
+            def on_any_event(self, event: FileSystemEvent) -> None:
+                if event.event_type in ("opened", "closed_no_write") or changed.is_set():
+                    return
+                changed.set()
+                wake()
+
+        self._observer = Observer()
+        self._observer.name = f"worktree-watch-{path.name}"
+        self._observer.daemon = True
+        self._observer.schedule(Noted(), str(path), recursive=True)
+        self._observer.start()
+
+    def stop(self) -> None:
+        self._observer.stop()
+        self._observer.join()
 
 
 def retry_pending(board: ControlPlane, remote: Remote, machine: str,

@@ -390,9 +390,10 @@ def _act(ui: Ui) -> Endpoint:
             if action == "merge":
                 res = merge_task(c.layout, c.config, task.id, _str(body, "strategy", "merge"),
                                  _str(body, "into", limit=250).strip() or None, actor=ACTOR,
-                                 board=c.board)
+                                 board=c.board, with_blockers=bool(body.get("with_blockers")))
                 return {"id": task.id, "status": str(res.task.status), "into": res.into,
-                        "commit": res.commit, "snapshot": res.snapshot, "note": res.note}
+                        "commit": res.commit, "snapshot": res.snapshot, "note": res.note,
+                        "blockers": res.blockers}
             if action == "discard":
                 dres = discard_task(c.layout, c.config, task.id, bool(body.get("force")),
                                     actor=ACTOR, board=c.board)

@@ -22,6 +22,7 @@ from orchestrator.events import event_status
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task, normalize_task_id, task_number
 from orchestrator.review import diff_text, review_rows
+from orchestrator.review.diff import merged_text
 from orchestrator.team.status import board_counts, team_status
 from orchestrator.ui import cards, diffview, transcript
 
@@ -197,12 +198,18 @@ def review_view(ctx: Context, ident: str) -> dict[str, Any]:
         rows = review_rows(ctx.layout, ctx.config, board=ctx.board)
     row = next((r for r in rows if r["id"] == task.id), None)
     error = None
+    merged = None
     diff = diffview.Diff(files=[])
     try:
-        diff = diffview.parse(diff_text(ctx.layout, ctx.config, task.id, board=ctx.board))
+        if task.status is Status.MERGED:  # its branch is gone: what the merge brought
+            text, merged = merged_text(ctx.layout, ctx.config, task.id, board=ctx.board)
+        else:
+            text = diff_text(ctx.layout, ctx.config, task.id, board=ctx.board)
+        diff = diffview.parse(text)
     except (Conflict, GitError) as exc:
         error = str(exc)
-    return {"task": task, "row": row, "diff": diff, "error": error or (row or {}).get("error")}
+    return {"task": task, "row": row, "diff": diff, "merged": merged,
+            "error": error or (row or {}).get("error")}
 
 
 def needs_view(ctx: Context) -> dict[str, Any]:

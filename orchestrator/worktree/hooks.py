@@ -159,7 +159,8 @@ class HookIsolation:
         self.events.emit("worktree_kept", task.id, path=str(path), branch=task.branch,
                          **({"snapshot": snap, "digest": digest} if snap else {}))
 
-    def remove(self, task: Task, *, force: bool = False) -> str | None:
+    def remove(self, task: Task, *, force: bool = False,
+               keep_commits: bool = False) -> str | None:
         with self.lock:
             path = self.path_for(task)
             if not path.exists():

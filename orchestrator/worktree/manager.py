@@ -160,7 +160,8 @@ class WorktreeManager:
         self.events.emit("worktree_kept", task.id, path=str(self.path_for(task)),
                          branch=self.branch_for(task))
 
-    def remove(self, task: Task, *, force: bool = False) -> str | None:
+    def remove(self, task: Task, *, force: bool = False,
+               keep_commits: bool = False) -> str | None:
         path = self.path_for(task)
         with self.lock:
             busy = busy_reason(path) if path.exists() else None
@@ -188,7 +189,8 @@ class WorktreeManager:
                     dirty, ignored = safety.scan(path)
                 except GitError:
                     dirty = ignored = None  # risks() asks again and says it cannot tell
-            reasons = safety.risks(self.repo, co, branch, bases, dirty=dirty)
+            reasons = safety.risks(self.repo, co, branch, bases, dirty=dirty,
+                                   commits=not keep_commits)
             if reasons and not force:
                 raise UnsafeRemoval(f"{task.id}: not removing {path}: {'; '.join(reasons)} "
                                     "(--force saves a snapshot first)")

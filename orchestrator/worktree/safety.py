@@ -116,9 +116,10 @@ def ahead(repo: Git, tips: Sequence[str], bases: Sequence[str]) -> int:
 
 
 def risks(repo: Git, co: Checkout, branch: str | None, bases: Sequence[str], *,
-          dirty: Sequence[str] | None = None) -> list[str]:
+          dirty: Sequence[str] | None = None, commits: bool = True) -> list[str]:
     """Why removing this checkout and its branch could lose work (empty: nothing to lose);
-    ``dirty``: the worktree's changes when the caller has already listed them (`scan`)."""
+    ``dirty``: the worktree's changes when the caller has already listed them (`scan`);
+    ``commits=False``: commits not in the base are no risk (the caller snapshots them)."""
     reasons: list[str] = []
     if co.path is not None:
         if co.head is None:
@@ -136,7 +137,7 @@ def risks(repo: Git, co: Checkout, branch: str | None, bases: Sequence[str], *,
     if co.tips and not co.base_commits:
         reasons.append(f"cannot tell: the base ({', '.join(bases) or 'none recorded'}) "
                        "does not exist")
-    elif co.tips:
+    elif co.tips and commits:
         try:
             n = ahead(repo, co.tips, co.base_commits)
         except (GitError, ValueError) as exc:

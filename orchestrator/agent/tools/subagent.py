@@ -37,6 +37,7 @@ import dataclasses
 import importlib
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from orchestrator.agent.base import LimitExceeded, Stopped, ToolContext, ToolResult
@@ -98,9 +99,11 @@ class SharedLimits(Limits):
 class Subagents:
     """Spawns the sub-agents of one run. `bind` it to the task's loop before the loop runs."""
 
-    def __init__(self, toolset: Toolset, logs: TaskLogs, task_id: str, *,
+    def __init__(self, toolset: Toolset, logs: TaskLogs, task_id: str, project: Path, *,
                  config: Config | None = None, max_depth: int = MAX_DEPTH) -> None:
         self.toolset, self.logs, self.task_id = toolset, logs, task_id
+        self.project = project
+        """The main checkout: profiles come from there, never from the agent's worktree."""
         self.config = config or Config()
         self.max_depth = max_depth
         self.top: _Node | None = None
@@ -129,7 +132,7 @@ class Subagents:
             grantable = [n for n in grantable if n in wanted]
         return [self.toolset.get(n) for n in grantable]
 
-    def profile(self, root: Any, name: str) -> Any:
+    def profile(self, name: str) -> Any:
         try:
             profiles = importlib.import_module(PROFILES_MODULE)
         except ModuleNotFoundError:
@@ -137,7 +140,7 @@ class Subagents:
                                 f"(.claude/agents/*.md), which this version does not "
                                 f"support; leave out 'agent'") from None
         try:
-            return profiles.load_profiles(root, self.config).get(name)
+            return profiles.load_profiles(self.project, self.config).get(name)
         except ConfigError as exc:
             raise SubagentError(str(exc)) from None
 
@@ -182,7 +185,7 @@ class AgentTool:
             root = host.root
             above = self.node or host.top
             assert above is not None
-            profile = host.profile(ctx.cwd, args["agent"]) if args.get("agent") else None
+            profile = host.profile(args["agent"]) if args.get("agent") else None
             tools = host.grants(args.get("tools"), profile)
         except SubagentError as exc:
             return ToolResult(f"agent: {exc}", is_error=True)

@@ -1,7 +1,16 @@
 """What a Claude Code run is configured with: orchestrator's permission rules and mode as
 Claude Code's arguments, the project's MCP servers as an ``--mcp-config`` file, the
 teammate's own ``CLAUDE_CONFIG_DIR`` seeded from the user's, and the task's turn and
-dollar budget."""
+dollar budget.
+
+Control files are the person's: settings, permission rules, MCP servers and agent
+profiles are read from the main checkout (``project``), never from the task's worktree,
+which is Claude Code's working directory and the agent's to write. So Claude Code runs
+with ``--setting-sources user`` (it reads no ``.claude/settings*.json`` of its working
+directory), ``--settings FILE`` holding the main checkout's project settings,
+``--mcp-config FILE --strict-mcp-config`` always (its working directory's ``.mcp.json``
+is ignored even when the project has no server) and ``--agents`` with the main
+checkout's profiles."""
 
 from __future__ import annotations
 
@@ -12,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.config import Config
-from orchestrator.fsutil import atomic_write
+from orchestrator.fsutil import atomic_write, read_regular
 from orchestrator.layout import Layout
 from orchestrator.model import Task
 
@@ -25,13 +34,18 @@ USER_FILES = (".credentials.json", "settings.json", "CLAUDE.md", "agents", "comm
               "skills", "plugins", "hooks", "output-styles")
 """Linked from the user's folder: login, settings, memory, extensions (never copied)."""
 
-def permission_args(config: Config, worktree: Path, *, root: bool | None = None
-                    ) -> tuple[list[str], dict[str, list[str]]]:
+PROJECT_SETTINGS = (".claude/settings.json", ".claude/settings.local.json")
+
+
+def permission_args(config: Config, project: Path, *, root: bool | None = None,
+                    into: Path | None = None) -> tuple[list[str], dict[str, list[str]]]:
     """(arguments, rules by behaviour) for orchestrator's rules and mode, in Claude Code's
-    terms; the allow rules are left to the caller (approvals add to them)."""
+    terms; the allow rules are left to the caller (approvals add to them). ``project`` is
+    the main checkout, whose project settings go to ``into/project-settings.json``
+    (passed with ``--settings``; ``into=None``: the ask rules as inline JSON only)."""
     from orchestrator.agent.permissions import PermissionGate
 
-    gate = PermissionGate.from_sources(config.agent, worktree)
+    gate = PermissionGate.from_sources(config.agent, project)
     rules: dict[str, list[str]] = {"allow": [], "ask": [], "deny": []}
     for rule in gate.rules:
         name = rule.tool if rule.tool.startswith("mcp__") else TOOL_NAMES.get(
@@ -51,12 +65,52 @@ def permission_args(config: Config, worktree: Path, *, root: bool | None = None
                            and not (unconfined and t == "Bash")]
     if unconfined:
         rules["allow"] = [r for r in rules["allow"] if r != "Bash"]  # bare: asks instead
-    args = ["--permission-mode", mode]
+    args = ["--permission-mode", mode, "--setting-sources", "user"]
+    settings = project_settings(project)
     if rules["ask"]:
-        args += ["--settings", json.dumps({"permissions": {"ask": rules["ask"]}})]
+        settings["permissions"] = {"ask": rules["ask"]}
+    if into is not None:
+        path = into / "project-settings.json"
+        atomic_write(path, json.dumps(settings, indent=2).encode())
+        path.chmod(0o600)
+        args += ["--settings", str(path)]
+    elif settings:
+        args += ["--settings", json.dumps(settings)]
     if rules["deny"]:
         args += ["--disallowedTools", *rules["deny"]]
     return args, rules
+
+
+def project_settings(project: Path) -> dict[str, Any]:
+    """The main checkout's Claude Code project settings (``settings.local.json`` over
+    ``settings.json``, key by key) without their permission rules, which reach Claude
+    Code as orchestrator's (`permission_args`). An unreadable file counts as empty."""
+    merged: dict[str, Any] = {}
+    for name in PROJECT_SETTINGS:
+        try:
+            data = json.loads(read_regular(project / name))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            merged.update(data)
+    merged.pop("permissions", None)
+    return merged
+
+
+def agents_arg(config: Config, project: Path) -> list[str]:
+    """``--agents JSON`` with the main checkout's agent profiles (none: no args)."""
+    from orchestrator.agent.profiles import load_profiles
+
+    agents: dict[str, Any] = {}
+    for name, profile in load_profiles(project, config).found.items():
+        s = profile.settings
+        entry: dict[str, Any] = {"description": s.description or name, "prompt": s.prompt}
+        if s.tools is not None:
+            entry["tools"] = s.tools
+        if s.model:
+            entry["model"] = s.model
+        agents[name] = entry
+    return ["--agents", json.dumps(agents)] if agents else []
 
 
 def config_dir(layout: Layout, config: Config, teammate: str,
@@ -119,13 +173,14 @@ def _link(path: Path, target: Path) -> None:
         path.symlink_to(target)
 
 
-def mcp_args(config: Config, worktree: Path, into: Path) -> list[str]:
-    """``--mcp-config FILE --strict-mcp-config`` for the project's servers (none: no args)."""
+def mcp_args(config: Config, project: Path, into: Path) -> list[str]:
+    """``--mcp-config FILE --strict-mcp-config`` for the main checkout's servers (an empty
+    list when it has none: the worktree's ``.mcp.json`` is never read)."""
     from orchestrator.mcp.config import load_setup
 
     udir = Path(config.mcp.user_plugin_dir).expanduser() if config.mcp.user_plugin_dir else None
     servers: dict[str, Any] = {}
-    for s in load_setup(worktree, udir).servers:
+    for s in load_setup(project, udir).servers:
         if s.error:
             continue
         if s.transport == "stdio":
@@ -135,8 +190,6 @@ def mcp_args(config: Config, worktree: Path, into: Path) -> list[str]:
         else:
             entry = {"type": s.transport, "url": s.url, "headers": s.headers}
         servers[s.key] = entry
-    if not servers:
-        return []
     path = into / "mcp.json"
     atomic_write(path, json.dumps({"mcpServers": servers}, indent=2).encode())
     path.chmod(0o600)  # expanded ${VAR}s may be secrets

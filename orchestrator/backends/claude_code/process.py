@@ -19,7 +19,7 @@ from orchestrator import delivery
 from orchestrator.agent.base import PermissionAsked, Stopped
 from orchestrator.agent.progress import ProgressWatch
 from orchestrator.agent.sandbox import Sandbox
-from orchestrator.backends.claude_code.config import mcp_args, permission_args
+from orchestrator.backends.claude_code.config import agents_arg, mcp_args, permission_args
 from orchestrator.backends.claude_code.stream import ClaudeStream, Denial
 from orchestrator.config import Config
 from orchestrator.errors import OrchestratorError
@@ -32,13 +32,16 @@ from orchestrator.protocols import RunContext, RunResult
 INSTALL_HINT = "npm install -g @anthropic-ai/claude-code, or set claude_code.binary"
 
 
-def command_line(config: Config, binary: str, worktree: Path, cdir: Path, turns: int,
+def command_line(config: Config, binary: str, project: Path, cdir: Path, turns: int,
                  dollars: float | None) -> tuple[list[str], dict[str, list[str]]]:
     """(the argv every run of a session starts with, the permission rules by behaviour);
-    each run adds ``--resume`` and the allowed tools (`Session.once`)."""
-    perm, rules = permission_args(config, worktree)
+    each run adds ``--resume`` and the allowed tools (`Session.once`). Settings, rules,
+    MCP servers and agents come from ``project``, the main checkout (never the worktree
+    Claude Code runs in: `orchestrator.backends.claude_code.config`)."""
+    perm, rules = permission_args(config, project, into=cdir)
     base = [binary, "-p", "--output-format", "stream-json", "--verbose", *perm,
-            *mcp_args(config, worktree, cdir), "--max-turns", str(turns)]
+            *mcp_args(config, project, cdir), *agents_arg(config, project),
+            "--max-turns", str(turns)]
     if dollars is not None:
         base += ["--max-budget-usd", f"{dollars:.4f}"]
     model = config.claude_code.model or (

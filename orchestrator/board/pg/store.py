@@ -443,8 +443,13 @@ class PgBoard:
     def requeue_expired(self, *, now: float | None = None,
                         actor: str = "lead") -> builtins.list[Task]:
         """Requeue every task whose lease ran out on the database's clock (``now``, a
-        machine's epoch seconds, only for tests that move time forward)."""
-        return self._requeue("lease_expires < coalesce(to_timestamp(%(now)s), now())",
+        machine's epoch seconds, only for tests that move time forward). A lease not renewed
+        since the server last started runs a full term from that start: its teammate could
+        not renew while the database was down, and a restart must not cost a running task
+        an attempt."""
+        return self._requeue("greatest(lease_expires, pg_postmaster_start_time() + "
+                             "(lease_expires - lease_renewed)) < "
+                             "coalesce(to_timestamp(%(now)s), now())",
                              {"now": now}, "lease expired", "lease_expired", actor)
 
     def requeue_owner(self, owner: str, *, reason: str,

@@ -165,7 +165,8 @@
       } else if (form.id === "merge-form") {
         const id = form.closest("section[data-id]").dataset.id;
         const r = await post("/api/task/" + id + "/merge", data);
-        result("merged " + id + " into " + r.into + " (" + r.commit.slice(0, 12) + ")" +
+        result("merged " + (r.blockers && r.blockers.length ? r.blockers.join(", ") + " then " : "") +
+               id + " into " + r.into + " (" + r.commit.slice(0, 12) + ")" +
                (r.snapshot ? "; original commits kept under " + r.snapshot : ""));
         setTimeout(() => { location.href = "/task/" + id; }, 1200);
       } else if (form.id === "discard-form") {
