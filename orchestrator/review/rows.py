@@ -19,6 +19,7 @@ from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import GitError
 from orchestrator.forge import pull_request
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task, task_number
 from orchestrator.review.cache import PairCache, dumps, loads
@@ -33,7 +34,6 @@ from orchestrator.review.diff import (
     outside_links,
 )
 from orchestrator.review.landing import land_rows
-from orchestrator.worktree.git import Git
 from orchestrator.worktree.remote import Remote
 
 
