@@ -215,13 +215,13 @@ def _session_log(ctx: RunContext) -> str:
 
 def build_toolset(config: Config, ctx: RunContext) -> Toolset:
     from orchestrator.agent.permissions import PermissionGate
-    from orchestrator.agent.sandbox import Sandbox, safe_env
+    from orchestrator.agent.sandbox import safe_env, task_sandbox
     from orchestrator.agent.tools import default_tools
     from orchestrator.secrets import protect_process
 
     protect_process()  # this process is the parent of every tool process it runs
     root = ctx.workspace.path
-    sandbox = Sandbox.detect(config.agent.sandbox, config.agent.network)
+    sandbox = task_sandbox(config, root=ctx.layout.root)
     notice = sandbox.notice or (None if sandbox.enabled else "sandbox off (agent.sandbox = off)")
     if notice and not config.agent.allow_unsandboxed_bash:
         notice += ("; bash commands ask a person first, because unconfined they can read "

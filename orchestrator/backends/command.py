@@ -93,7 +93,7 @@ class CommandBackend:
         with tempfile.TemporaryDirectory(prefix="orch-usage-") as tmp:
             usage_file = Path(tmp) / "usage.json"
             watch = _UsageWatch(ctx, usage_file)
-            box = backend_sandbox(self.config, cmd, [Path(tmp)])
+            box = backend_sandbox(self.config, cmd, [Path(tmp)], self.layout.root)
             env = {**task_env(ctx), USAGE_FILE_ENV: str(usage_file)}
             with run_env(env, self.config.agent.pass_env,
                          sandboxed=box is not None and box.enabled) as env:

@@ -107,7 +107,8 @@ class PresetBackend:
         before = worktree_state(ctx.workspace.path)
         ctx.log.write("backend_started", backend=self.name, argv=preset.argv,
                       prompt_via=preset.prompt)
-        box = backend_sandbox(self.config, line, [] if stdin is None else [stdin.parent])
+        box = backend_sandbox(self.config, line, [] if stdin is None else [stdin.parent],
+                              self.layout.root)
         try:
             with run_env(env, self.config.agent.pass_env,
                          sandboxed=box is not None and box.enabled) as env:

@@ -392,7 +392,7 @@ class Queue:
                "ORCH_LAND": "1"}
         checks = run_checks(self.verify, cwd=self.tree, env=env, log=log,
                             timeout=self.config.team.verify_timeout, stop=self.stop,
-                            sandbox=task_sandbox(self.config))
+                            sandbox=task_sandbox(self.config, root=self.layout.root))
         if checks["stopped"]:
             self.report.stopped = True
             raise _Stopped

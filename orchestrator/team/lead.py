@@ -201,7 +201,8 @@ class Lead:
 
         manager = open_isolation(
             self.layout, self.config.worktree, self.board,
-            sandbox=task_sandbox(self.config, network=self.config.sandbox.network))
+            sandbox=task_sandbox(self.config, network=self.config.sandbox.network,
+                                 root=self.layout.root))
         report = manager.reconcile(self.board.list())
         self.log.info("worktrees reconciled", report=_plain(report))
 

@@ -120,7 +120,8 @@ class Teammate:
         self.start_on_board_clock()
         self.isolation = open_isolation(
             self.layout, self.config.worktree, self.board,
-            sandbox=task_sandbox(self.config, network=self.config.sandbox.network))
+            sandbox=task_sandbox(self.config, network=self.config.sandbox.network,
+                                 root=self.layout.root))
         self.isolation.prepare()
         self.remote = Remote.for_config(self.layout.root, self.config)
         self.waker.follow_board(self.board, self.config.board.rescan_seconds)
@@ -434,7 +435,7 @@ class Teammate:
             checks = run_checks(self.config.team.verify, cwd=ws.path, env=env,
                                 log=tlog, timeout=self.config.team.verify_timeout,
                                 stop=self.cold,  # a warm stop lets the checks finish
-                                sandbox=task_sandbox(self.config))
+                                sandbox=task_sandbox(self.config, root=self.layout.root))
             if claim.lost:
                 return
             if checks["stopped"]:
