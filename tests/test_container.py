@@ -19,11 +19,11 @@ import pytest
 from orchestrator.agent.base import ToolContext
 from orchestrator.agent.sandbox import Sandbox, safe_env
 from orchestrator.agent.tools.shell import BashTool
+from orchestrator.board.tasklogs import TaskLog
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError
 from orchestrator.layout import Layout
 from orchestrator.process import run_streamed
-from orchestrator.tasklog import TaskLog
 from tests.helpers import git, survivors
 
 PODMAN = shutil.which("podman")

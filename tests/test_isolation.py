@@ -20,12 +20,12 @@ from orchestrator.agent.sandbox import Sandbox, safe_env
 from orchestrator.agent.tools.shell import BashTool
 from orchestrator.backends.command import CommandBackend
 from orchestrator.board import open_board
+from orchestrator.board.tasklogs import TaskLog
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task
 from orchestrator.protocols import RunContext, Workspace
-from orchestrator.tasklog import TaskLog
 from orchestrator.worktree.setup import run_setup
 from tests.helpers import git, survivors
 from tests.pg import Cluster

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.adding import check_labels
 from orchestrator.board import init_repo, open_board
-from orchestrator.board.adding import check_labels
 from orchestrator.errors import InvalidInput
 from orchestrator.layout import Layout
 from orchestrator.model import Status

@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator import budget
+from orchestrator import budget, delivery
 from orchestrator.agent import plan_first, profiles
 from orchestrator.agent.base import BudgetReached, LimitExceeded, Model, Stopped, ToolContext
 from orchestrator.agent.loop import AgentLoop, Limits
@@ -48,7 +48,6 @@ from orchestrator.errors import BackendError, ConfigError, InvalidInput
 from orchestrator.layout import Layout
 from orchestrator.model import Usage
 from orchestrator.protocols import RunContext, RunResult
-from orchestrator.team import delivery
 
 EXTENSIONS: list[str] = ["orchestrator.mcp.attach:attach"]
 

@@ -36,12 +36,12 @@ from orchestrator.agent.sandbox import backend_sandbox
 from orchestrator.budget import USAGE_FILE_ENV, read_usage_file
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError, InvalidInput, OrchestratorError
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.model import Usage
 from orchestrator.process import CANNOT_RUN, run_streamed
 from orchestrator.prompting import last_lines, task_env
 from orchestrator.protocols import RunContext, RunResult
-from orchestrator.worktree.git import Git
 
 
 def locate_command(command: str, start: Path, root: Path) -> tuple[str, str | None]:

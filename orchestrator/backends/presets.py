@@ -32,11 +32,11 @@ from orchestrator.agent.credproxy import run_env
 from orchestrator.agent.sandbox import backend_sandbox
 from orchestrator.config import CommandPreset, Config
 from orchestrator.fsutil import atomic_write
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.process import CANNOT_RUN, run_streamed
 from orchestrator.prompting import build_prompt, last_lines, task_env
 from orchestrator.protocols import RunContext, RunResult
-from orchestrator.worktree.git import Git
 
 PRESETS: dict[str, CommandPreset] = {
     "aider": CommandPreset(argv=["aider", "--yes-always", "--no-auto-commits",

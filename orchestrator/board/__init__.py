@@ -71,7 +71,7 @@ def init_repo(root: Path, worktree_root: Path | None = None) -> Layout:
 
     Idempotent. A worktree root outside the repository needs no exclude line.
     """
-    from orchestrator.worktree.git import Git  # here: the board's readers never run git
+    from orchestrator.git import Git  # here: the board's readers never run git
 
     layout = Layout.at(root, worktree_root).ensure()
     out = Git(layout.root).run("rev-parse", "--git-common-dir", check=False)

@@ -66,7 +66,7 @@ def add(subject: str, description: str = "", blocked_by: list[str] | None = None
         budget_tokens: str | None = None, timeout: str | None = None,
         repo: Path | None = None, json_: bool = False) -> None:
     """``orchestrator add``."""
-    from orchestrator.board.adding import add_task
+    from orchestrator.adding import add_task
     from orchestrator.budget import make_budget
 
     budget = make_budget(budget_usd, budget_tokens, timeout)

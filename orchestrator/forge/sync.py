@@ -49,11 +49,11 @@ from orchestrator.forge import (
     RateLimited,
     cut,
 )
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
 from orchestrator.model import ForgeLink, Status, Task
 from orchestrator.waits import CiExhausted
-from orchestrator.worktree.git import Git
 from orchestrator.worktree.names import check_branch
 
 if TYPE_CHECKING:

@@ -57,6 +57,7 @@ from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError, InvalidInput, OrchestratorError, RunError
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.model import (
     LAND_FEEDBACK,
@@ -84,7 +85,6 @@ from orchestrator.review.merging import (
 from orchestrator.review.retrying import retry_task
 from orchestrator.secrets import safe_env
 from orchestrator.waits import LandRejected, MergeConflict, PushRejected, Wait
-from orchestrator.worktree.git import Git
 from orchestrator.worktree.names import check_branch
 from orchestrator.worktree.remote import Remote
 

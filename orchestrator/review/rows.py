@@ -18,6 +18,7 @@ from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError
 from orchestrator.forge import pull_request
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task
 from orchestrator.review.common import using_board
@@ -32,7 +33,6 @@ from orchestrator.review.diff import (
     outside_links,
 )
 from orchestrator.review.landing import land_rows
-from orchestrator.worktree.git import Git
 from orchestrator.worktree.remote import Remote
 
 

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import budget, waits
+from orchestrator import budget, delivery, waits
 from orchestrator.agent.sandbox import task_sandbox
 from orchestrator.backends import load_backend
 from orchestrator.checks import run_checks
@@ -45,6 +45,7 @@ from orchestrator.errors import (
     SecretLeak,
 )
 from orchestrator.fsutil import atomic_write
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.logging import configure, get_logger
 from orchestrator.model import Status, Task, Usage, utcnow
@@ -52,13 +53,12 @@ from orchestrator.prompting import reason_line, task_env
 from orchestrator.protocols import Backend, RunContext, Workspace
 from orchestrator.secrets import redact, safe_env
 from orchestrator.settings.live import LiveConfig
-from orchestrator.team import delivery, status
+from orchestrator.team import status
 from orchestrator.team.claim import Claim
 from orchestrator.team.commit import commit_leftovers, idle_maintenance
 from orchestrator.team.mailbox import read_new
 from orchestrator.team.pushing import Pushes, WorktreeWatch
 from orchestrator.team.wake import COLD_SIGNAL, Wake, Waker
-from orchestrator.worktree.git import Git
 from orchestrator.worktree.remote import Remote
 
 if TYPE_CHECKING:  # imported when the teammate runs (see `run`), not at start-up
@@ -98,7 +98,7 @@ class Teammate:
         self.undelivered: list[Message] = []
         """Messages for the agent that came while no task ran: they go to the next run."""
         self.messages_path: Path | None = None
-        """The running task's messages file (`orchestrator.team.delivery`)."""
+        """The running task's messages file (`orchestrator.delivery`)."""
         self._mail_lock = threading.Lock()
         self.fault: str | None = None
         """The last error from the board (disk full, read-only, no file descriptors)."""

@@ -27,9 +27,9 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from orchestrator.adding import add_task
 from orchestrator.agent import permission_flow
 from orchestrator.board import open_board
-from orchestrator.board.adding import add_task
 from orchestrator.config import Config
 from orchestrator.errors import Conflict, InvalidInput, NotFound, OrchestratorError, UserError
 from orchestrator.events import redact, secret_values

@@ -13,8 +13,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.adding import labels_of
 from orchestrator.agent import permission_flow
-from orchestrator.board.adding import labels_of
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError, InvalidInput, NotFound

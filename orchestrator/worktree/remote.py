@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import Conflict, GitError
-from orchestrator.worktree.git import Git
+from orchestrator.git import Git
 from orchestrator.worktree.names import check_branch
 
 if TYPE_CHECKING:
@@ -330,7 +330,7 @@ def _state(wt: Git) -> tuple[str, str | None]:
 
 
 def _checked_out(repo: Git, branch: str) -> bool:
-    from orchestrator.worktree.git import list_worktrees
+    from orchestrator.git import list_worktrees
 
     return any(e.branch == branch for e in list_worktrees(repo))
 
