@@ -17,7 +17,7 @@ from typing import Any
 from orchestrator.agent.todos import progress, render
 from orchestrator.board import open_board
 from orchestrator.budget import describe
-from orchestrator.cli.output import PIPED_WIDTH, echo, page, plain, print_json
+from orchestrator.cli.output import PIPED_WIDTH, echo, page_lines, plain, print_json
 from orchestrator.controlplane import ControlPlane
 from orchestrator.model import Budget, ForgeLink, Status, Task, Usage
 from orchestrator.repo import open_repo, to_jsonable
@@ -142,18 +142,7 @@ def list_tasks(status: list[Status] | None = None, repo: Path | None = None,
     ids = set(columns[0])
     shown = ids | (set() if status else set(problems) - ids)
     lines += [plain(f"! {tid}: {problems[tid]}") for tid in sorted(set(problems) & shown)]
-    _page(console, lines)
-
-
-def _page(console: Any, lines: list[str]) -> None:
-    """Print ``lines``; on a terminal, more than a screenful goes through the pager
-    (``$PAGER``, else ``less``), as ``git log`` does."""
-    text = "\n".join(lines) + "\n"
-    if console.is_terminal and len(lines) >= console.height:
-        page(text)
-        return
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    page_lines(console, lines)
 
 
 def _show_forge(link: ForgeLink) -> None:
