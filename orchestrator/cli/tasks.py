@@ -48,7 +48,7 @@ def say_rejected(board: ControlPlane) -> None:
     rejected = board.rejected_drops()
     if not rejected:
         return
-    from orchestrator.board.intake import rejected_line
+    from orchestrator.board import rejected_line
 
     line = rejected_line(rejected)
     if line:
