@@ -195,7 +195,7 @@ def _detail(e: dict[str, Any]) -> str:
 def review_view(ctx: Context, ident: str) -> dict[str, Any]:
     task = ctx.task(ident)
     with ctx.lock:
-        rows = review_rows(ctx.layout, ctx.config, board=ctx.board)
+        rows = review_rows(ctx.layout, ctx.config, board=ctx.board, only=task.id)
     row = next((r for r in rows if r["id"] == task.id), None)
     error = None
     merged = None
