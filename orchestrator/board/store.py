@@ -412,6 +412,7 @@ class FileBoard:
                                      token=task.fence, attempt=task.attempts + 1)
                     return task
             candidates, busy = iter(busy), []
+            skip = 0  # the second round waits on each busy task: none is skipped again
         return None
 
     def renew(self, task_id: str, token: int, *, lease_seconds: float | None = None) -> Task:
