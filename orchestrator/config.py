@@ -260,6 +260,13 @@ class SandboxConfig(_Section):
     read_only: list[str] = Field(default_factory=list)
     """More folders bound read-only into the sandbox, for toolchains not found from `PATH`
     (e.g. `~/.nvm`). A folder that holds a Unix socket is refused."""
+    runner: Literal["bwrap", "podman", "docker"] = "bwrap"
+    """What the sandbox is made with: `bwrap` (bubblewrap, light, the default), or a full
+    container per command with `podman` (or `docker`, not as root), with the same binds."""
+    image: str | None = None
+    """The container runners' image; default: the `image` of the main checkout's
+    `.devcontainer/devcontainer.json` (with its `containerEnv`), else the host's system
+    folders on an empty root."""
 
 
 class McpConfig(_Section):
@@ -425,7 +432,7 @@ class ForgeConfig(_Section):
     """Open issues with this label become tasks (none: issues are not read)."""
     merge_method: Literal["merge", "squash", "rebase"] = "merge"
     """How `orchestrator merge`/`land` merge a pull request through the forge's API."""
-    poll_seconds: float = Field(default=15.0, ge=1, le=3600)
+    poll_seconds: float = Field(default=5.0, ge=1, le=3600)
     """How often the lead asks the forge what changed (conditional requests: an unchanged
     answer does not count against the rate limit); doubled while nothing changes, up to
     `poll_max_seconds`."""

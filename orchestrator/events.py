@@ -46,11 +46,3 @@ def last_status_event(events: Events, task: str) -> Event | None:
         if event_status(e.to_dict()) is not None:
             found = e
     return found
-
-
-def __getattr__(name: str) -> Any:
-    if name == "EventLog":  # where it lived before the control-plane interface
-        from orchestrator.board.eventlog import EventLog
-
-        return EventLog
-    raise AttributeError(name)

@@ -109,7 +109,7 @@ def find_root(start: Path | str | None = None) -> Path:
     found = _plain_toplevel(start)
     if found is not None:
         return found
-    from orchestrator.worktree.git import Git  # here: most repositories are found without git
+    from orchestrator.git import Git  # here: most repositories are found without git
 
     try:
         out = Git(start).run("rev-parse", "--show-toplevel", check=False)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 
+from orchestrator.delivery import MESSAGES_ENV
 from orchestrator.model import Task
 from orchestrator.protocols import RunContext
-from orchestrator.team.delivery import MESSAGES_ENV
 
 LAST_ERROR_LINES = 30
 """How much of the last attempt's error (a failing check's output tail) a retry is shown."""

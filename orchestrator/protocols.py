@@ -87,7 +87,7 @@ class RunContext:
     steps calls it; across machines the teammate pushes its work-in-progress snapshot)."""
     messages: Path | None = None
     """The run's messages file: what `orchestrator send` sent its agent
-    (`orchestrator.team.delivery`)."""
+    (`orchestrator.delivery`)."""
     limits: list[Limit] | None = None
     """Every budget the run counts against (`orchestrator.budget.limits_for`); None: the
     task's own."""

@@ -15,11 +15,11 @@ from orchestrator.backends import load_backend
 from orchestrator.backends.agent import AnthropicBackend, ScriptedBackend
 from orchestrator.board import init_repo, open_board
 from orchestrator.board.store import FileBoard
+from orchestrator.board.tasklogs import TaskLog
 from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task, Usage
 from orchestrator.protocols import RunContext, RunResult, Workspace
-from orchestrator.tasklog import TaskLog
 from orchestrator.worktree.manager import WorktreeManager, binding
 from tests.loopback import LoopbackAPI, tool_use
 

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 
 from orchestrator.board import open_board
+from orchestrator.board.tasklogs import read_jsonl
 from orchestrator.layout import Layout
 from orchestrator.model import Status
 from orchestrator.procutil import pid_alive, processes_in
-from orchestrator.tasklog import read_jsonl
 from tests.test_team_support import (
     add_tasks,
     cli,

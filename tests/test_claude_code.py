@@ -19,11 +19,11 @@ import pytest
 
 from orchestrator.agent.permission_flow import answer, pending
 from orchestrator.board import open_board
+from orchestrator.board.tasklogs import TaskLog
 from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.model import Status
 from orchestrator.protocols import RunResult
-from orchestrator.tasklog import TaskLog
 from tests.loopback import LoopbackAPI
 from tests.test_backend_agent import ClaimFn, claim  # noqa: F401 (the fixture)
 from tests.test_claude_code_support import (

@@ -42,13 +42,14 @@ def test_control_characters_from_a_subject_never_reach_the_terminal_raw(repo: Pa
     stopped_id = json.loads(orch("add", "stopped", "--json"))["id"]  # edited by hand:
     stopped = repo / ".tasks" / f"{stopped_id}.json"  # a hostile reason to wait
     stopped.write_text(json.dumps({**json.loads(stopped.read_text()), "status": "failed",
-                                   "waiting_for": "budget \x1b]0;t\x07"}))
+                                   "waiting_for": "no progress: \x1b]0;t\x07"}))
     written = "fix \\x1b]52;c;cHduZWQ=\\x07 \\x1b[2J gone \\x9b31m \\u202eend"
     outputs = {"list": orch("list"), "show": orch("show", "1"), "events": orch("events"),
                "terminal": run_on_terminal(repo, ["list", "--status", "pending"],
                                            env={"PAGER": "cat"}),
                "failed": run_on_terminal(repo, ["list", "--status", "failed"],
-                                         env={"PAGER": "cat"})}
+                                         env={"PAGER": "cat"}),
+               "waiting": orch("show", stopped_id)}
     for name, out in outputs.items():
         assert "\x07" not in out and "\x9b" not in out and "\r" not in out.replace("\r\n", ""), name
         assert "\x1b]" not in out and "\x1b[2J" not in out and "\x1b[8m" not in out, name
@@ -56,6 +57,7 @@ def test_control_characters_from_a_subject_never_reach_the_terminal_raw(repo: Pa
     for name in ("list", "show", "events", "terminal"):
         assert written in outputs[name], (name, outputs[name])
     assert "dropped \\x1b[8mhidden\\x1b[0m" in outputs["list"]
-    assert "budget \\x1b]0;t\\x07" in outputs["failed"]  # the waiting reason
+    assert "(waiting: no progress)" in outputs["failed"]
+    assert "no progress: \\x1b]0;t\\x07" in outputs["waiting"]  # the waiting reason
     assert "first\\x0dover\\x1b[1Aup\nsecond line" in outputs["show"]
     assert json.loads(orch("show", "1", "--json"))["subject"] == hostile  # the data is kept

@@ -18,12 +18,12 @@ import pytest
 
 from orchestrator.backends import load_backend
 from orchestrator.board import open_board
+from orchestrator.board.tasklogs import TaskLog
 from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.model import Status
 from orchestrator.prompting import build_prompt
 from orchestrator.protocols import RunContext, RunResult
-from orchestrator.tasklog import TaskLog
 from tests.test_backend_agent import ClaimFn, claim  # noqa: F401 (the fixture)
 from tests.test_team_support import changed_files, cli, events, tasks, team_env
 

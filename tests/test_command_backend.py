@@ -12,13 +12,13 @@ import pytest
 
 from orchestrator.backends.command import CommandBackend
 from orchestrator.board import open_board
+from orchestrator.board.tasklogs import TaskLog
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.model import Task
 from orchestrator.process import MAX_LOGGED_BYTES
 from orchestrator.protocols import RunContext, Workspace
-from orchestrator.tasklog import TaskLog
 from tests.helpers import child_pids
 
 

@@ -17,11 +17,11 @@ from orchestrator.agent.credproxy import CredentialProxy, run_env
 from orchestrator.agent.sandbox import Sandbox, safe_env
 from orchestrator.backends.command import CommandBackend
 from orchestrator.board import open_board
+from orchestrator.board.tasklogs import TaskLog
 from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.model import Task
 from orchestrator.protocols import RunContext, Workspace
-from orchestrator.tasklog import TaskLog
 from tests.helpers import git
 from tests.loopback import LoopbackAPI
 from tests.test_sandbox import needs_bwrap

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board.mailboxes import Mailbox
+from orchestrator.board.tasklogs import TaskLog
 from orchestrator.cli import main
 from orchestrator.layout import Layout
 from orchestrator.model import Status
-from orchestrator.tasklog import TaskLog
 from orchestrator.team import status
 from orchestrator.team.status import pid_alive
 from tests.test_team_support import (

@@ -14,9 +14,9 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from orchestrator.board.tasklogs import read_jsonl
 from orchestrator.model import Status, Task
 from orchestrator.prompting import build_prompt, last_failure
-from orchestrator.tasklog import read_jsonl
 from tests.helpers import make_repo
 from tests.test_team_support import cli, tasks, team_env
 

@@ -184,3 +184,63 @@ def test_a_snapshot_needs_no_git_identity(tmp_path: Path,
     monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'user.useConfigOnly'='true'")
     (wt / "x.txt").write_text("x\n")
     assert Remote(a).snapshot(wt, "task_001") is not None
+
+
+FIRST_THEN_SECOND = (
+    'if [ -f .first ]; then echo second > b.txt; sleep 2; '
+    'else touch .first; echo a > a.txt; '
+    'while true; do date +%s.%N >> late.txt; sleep 0.2; done; fi')
+
+
+@pytest.mark.timeout(120)
+def test_a_frozen_teammates_agent_writes_never_reach_the_new_owners_commit(
+        tmp_path: Path, pg_board_url: str) -> None:
+    """Alice and her agent are frozen past their lease; bob, on the same machine, takes the
+    task over and finishes it; alice is let go while bob runs. Her agent's writes after
+    that never reach bob's worktree, his commit, or the remote."""
+    import os
+    import signal
+
+    from tests.test_pg_machines import machines, up
+
+    bare, (a,) = machines(tmp_path, pg_board_url, 1)
+    with (a / "orchestrator.toml").open("a") as f:
+        f.write("lease_seconds = 2\n")
+    with board_at(tmp_path, pg_board_url, "driver") as board:
+        board.add("job")
+        team = up(a, "--burst", "-n", "2", "--command", FIRST_THEN_SECOND)
+        try:
+            def first() -> dict[str, object] | None:
+                for st in board.team.all():
+                    wip = "refs/orchestrator/wip/task_001"
+                    if st.task == "task_001" and st.backend_pgid and git(
+                            bare, "for-each-ref", wip) and "late.txt" in git(
+                            bare, "ls-tree", "--name-only", wip):
+                        return {"pid": st.pid, "pgid": st.backend_pgid,
+                                "name": st.name}
+                return None
+
+            deadline = time.monotonic() + 60
+            while (alice := first()) is None:
+                assert time.monotonic() < deadline and team.poll() is None
+                time.sleep(0.2)
+            os.killpg(int(str(alice["pgid"])), signal.SIGSTOP)
+            os.kill(int(str(alice["pid"])), signal.SIGSTOP)
+            deadline = time.monotonic() + 60
+            while not ((t := board.get("task_001")).lease and t.lease.owner != alice["name"]):
+                assert time.monotonic() < deadline, t
+                time.sleep(0.1)
+            resumed = time.time()
+            os.killpg(int(str(alice["pgid"])), signal.SIGCONT)
+            os.kill(int(str(alice["pid"])), signal.SIGCONT)
+            out = team.communicate(timeout=90)[0]
+        finally:
+            if team.poll() is None:
+                team.kill()
+                team.communicate()
+        task = board.get("task_001")
+    assert team.returncode == 0 and task.status == "review", out
+    assert task.branch and git(bare, "show", f"{task.branch}:b.txt") == "second"
+    late = git(bare, "show", f"{task.branch}:late.txt").split()
+    assert late and all(float(x) < resumed for x in late), (late, resumed)
+    assert git(bare, "rev-parse", task.branch) == task.pushed["branch"]

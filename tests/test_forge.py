@@ -100,7 +100,7 @@ def test_every_operation_we_use_matches_githubs_description(repo: Path, gh: Stan
         p.rest.checks.update("acme", "app", 1000, conclusion="success")
     finally:
         f.close()
-    served = {(m.lower(), path) for m, path, _ in gh.served()}
+    served = {(m.lower(), path) for m, path, _, _ in gh.served()}
     assert len(served) >= len(OPERATIONS)
     assert validator.checked >= len(OPERATIONS) and validator.problems == []
 
@@ -349,3 +349,47 @@ def test_every_face_shows_the_pull_request_and_its_ci(repo: Path, gh: StandIn) -
                     base_url="http://127.0.0.1:8321") as client:
         page = client.get(f"/task/{task.id}").text
     assert "javascript:" not in page and "#1 <span" in page
+
+
+def test_a_draft_is_marked_ready_when_its_checks_pass(repo: Path, gh: StandIn) -> None:
+    (repo / "orchestrator.toml").write_text(
+        (repo / "orchestrator.toml").read_text().replace("[forge]\n", "[forge]\ndraft = true\n"))
+    add_tasks(repo, 1)
+    with team_cleanup(repo):
+        assert cli(repo, "up", "--burst", "-n", "1", "--backend", "command", "--command",
+                   WRITE_FILE).returncode == 0
+    sync(repo)
+    assert gh.pulls[1].draft
+    finish_check(gh, gh.pulls[1].head_sha, "success")
+    sync(repo)
+    assert not gh.pulls[1].draft
+    assert [e["pr"] for e in events(repo, "pr_ready")] == [1]
+
+
+def test_a_pull_request_already_open_for_the_branch_is_adopted(repo: Path, gh: StandIn) -> None:
+    [task] = add_tasks(repo, 1)
+    with team_cleanup(repo):
+        assert cli(repo, "up", "--burst", "-n", "1", "--backend", "command", "--command",
+                   WRITE_FILE).returncode == 0
+    [t] = tasks(repo)
+    assert t.branch
+    git(repo, "push", "--quiet", "origin", t.branch)
+    f = bot(gh)
+    try:  # opened before a crash kept the link from the board
+        f.open_pull(head=t.branch, base="main", title="lost", body="", draft=False)
+    finally:
+        f.close()
+    assert sync(repo).opened == [task.id]
+    assert list(gh.pulls) == [1] and tasks(repo)[0].forge.pr == 1  # type: ignore[union-attr]
+
+
+def test_a_token_from_a_file_is_masked_and_never_given_to_agents(tmp_path: Path) -> None:
+    from orchestrator.forge.github import find_token
+    from orchestrator.secrets import redact, safe_env
+
+    token = "github_pat_11ABCDEFG0123456789_file"
+    (tmp_path / "tok").write_text(token + "\n")
+    assert find_token("tok", tmp_path, environ={}) == token
+    assert redact(f"push failed for {token}") == "push failed for ***"
+    env = safe_env({"GITHUB_TOKEN": "ghp_x" * 4, "GH_TOKEN": "ghp_y" * 4, "PATH": "/bin"})
+    assert env == {"PATH": "/bin"}

@@ -77,7 +77,7 @@ def test_issue_to_merged_through_ci_and_review(repo: Path, gh: StandIn) -> None:
             third = head(gh, pr.number)
             notes = git(repo, "show", f"{third}:notes.md")
             assert "reviewer: Say why." in notes and "reviewer (notes.md:1): Why?" in notes
-            assert any(c.get("reply_to") and "Sent back" in c["body"] for c in gh.inline)
+            assert any(c.get("reply_to") and "back to its agent" in c["body"] for c in gh.inline)
             # merged on the forge: merged on the board, cleaned up
             wait_until(lambda: tasks(repo)[0].status is Status.REVIEW
                        and tasks(repo)[0].forge.pushed == third, 30, "review again")  # type: ignore[union-attr]

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import GitError
+from orchestrator.git import Git, git_env
 from orchestrator.model import Task
 from orchestrator.team.commit import commit_leftovers
-from orchestrator.worktree.git import Git, git_env
 from orchestrator.worktree.safety import dirty_paths
 from tests.helpers import git
 from tests.test_review import get, keep, orch

@@ -20,15 +20,16 @@ from orchestrator.agent.sandbox import Sandbox, safe_env
 from orchestrator.agent.tools.shell import BashTool
 from orchestrator.backends.command import CommandBackend
 from orchestrator.board import open_board
+from orchestrator.board.tasklogs import TaskLog
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task
 from orchestrator.protocols import RunContext, Workspace
-from orchestrator.tasklog import TaskLog
 from orchestrator.worktree.setup import run_setup
 from tests.helpers import git, survivors
 from tests.pg import Cluster
+from tests.test_backend_agent import ClaimFn, claim  # noqa: F401 (the fixture)
 from tests.test_sandbox import needs_bwrap
 from tests.test_team_support import cli, team_env
 
@@ -216,3 +217,24 @@ def test_checks_the_agent_wrote_run_in_its_sandbox_without_the_key(repo: Path) -
     assert (repo / ".git/config").read_text() == config
     seen = (repo / ".worktrees" / task.id / "seen-env.txt").read_text()
     assert "sk-ant-isolation-test" not in seen
+
+
+def test_every_process_of_claude_code_ends_with_its_run(
+        repo: Path, claim: ClaimFn) -> None:  # noqa: F811
+    """A CLI that leaves children behind when it exits (and one that hangs until killed)."""
+    from orchestrator.backends.claude_code import ClaudeCodeBackend
+
+    for hang, why in ((False, "exit"), (True, "timeout")):
+        m = marker()
+        fake = repo.parent / f"claude-{why}"
+        fake.write_text(f"#!/bin/sh\n{escapers(m)}\necho 'no session' >&2\n"
+                        + ("sleep 60\n" if hang else "exit 3\n"))
+        fake.chmod(0o755)
+        c = claim()
+        config = Config.load(repo, environ={}, overrides={
+            "claude_code": {"binary": str(fake)}, "agent": {"sandbox": "on"}})
+        ctx = c.ctx()
+        ctx.timeout = 3
+        result = ClaudeCodeBackend(config, c.layout).run(ctx)
+        assert not result.ok
+        assert gone(m), why

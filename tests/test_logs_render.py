@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 from orchestrator.board import open_board
+from orchestrator.board.tasklogs import TaskLog
 from orchestrator.layout import Layout
-from orchestrator.tasklog import TaskLog
 
 RECORDS = [
     ("agent_start", {"model": "claude-x", "system": "SYSTEM PROMPT " * 50,

@@ -19,10 +19,10 @@ from orchestrator.agent.prompt import PromptSources, build_prompt
 from orchestrator.agent.sandbox import safe_env
 from orchestrator.agent.tools import default_tools
 from orchestrator.agent.toolset import Toolset
+from orchestrator.board.tasklogs import TaskLog
 from orchestrator.errors import BackendError
 from orchestrator.layout import Layout
 from orchestrator.model import Task
-from orchestrator.tasklog import TaskLog
 from tests.loopback import LoopbackAPI, check_pairing, tool_use
 
 MODEL = "claude-sonnet-4-6"

@@ -11,9 +11,9 @@ from typing import Any
 
 from orchestrator.backends import load_backend
 from orchestrator.board import init_repo, open_board
+from orchestrator.board.tasklogs import TaskLog
 from orchestrator.config import Config
 from orchestrator.protocols import RunContext
-from orchestrator.tasklog import TaskLog
 from orchestrator.worktree.manager import WorktreeManager, binding
 from tests.helpers import child_pids
 from tests.test_mcp_client import RAW_SERVER

@@ -109,3 +109,35 @@ def test_a_lease_that_ran_out_while_the_database_was_down_gets_a_term_after_its_
         board.renew(task.id, task.lease.token, lease_seconds=2)  # its teammate is back
         assert board.get(task.id).attempts == 0
         assert [t.id for t in board.requeue_expired(now=time.time() + 60)] == [task.id]
+
+
+def test_a_teammate_whose_clock_is_minutes_ahead_still_obeys_a_stop_request(
+        tmp_path: Path, pg_board_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stop request's time is the database's; a teammate takes its own start from the
+    same clock, so a machine 5 minutes ahead does not take every request for an old one."""
+    from datetime import UTC, datetime, timedelta
+
+    from orchestrator.config import BoardConfig, Config
+    from orchestrator.layout import Layout
+    from orchestrator.team import teammate
+
+    def ahead() -> str:
+        t = datetime.now(UTC) + timedelta(minutes=5)
+        return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+    monkeypatch.setattr(teammate, "utcnow", ahead)
+    layout = Layout.at(tmp_path / "m1")
+    layout.root.mkdir()
+    config = Config(board=BoardConfig(url=pg_board_url, machine="m1"))
+    mate = teammate.Teammate(layout, config, "alice")
+    mate.lead_started_at = ahead()  # the lead's clock is this machine's too
+    with board_at(tmp_path, pg_board_url, "m1", actor="alice") as board:
+        mate.board = board
+        try:
+            mate.start_on_board_clock()
+            board.mailboxes.send("alice", "lead", "stop after this step",
+                                 kind="shutdown_request", request_id="r1")
+            mate.read_mail()
+            assert mate.warm.is_set()
+        finally:
+            mate.waker.close()

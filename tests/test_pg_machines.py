@@ -352,3 +352,36 @@ def test_land_pushes_what_it_merged_and_a_refused_push_leaves_the_task_in_review
         assert git(bare, "show", f"main:{t.id}.txt").startswith("done by machine")
         shown = json.loads(orch(a, "show", t.id, "--json").stdout)
         assert shown["status"] == "merged" and shown["wait"] is None
+
+
+@pytest.mark.timeout(120)
+def test_a_command_agents_work_is_snapshotted_as_its_files_change(
+        tmp_path: Path, pg_board_url: str) -> None:
+    """With a 30 s lease the heartbeat pushes every 10 s; a change of the worktree is
+    pushed within a second or two of it."""
+    bare, (a,) = machines(tmp_path, pg_board_url, 1)
+    assert orch(a, "add", "slow").returncode == 0
+    team = up(a, "-n", "1", "--command", "sleep 2; echo one > a.txt; sleep 30")
+    try:
+        wip = "refs/orchestrator/wip/task_001"
+        deadline = time.monotonic() + 60
+        while "a.txt" not in git(bare, "ls-tree", "--name-only", wip) if git(
+                bare, "for-each-ref", wip) else True:
+            assert time.monotonic() < deadline, "no snapshot with a.txt was pushed"
+            time.sleep(0.2)
+        events = [json.loads(x) for x in orch(a, "events", "--json").stdout.splitlines()]
+        claimed = next(e for e in events if e["event"] == "task_claimed")
+        from datetime import datetime
+
+        took = (datetime.now().astimezone() - datetime.fromisoformat(
+            claimed["ts"].replace("Z", "+00:00"))).total_seconds()
+        assert took < 8, took  # 2 s of sleep, then a snapshot in ~1 s: not the 10 s beat
+    finally:
+        for _ in range(2):  # cold: the agent is killed
+            team.send_signal(signal.SIGINT)
+            time.sleep(0.2)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            team.communicate(timeout=30)
+        if team.poll() is None:
+            team.kill()
+            team.communicate()

@@ -8,6 +8,8 @@ real worktrees, real git); the CLI runs in-process.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from orchestrator.board import open_board
 from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.model import Status
+from orchestrator.review import review_rows
 from orchestrator.ui import pages
 from tests.helpers import git
 from tests.test_review import Cli, get, in_process, keep
@@ -103,3 +106,36 @@ def test_resume_of_a_push_rejected_wait_is_refused_naming_land(repo: Path, cli: 
         board.edit(task.id, actor="land", wait=waits.PushRejected(reason="pre-receive hook"))
     res = cli(repo, "show", task.id)
     assert f"orchestrator land {task.id} | orchestrator retry {task.id} -m MSG" in res.stdout
+
+
+def test_review_asks_git_once_per_pair_of_commits(repo: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The review table of many branches runs git a few times once it has seen them
+    (issue 30, item 4); what it answers is the same; a moved target is asked again."""
+    tasks = [keep(repo, f"task {i}", {f"f{i}.txt": f"{i}\n", "shared.txt": f"{i}\n"})
+             for i in range(12)]
+    layout, config = Layout.at(repo), Config.load(repo)
+    first = review_rows(layout, config)
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    calls = tmp_path / "calls"
+    real = shutil.which("git")
+    (shim / "git").write_text(f'#!/bin/sh\necho "$1" >> {calls}\nexec {real} "$@"\n')
+    (shim / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    again = review_rows(layout, config)
+    assert [_same(r) for r in again] == [_same(r) for r in first]
+    assert len(calls.read_text().split()) <= 4, calls.read_text()  # not 5 per branch
+    assert {o["task"] for o in again[0]["overlaps"]} == {t.id for t in tasks[1:]}
+
+    (repo / "shared.txt").write_text("main moved\n")
+    git(repo, "add", "shared.txt")
+    git(repo, "commit", "-q", "-m", "main moves on")
+    calls.write_text("")
+    moved = review_rows(layout, config)
+    assert all(r["merge"]["conflicts"] == ["shared.txt"] for r in moved)
+    assert calls.read_text().split().count("merge-tree") == len(tasks)
+
+
+def _same(row: dict[str, object]) -> dict[str, object]:
+    return {k: v for k, v in row.items() if k != "age_seconds"}

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from orchestrator import delivery
 from orchestrator.model import Status
-from orchestrator.team import delivery
 from tests.loopback import LoopbackAPI, tool_use
 from tests.test_loop import Run, api  # noqa: F401 (the fixture)
 from tests.test_team_support import (

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.tasklog import read_jsonl
+from orchestrator.board.tasklogs import read_jsonl
 from tests.loopback import LoopbackAPI, check_pairing, tool_use
 from tests.test_backend_agent import ClaimFn, api, claim  # noqa: F401 (fixtures)
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board.eventlog import EventLog
+from orchestrator.board.tasklogs import TaskLog
 from orchestrator.config import WorktreeConfig
 from orchestrator.errors import InvalidInput, RunError, UnsafeRemoval
 from orchestrator.layout import Layout
 from orchestrator.model import Task
-from orchestrator.tasklog import TaskLog
 from orchestrator.worktree import WorktreeManager, binding
 from orchestrator.worktree.names import branch_name, check_branch, check_component, check_prefix
 from tests.helpers import git, make_repo
@@ -380,7 +380,7 @@ def test_separate_repositories_do_not_share_state(tmp_path: Path) -> None:
 
 def test_refs_read_from_files_agree_with_git_or_defer_to_it(repo: Path) -> None:
     """`read_commits` answers as `git cat-file` would, or says it cannot (None)."""
-    from orchestrator.worktree.git import Git, read_commits
+    from orchestrator.git import Git, read_commits
 
     g = Git(repo)
     common = repo / ".git"
@@ -406,7 +406,7 @@ def test_refs_read_from_files_agree_with_git_or_defer_to_it(repo: Path) -> None:
 
 def test_removal_without_changes_runs_four_git_processes_and_a_dirty_one_still_refuses(
         repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.worktree import git as gitmod
+    from orchestrator import git as gitmod
 
     calls: list[tuple[str, ...]] = []
     real = gitmod.Git.run

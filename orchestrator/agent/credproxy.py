@@ -26,6 +26,7 @@ import contextlib
 import hmac
 import http.client
 import secrets
+import socket
 import threading
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
@@ -70,9 +71,12 @@ class CredentialProxy:
         return None
 
     @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"http://127.0.0.1:{self.port}"
 
     def env(self) -> dict[str, str]:
         """What the run's environment gets in place of the key."""
@@ -85,7 +89,11 @@ class CredentialProxy:
 
     def close(self) -> None:
         if self._thread.is_alive():
-            self._server.shutdown()
+            stopper = threading.Thread(target=self._server.shutdown)
+            stopper.start()
+            with contextlib.suppress(OSError):  # wakes its wait at once (else up to 0.5 s)
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            stopper.join()
         self._server.server_close()
 
     def allows(self, headers: Mapping[str, str]) -> bool:

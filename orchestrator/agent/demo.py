@@ -20,9 +20,9 @@ from typing import Any
 
 from orchestrator.board import init_repo, open_board
 from orchestrator.errors import Conflict, GitError
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.model import Status
-from orchestrator.worktree.git import Git
 
 RUN_TIMEOUT = 300.0
 TEST = "python3 -m unittest -q"

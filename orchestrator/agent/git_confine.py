@@ -49,8 +49,8 @@ from pathlib import Path
 
 from orchestrator.beneath import read_text_beneath
 from orchestrator.errors import GitError
+from orchestrator.git import Git, git_env
 from orchestrator.secrets import safe_env
-from orchestrator.worktree.git import Git, git_env
 
 SHA_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 READ_ONLY_IN_ADMIN = ("HEAD", "gitdir", "commondir", "locked")

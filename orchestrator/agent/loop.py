@@ -40,9 +40,9 @@ from orchestrator.agent.progress import Call, ProgressWatch
 from orchestrator.agent.prompt import Prompt, with_message_breakpoints
 from orchestrator.budget import Limit
 from orchestrator.config import AgentConfig
+from orchestrator.delivery import as_prompt
 from orchestrator.model import Usage
 from orchestrator.protocols import TaskLogger
-from orchestrator.team.delivery import as_prompt
 
 CONTINUE = "Your reply was cut off at the output limit. Continue exactly where you stopped."
 

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import GitError, UserError
+from orchestrator.git import Git
 from orchestrator.model import Task
 from orchestrator.prompting import last_failure
-from orchestrator.worktree.git import Git
 
 EPHEMERAL = {"type": "ephemeral"}
 MEMORY_MAX_CHARS = 16_000

@@ -47,11 +47,13 @@ import shutil
 import stat
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.agent.container import Container
 from orchestrator.agent.git_confine import GitConfinement
 from orchestrator.errors import ConfigError
 from orchestrator.secrets import safe_env as safe_env  # re-exported for the tool runners
@@ -96,15 +98,21 @@ class Sandbox:
     files: tuple[str, ...] = field(default=())
     """Files (or folders holding no socket) bound read-only as they are (a backend's
     settings linked from the person's home folder)."""
+    container: Container | None = None
+    """The container runner (`orchestrator.agent.container`); None: bubblewrap."""
 
     @classmethod
     def detect(cls, mode: str = "auto", network: bool = False,
-               read_only: Sequence[str] = ()) -> Sandbox:
+               read_only: Sequence[str] = (), *, runner: str = "bwrap",
+               root: Path | None = None, image: str | None = None) -> Sandbox:
         if mode not in SANDBOX_MODES:
             raise ConfigError(f"agent.sandbox must be one of {', '.join(SANDBOX_MODES)}, "
                               f"not {mode!r}")
         if mode == "off":
             return cls(enabled=False, network=network)
+        if runner != "bwrap":  # chosen by name: missing is an error, never a silent host run
+            return cls(enabled=True, network=network, read_only=tuple(read_only),
+                       container=Container.detect(runner, root, image))
         bwrap, problem = _probe()
         if problem is None:
             return cls(enabled=True, network=network, bwrap=bwrap, read_only=tuple(read_only))
@@ -120,7 +128,7 @@ class Sandbox:
         """This sandbox with the network allowed or not, and more folders and files."""
         return Sandbox(self.enabled, self.network if network is None else network,
                        self.notice, self.bwrap, (*self.read_only, *read_only),
-                       (*self.writable, *writable), (*self.files, *files))
+                       (*self.writable, *writable), (*self.files, *files), self.container)
 
     def confine_git(self, cwd: Path) -> GitConfinement | None:
         """What git may write for a command in ``cwd`` (see `git_confine`); pass it to
@@ -136,25 +144,31 @@ class Sandbox:
         task's branch is imported (verified) and the branch moved. ``note`` then says
         what could not be carried over."""
         git = self.confine_git(cwd)
-        s = Session(self.wrap(argv, cwd, git, env), git)
+        name = f"orch-{uuid.uuid4().hex[:16]}"
+        s = Session(self.wrap(argv, cwd, git, env, name=name), git)
         try:
             yield s
         finally:
+            if self.container is not None and self.enabled:
+                self.container.remove(name)  # its client may have been killed: not it
             if git is not None:
                 offline = self.with_(network=False)
-                s.note = git.finish(lambda a: offline.wrap(a, cwd, git))
+                s.note = git.finish(lambda a: offline.wrap(a, cwd, git, name=f"{name}-pack"))
 
     def wrap(self, argv: list[str], cwd: Path, git: GitConfinement | None = None,
-             env: dict[str, str] | None = None) -> list[str]:
+             env: dict[str, str] | None = None, *, name: str = "orch-command") -> list[str]:
         """``argv`` as run inside the sandbox with ``cwd`` writable (unchanged when off);
         with ``git``, the repository's git folder is read-only but for what it opens.
         ``env`` is the command's environment (its ``PATH`` says which toolchains to bind;
-        by default this process's)."""
+        by default this process's); ``name`` names a container runner's container."""
         if not self.enabled:
             return argv
         cwd = cwd.resolve()
-        path = (env if env is not None else os.environ).get("PATH", os.defpath)
-        args = [self.bwrap, *_base_args(self.network, path, self.read_only, str(Path.home()))]
+        environ = env if env is not None else dict(os.environ)
+        path = environ.get("PATH", os.defpath)
+        system = self.container is None or self.container.image is None
+        args = [self.bwrap, *_base_args(self.network, path, self.read_only, str(Path.home()),
+                                        system)]
         bound = (*SYSTEM_DIRS, *_toolchains(path, self.read_only, str(Path.home())))
         for extra in {os.path.realpath(f) for f in self.files}:
             if not any(Path(extra).is_relative_to(b) for b in bound) and (
@@ -167,26 +181,33 @@ class Sandbox:
             args += git.binds()
         else:
             args += _git_dir_binds(cwd)
-        return [*args, "--remount-ro", "/", "--chdir", str(cwd), "--", *argv]
+        args = [*args, "--remount-ro", "/", "--chdir", str(cwd), "--", *argv]
+        if self.container is not None:
+            return self.container.argv(args[1:], environ, name)
+        return args
 
 
-def task_sandbox(config: Config, *, network: bool | None = None) -> Sandbox:
+def task_sandbox(config: Config, *, network: bool | None = None,
+                 root: Path | None = None) -> Sandbox:
     """The sandbox of a task's commands as configured: `agent.sandbox` (auto, on, off),
-    the network (``network``; default `agent.network`) and `sandbox.read_only`."""
+    the network (``network``; default `agent.network`), `sandbox.read_only` and the
+    runner (`sandbox.runner`, `sandbox.image`, or the devcontainer of the main checkout
+    at ``root``)."""
     return Sandbox.detect(config.agent.sandbox,
                           config.agent.network if network is None else network,
-                          config.sandbox.read_only)
+                          config.sandbox.read_only, runner=config.sandbox.runner,
+                          root=root, image=config.sandbox.image)
 
 
-def backend_sandbox(config: Config, command: str, writable: Sequence[Path] = ()) \
-        -> Sandbox | None:
+def backend_sandbox(config: Config, command: str, writable: Sequence[Path] = (),
+                    root: Path | None = None) -> Sandbox | None:
     """The sandbox of a CLI backend's run (`command`, `claude-code`, the presets): the
     task's, with the network of `sandbox.network`, the folder of ``command``'s program
     (when it is a path) and ``writable`` folders of its own; None when
     `sandbox.backends` is off (the run is on the host)."""
     if not config.sandbox.backends:
         return None
-    box = task_sandbox(config, network=config.sandbox.network)
+    box = task_sandbox(config, network=config.sandbox.network, root=root)
     try:
         words = shlex.split(command)
     except ValueError:
@@ -207,8 +228,8 @@ class Session:
 
 
 @functools.lru_cache(maxsize=16)
-def _base_args(network: bool, path: str, read_only: tuple[str, ...], home: str) \
-        -> tuple[str, ...]:
+def _base_args(network: bool, path: str, read_only: tuple[str, ...], home: str,
+               system: bool = True) -> tuple[str, ...]:
     """The part of the command line that depends on this machine, not on the command."""
     uid = os.getuid()
     inside = UNPRIVILEGED_UID if uid == 0 else uid
@@ -217,13 +238,13 @@ def _base_args(network: bool, path: str, read_only: tuple[str, ...], home: str) 
             "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
     if network:
         args.append("--share-net")
-    for d in SYSTEM_DIRS:
+    for d in SYSTEM_DIRS if system else ():  # a container image brings its own
         p = Path(d)
         if p.is_symlink():
             args += ["--symlink", os.readlink(p), d]
         elif p.is_dir():
             args += ["--ro-bind", d, d]
-    for f in MASKED:
+    for f in MASKED if system else ():
         if os.path.isfile(f):
             args += ["--ro-bind", "/dev/null", f]
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--setenv", "TMPDIR", "/tmp",
@@ -232,7 +253,7 @@ def _base_args(network: bool, path: str, read_only: tuple[str, ...], home: str) 
         p = Path(home, name)
         if p.exists() and not p.is_symlink():
             args += ["--ro-bind", str(p), str(p)]
-    for d in _toolchains(path, read_only, home):
+    for d in _toolchains(path, read_only, home) if system else ():
         args += ["--ro-bind", d, d]
     return tuple(args)
 

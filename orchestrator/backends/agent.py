@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator import budget
+from orchestrator import budget, delivery
 from orchestrator.agent import plan_first, profiles
 from orchestrator.agent.base import BudgetReached, LimitExceeded, Model, Stopped, ToolContext
 from orchestrator.agent.loop import AgentLoop, Limits
@@ -48,7 +48,6 @@ from orchestrator.errors import BackendError, ConfigError, InvalidInput
 from orchestrator.layout import Layout
 from orchestrator.model import Usage
 from orchestrator.protocols import RunContext, RunResult
-from orchestrator.team import delivery
 
 EXTENSIONS: list[str] = ["orchestrator.mcp.attach:attach"]
 
@@ -215,13 +214,13 @@ def _session_log(ctx: RunContext) -> str:
 
 def build_toolset(config: Config, ctx: RunContext) -> Toolset:
     from orchestrator.agent.permissions import PermissionGate
-    from orchestrator.agent.sandbox import Sandbox, safe_env
+    from orchestrator.agent.sandbox import safe_env, task_sandbox
     from orchestrator.agent.tools import default_tools
     from orchestrator.secrets import protect_process
 
     protect_process()  # this process is the parent of every tool process it runs
     root = ctx.workspace.path
-    sandbox = Sandbox.detect(config.agent.sandbox, config.agent.network)
+    sandbox = task_sandbox(config, root=ctx.layout.root)
     notice = sandbox.notice or (None if sandbox.enabled else "sandbox off (agent.sandbox = off)")
     if notice and not config.agent.allow_unsandboxed_bash:
         notice += ("; bash commands ask a person first, because unconfined they can read "

@@ -36,12 +36,12 @@ from orchestrator.agent.sandbox import backend_sandbox
 from orchestrator.budget import USAGE_FILE_ENV, read_usage_file
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError, InvalidInput, OrchestratorError
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.model import Usage
 from orchestrator.process import CANNOT_RUN, run_streamed
 from orchestrator.prompting import last_lines, task_env
 from orchestrator.protocols import RunContext, RunResult
-from orchestrator.worktree.git import Git
 
 
 def locate_command(command: str, start: Path, root: Path) -> tuple[str, str | None]:
@@ -93,7 +93,7 @@ class CommandBackend:
         with tempfile.TemporaryDirectory(prefix="orch-usage-") as tmp:
             usage_file = Path(tmp) / "usage.json"
             watch = _UsageWatch(ctx, usage_file)
-            box = backend_sandbox(self.config, cmd, [Path(tmp)])
+            box = backend_sandbox(self.config, cmd, [Path(tmp)], self.layout.root)
             env = {**task_env(ctx), USAGE_FILE_ENV: str(usage_file)}
             with run_env(env, self.config.agent.pass_env,
                          sandboxed=box is not None and box.enabled) as env:

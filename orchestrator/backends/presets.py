@@ -32,11 +32,11 @@ from orchestrator.agent.credproxy import run_env
 from orchestrator.agent.sandbox import backend_sandbox
 from orchestrator.config import CommandPreset, Config
 from orchestrator.fsutil import atomic_write
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.process import CANNOT_RUN, run_streamed
 from orchestrator.prompting import build_prompt, last_lines, task_env
 from orchestrator.protocols import RunContext, RunResult
-from orchestrator.worktree.git import Git
 
 PRESETS: dict[str, CommandPreset] = {
     "aider": CommandPreset(argv=["aider", "--yes-always", "--no-auto-commits",
@@ -107,7 +107,8 @@ class PresetBackend:
         before = worktree_state(ctx.workspace.path)
         ctx.log.write("backend_started", backend=self.name, argv=preset.argv,
                       prompt_via=preset.prompt)
-        box = backend_sandbox(self.config, line, [] if stdin is None else [stdin.parent])
+        box = backend_sandbox(self.config, line, [] if stdin is None else [stdin.parent],
+                              self.layout.root)
         try:
             with run_env(env, self.config.agent.pass_env,
                          sandboxed=box is not None and box.enabled) as env:

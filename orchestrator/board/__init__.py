@@ -22,7 +22,7 @@ from orchestrator.layout import TASKS_DIR, Layout
 if TYPE_CHECKING:
     from orchestrator.board.store import FileBoard
 
-__all__ = ["FileBoard", "board_paths", "init_repo", "open_board"]
+__all__ = ["FileBoard", "board_paths", "init_repo", "open_board", "rejected_line"]
 
 
 def __getattr__(name: str) -> Any:
@@ -60,6 +60,16 @@ def board_modules(config: BoardSettings) -> list[str]:
     return ["orchestrator.board.store"]
 
 
+def rejected_line(paths: list[str]) -> str | None:
+    """What a command says about the files its intake rejected (`ControlPlane.rejected_drops`):
+    ``1 file rejected: .tasks/rejected/bad.json — see bad.json.error.txt``."""
+    if not paths:
+        return None
+    shown = "; ".join(f"{p} — see {p.rsplit('/', 1)[-1]}.error.txt" for p in paths[:3])
+    more = f" (and {len(paths) - 3} more)" if len(paths) > 3 else ""
+    return f"{len(paths)} file{'s' if len(paths) != 1 else ''} rejected: {shown}{more}"
+
+
 def board_paths(layout: Layout) -> dict[str, Path]:
     """Where the file board keeps things, for ``init`` to tell the user."""
     return {"root": layout.root, "tasks": layout.tasks, "inbox": layout.inbox,
@@ -71,7 +81,7 @@ def init_repo(root: Path, worktree_root: Path | None = None) -> Layout:
 
     Idempotent. A worktree root outside the repository needs no exclude line.
     """
-    from orchestrator.worktree.git import Git  # here: the board's readers never run git
+    from orchestrator.git import Git  # here: the board's readers never run git
 
     layout = Layout.at(root, worktree_root).ensure()
     out = Git(layout.root).run("rev-parse", "--git-common-dir", check=False)

@@ -82,3 +82,14 @@ def page(text: str) -> None:
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(to_jsonable(obj), indent=None, default=str) + "\n")
     sys.stdout.flush()
+
+
+def page_lines(console: Any, lines: list[str]) -> None:
+    """Print ``lines``; on a terminal, more than a screenful goes through the pager
+    (``$PAGER``, else ``less``), as ``git log`` does."""
+    text = "\n".join(lines) + "\n"
+    if console.is_terminal and len(lines) >= console.height:
+        page(text)
+        return
+    sys.stdout.write(text)
+    sys.stdout.flush()

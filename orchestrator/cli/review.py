@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, page, print_json, print_table
+from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, page, print_json
 from orchestrator.cli.output import echo, plain
 from orchestrator.errors import InvalidInput
 from orchestrator.model import Status
@@ -30,47 +30,49 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
     if not rows:
         typer.echo("nothing to review")
         return
-    from rich.table import Table
-
+    from orchestrator.cli.output import PIPED_WIDTH, page_lines
+    from orchestrator.cli.table import Piped, Terminal, draw_columns
     from orchestrator.forge import pull_request_cell
 
-    table = Table(box=None, pad_edge=False)
     prs = any(row["pull_request"] for row in rows)
-    for col in ("id", "subject", "branch", "commits", "changes", "checks", "spent", "age",
-                *(["pull request"] if prs else [])):
-        table.add_column(col)
-    for row in rows:
-        table.add_row(row["id"], plain(row["subject"]), row["branch"] or "",
-                      _str(row["commits"]),
-                      _changes(row["diffstat"]), _checks(row["checks"]),
-                      row["spent"], _age(row["age_seconds"]),
-                      *([pull_request_cell(row["pull_request"])] if prs else []))
-    print_table(table)
+    headers = ["id", "subject", "branch", "commits", "changes", "checks", "spent", "age",
+               *(["pull request"] if prs else [])]
+    columns = [[row["id"] for row in rows], [plain(row["subject"]) for row in rows],
+               [row["branch"] or "" for row in rows], [_str(row["commits"]) for row in rows],
+               [_changes(row["diffstat"]) for row in rows],
+               [_checks(row["checks"]) for row in rows], [row["spent"] for row in rows],
+               [_age(row["age_seconds"]) for row in rows],
+               *([[pull_request_cell(row["pull_request"]) for row in rows]] if prs else [])]
+    piped = not sys.stdout.isatty()  # piped: one line per row, never wrapped, no styles
+    console = Piped(PIPED_WIDTH) if piped else Terminal()
+    lines = [line.rstrip() if piped else line
+             for line in draw_columns(console, headers, columns, [False] * len(headers))]
     told: set[frozenset[str]] = set()
+    notes: list[str] = []
     for row in rows:
         for o in row["overlaps"]:
             pair = frozenset((row["id"], o["task"]))
             if pair in told:
                 continue
             told.add(pair)
-            echo(f"! {row['id']} and {o['task']} ({o['status']}) both change: "
-                 f"{', '.join(o['files'])}")
+            notes.append(f"{row['id']} and {o['task']} ({o['status']}) both change: "
+                         f"{', '.join(o['files'])}")
         merge = row["merge"]
         if merge and merge["conflicts"]:
-            echo(f"! {row['id']} would conflict with {merge['into']} in: "
-                 f"{', '.join(merge['conflicts'])}")
+            notes.append(f"{row['id']} would conflict with {merge['into']} in: "
+                         f"{', '.join(merge['conflicts'])}")
         if row.get("error"):
-            echo(f"! {row['error']}")
+            notes.append(row["error"])
         if row.get("stacked_on"):
-            echo(f"! {row['id']} is stacked on " + ", ".join(
+            notes.append(f"{row['id']} is stacked on " + ", ".join(
                 f"{s['task']} ({s['status']})" for s in row["stacked_on"])
                 + f": merging it brings their changes too (merge {row['id']} --with-blockers)")
-        for warning in row.get("warnings", []):
-            echo(f"! {row['id']}: {warning}")
+        notes += [f"{row['id']}: {warning}" for warning in row.get("warnings", [])]
         land = row.get("land")
         if land and land["event"] in ("land_rejected", "land_skipped"):
             what = "rejected" if land["event"] == "land_rejected" else "skipped"
-            echo(f"! {row['id']} was {what} by land: {land.get('reason')}")
+            notes.append(f"{row['id']} was {what} by land: {land.get('reason')}")
+    page_lines(console, lines + [plain(f"! {note}") for note in notes])
 
 
 @app.command("diff")

@@ -17,7 +17,7 @@ from typing import Any
 from orchestrator.agent.todos import progress, render
 from orchestrator.board import open_board
 from orchestrator.budget import describe
-from orchestrator.cli.output import PIPED_WIDTH, echo, page, plain, print_json
+from orchestrator.cli.output import PIPED_WIDTH, echo, page_lines, plain, print_json
 from orchestrator.controlplane import ControlPlane
 from orchestrator.model import Budget, ForgeLink, Status, Task, Usage
 from orchestrator.repo import open_repo, to_jsonable
@@ -48,7 +48,7 @@ def say_rejected(board: ControlPlane) -> None:
     rejected = board.rejected_drops()
     if not rejected:
         return
-    from orchestrator.board.intake import rejected_line
+    from orchestrator.board import rejected_line
 
     line = rejected_line(rejected)
     if line:
@@ -66,7 +66,7 @@ def add(subject: str, description: str = "", blocked_by: list[str] | None = None
         budget_tokens: str | None = None, timeout: str | None = None,
         repo: Path | None = None, json_: bool = False) -> None:
     """``orchestrator add``."""
-    from orchestrator.board.adding import add_task
+    from orchestrator.adding import add_task
     from orchestrator.budget import make_budget
 
     budget = make_budget(budget_usd, budget_tokens, timeout)
@@ -142,18 +142,7 @@ def list_tasks(status: list[Status] | None = None, repo: Path | None = None,
     ids = set(columns[0])
     shown = ids | (set() if status else set(problems) - ids)
     lines += [plain(f"! {tid}: {problems[tid]}") for tid in sorted(set(problems) & shown)]
-    _page(console, lines)
-
-
-def _page(console: Any, lines: list[str]) -> None:
-    """Print ``lines``; on a terminal, more than a screenful goes through the pager
-    (``$PAGER``, else ``less``), as ``git log`` does."""
-    text = "\n".join(lines) + "\n"
-    if console.is_terminal and len(lines) >= console.height:
-        page(text)
-        return
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    page_lines(console, lines)
 
 
 def _show_forge(link: ForgeLink) -> None:
@@ -188,7 +177,10 @@ def show(task_id: str, repo: Path | None = None, json_: bool = False) -> None:
         if asked:
             echo(textwrap.indent(asked, "  "))
     if task.usage != Usage() or task.budget != Budget():
-        echo(f"spent: {describe(task.budget, task.usage)}")
+        u = task.usage
+        echo(f"spent: {describe(task.budget, task.usage)} ({u.input_tokens} in, "
+             f"{u.output_tokens} out, {u.cache_read_tokens} cache read, "
+             f"{u.cache_write_tokens} cache write tokens)")
     if task.forge is not None:
         _show_forge(task.forge)
     if task.lease is not None:
@@ -197,7 +189,8 @@ def show(task_id: str, repo: Path | None = None, json_: bool = False) -> None:
         echo(f"lease: {task.lease.owner}, token {task.lease.token}, expires {at} "
                    f"({f'in {left:.0f}s' if left >= 0 else f'{-left:.0f}s ago'})")
     shown = task.model_dump(mode="json", exclude={"id", "status", "subject", "todos", "plan",
-                                                  "lease", "wait", "waiting_for", "forge"},
+                                                  "lease", "wait", "waiting_for", "forge",
+                                                  "usage", "budget"},
                             exclude_defaults=True)
     for key, value in shown.items():
         if value not in (None, "", [], {}) and key != "description":

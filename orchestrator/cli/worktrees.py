@@ -25,7 +25,8 @@ def _manager(repo: Path | None) -> Iterator[tuple[Workspaces, list[Task]]]:
     with open_board(r.layout, r.board) as board:
         from orchestrator.agent.sandbox import task_sandbox
 
-        box = task_sandbox(r.config, network=r.config.sandbox.network)  # re-created ones' setup
+        box = task_sandbox(r.config, network=r.config.sandbox.network,  # re-created: setup
+                           root=r.layout.root)
         yield open_isolation(r.layout, r.config.worktree, board, actor="cli",
                              sandbox=box), board.list()
 

@@ -13,10 +13,10 @@ from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict
 from orchestrator.forge import ForgeError, open_forge
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.model import Status
 from orchestrator.review.common import using_board
-from orchestrator.worktree.git import Git
 
 if TYPE_CHECKING:
     from orchestrator.review.landing import LandReport, Outcome

@@ -106,8 +106,8 @@ class StandIn:
         self.limit: tuple[int, int, float] | None = None
         """(answers left to refuse, status, retry-after)."""
         self.down = False
-        self.requests: list[tuple[str, str, int]] = []
-        """(method, path, status) of each request served."""
+        self.requests: list[tuple[str, str, int, str | None]] = []
+        """(method, path, status, user) of each request served (user: None when refused)."""
         self.validator: Validator | None = None
         """Checks every exchange against GitHub's description (tests set it)."""
         self.app = Starlette(routes=self._routes())
@@ -135,7 +135,7 @@ class StandIn:
         with self.lock:
             self.hooks.append((url, secret))
 
-    def served(self, since: int = 0) -> list[tuple[str, str, int]]:
+    def served(self, since: int = 0) -> list[tuple[str, str, int, str | None]]:
         with self.lock:
             return list(self.requests[since:])
 
@@ -200,7 +200,9 @@ class StandIn:
             body = await request.body()
             response = self._answer(request, fn, body)
             with self.lock:
-                self.requests.append((request.method, request.url.path, response.status_code))
+                auth = request.headers.get("authorization", "").split(" ", 1)[-1]
+                self.requests.append((request.method, request.url.path, response.status_code,
+                                      self.tokens.get(auth)))
             if self.validator is not None:
                 self.validator.check(request.method, request.url.path,
                                      list(request.query_params.multi_items()),
@@ -555,6 +557,7 @@ class StandIn:
              "line": int(data.get("line") or 1), "commit": str(data.get("commit_id", "")),
              "review": next(self.ids), "at": _now()}
         self.inline.append(c)
+        p.updated = _now()
         self._deliver("pull_request_review_comment", "created", p.number)
         return self.inline_json(c)
 
@@ -566,6 +569,7 @@ class StandIn:
         c = {**parent, "id": next(self.ids), "user": user, "body": str(data.get("body", "")),
              "reply_to": parent["id"], "at": _now()}
         self.inline.append(c)
+        p.updated = _now()
         self._deliver("pull_request_review_comment", "created", p.number)
         return self.inline_json(c)
 

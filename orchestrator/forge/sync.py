@@ -49,11 +49,11 @@ from orchestrator.forge import (
     RateLimited,
     cut,
 )
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
 from orchestrator.model import ForgeLink, Status, Task
 from orchestrator.waits import CiExhausted
-from orchestrator.worktree.git import Git
 from orchestrator.worktree.names import check_branch
 
 if TYPE_CHECKING:
@@ -150,13 +150,12 @@ class ForgeSync:
         base = self.target(task, by_branch)
         if link.pushed != tip:
             self.push(task.branch, link.pushed)
-        pull = self.forge.get_pull(link.pr) if link.pr else self.forge.find_pull(task.branch)
+        pull = self.forge.get_pull(link.pr) if link.pr else None
         if pull is not None and pull.merged:
             by_branch[task.branch] = self.merged(task, pull, out)  # its dependants retarget
             return
         if pull is None or (pull.state == "closed" and link.pushed != tip):
-            pull = self.forge.open_pull(head=task.branch, base=base, title=_title(task),
-                                        body=self.body(task), draft=self.config.forge.draft)
+            pull = self.open(task, base)
             self.board.events.emit("pr_opened", task.id, actor=ACTOR, pr=pull.number,
                                    url=pull.url, base=base)
             out.opened.append(task.id)
@@ -176,10 +175,27 @@ class ForgeSync:
                            "fetch it into the task or close the pull request")
         link = link.model_copy(update={"pr": pull.number, "url": pull.url, "pushed": tip,
                                        "base": base, "state": pull.state})
+        was = task.forge.state if task.forge else None
         if link != task.forge:
             task = self.board.edit(task.id, actor=ACTOR, forge=link)
         if pull.state == "open":
             self.watch(task, pull, out)
+        elif was != "closed":
+            self.note(task, f"pull request #{pull.number} was closed on the forge without "
+                            "merging: reopen it there, or discard the task", out)
+
+    def open(self, task: Task, base: str) -> PullRequest:
+        """Open the task's pull request; when the forge says one is open for the branch
+        already (a link lost with a crash between opening and saving it), that one."""
+        assert task.branch is not None
+        try:
+            return self.forge.open_pull(head=task.branch, base=base, title=_title(task),
+                                        body=self.body(task), draft=self.config.forge.draft)
+        except ForgeError as exc:
+            found = self.forge.find_pull(task.branch) if "422" in str(exc) else None
+            if found is None or found.state != "open":
+                raise
+            return found
 
     def target(self, task: Task, by_branch: dict[str, Task]) -> str:
         """The branch the pull request targets: the blocker's while it is not merged (a
@@ -272,11 +288,7 @@ class ForgeSync:
                                             f"); {task.id} waits for a person after "
                                             f"{link.ci_rounds} rounds.")
             return
-        self.send_back(task, feedback, rounds=link.ci_rounds + 1)
-        self.forge.comment(pull.number, f"CI failed ({', '.join(c.name for c in failed)}): "
-                                        f"sent back to the agent of {task.id} "
-                                        f"(round {link.ci_rounds + 1} of "
-                                        f"{self.config.checks.retries}).")
+        self.send_back(task, feedback, rounds=link.ci_rounds + 1)  # the red check says enough
         out.sent_back.append(task.id)
 
     def comments(self, task: Task, pull: PullRequest, out: Outcome) -> None:
@@ -307,14 +319,14 @@ class ForgeSync:
             where = f" ({f.path}:{f.line})" if f.path else ""
             lines.append(f"- {f.author}{where}: {f.body.strip()}")
         self.send_back(task, cut("\n".join(lines), 12_000), rounds=0)
-        for f in wanted:
-            reply = f"Sent back to the agent of {task.id}; its commits will come to this pull " \
-                    "request."
-            if f.kind == "inline" and f.reply_to:
-                self.forge.reply(pull.number, f.reply_to, reply)
-        self.forge.comment(pull.number, f"orchestrator sent {task.id} back to its agent with "
-                                        f"{len(wanted)} comment(s) from "
-                                        f"{', '.join(sorted({f.author for f in wanted}))}.")
+        said = f"orchestrator sent {task.id} back to its agent with {len(wanted)} comment(s) " \
+               f"from {', '.join(sorted({f.author for f in wanted}))}; its commits will come " \
+               "to this pull request."
+        threads = {f.reply_to for f in wanted if f.kind == "inline" and f.reply_to}
+        for thread in sorted(threads):  # the answer goes where the question was
+            self.forge.reply(pull.number, thread, said)
+        if not threads:
+            self.forge.comment(pull.number, said)
         out.sent_back.append(task.id)
 
     def asks(self, f: Feedback, items: list[Feedback]) -> bool:

@@ -31,7 +31,7 @@ from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import InvalidInput, OrchestratorError
 from orchestrator.forge import pull_request
 from orchestrator.mcp.handshake import INSTRUCTIONS, SERVER_NAME, FirstLine
-from orchestrator.model import Budget, Status, Task
+from orchestrator.model import Status, Task
 from orchestrator.record import describe_error
 from orchestrator.repo import Repo, to_jsonable
 from orchestrator.review import diff_text, discard_task, merge_task, review_rows
@@ -117,10 +117,11 @@ def build_server(repo: Repo) -> tuple[MCPServer, ControlPlane]:
             description="Wall-clock time its runs may take: 30m, 1h, 90s.")] = None,
     ) -> dict[str, Any]:
         """Add a task to the board; it is pending until a teammate claims it."""
-        limits = make_budget(budget_usd, budget_tokens, timeout)
-        extra: dict[str, Any] = {"budget": limits} if limits != Budget() else {}
-        task = board.add(subject, description=description, blocked_by=[str(b) for b in blocked_by],
-                         priority=priority, actor=ACTOR, **extra)
+        from orchestrator.adding import add_task as add
+
+        task = add(layout, None, board, subject, description=description,
+                   blocked_by=[str(b) for b in blocked_by], priority=priority,
+                   budget=make_budget(budget_usd, budget_tokens, timeout), actor=ACTOR)
         return _json(task)
 
     @server.tool()

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from pathlib import PurePosixPath
 
 from orchestrator.errors import Conflict, GitError
+from orchestrator.git import Git
 from orchestrator.model import Task
-from orchestrator.worktree.git import Git
 
 ROOT_FILES = frozenset({
     "orchestrator.toml", ".mcp.json", ".worktreeinclude", ".gitmodules", ".envrc",

@@ -18,10 +18,10 @@ from typing import Any
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.model import Task
 from orchestrator.review.common import using_board
-from orchestrator.worktree.git import Git
 
 
 def current_branch(repo: Git) -> str | None:

@@ -57,6 +57,7 @@ from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError, InvalidInput, OrchestratorError, RunError
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.model import (
     LAND_FEEDBACK,
@@ -84,7 +85,6 @@ from orchestrator.review.merging import (
 from orchestrator.review.retrying import retry_task
 from orchestrator.secrets import safe_env
 from orchestrator.waits import LandRejected, MergeConflict, PushRejected, Wait
-from orchestrator.worktree.git import Git
 from orchestrator.worktree.names import check_branch
 from orchestrator.worktree.remote import Remote
 
@@ -392,7 +392,7 @@ class Queue:
                "ORCH_LAND": "1"}
         checks = run_checks(self.verify, cwd=self.tree, env=env, log=log,
                             timeout=self.config.team.verify_timeout, stop=self.stop,
-                            sandbox=task_sandbox(self.config))
+                            sandbox=task_sandbox(self.config, root=self.layout.root))
         if checks["stopped"]:
             self.report.stopped = True
             raise _Stopped

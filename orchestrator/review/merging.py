@@ -48,13 +48,13 @@ from orchestrator.errors import (
     RunError,
     UnsafeRemoval,
 )
+from orchestrator.git import Git, list_worktrees
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task
 from orchestrator.record import Record
 from orchestrator.review.common import using_board
 from orchestrator.review.diff import Changes, changes, current_branch, merge_conflicts
 from orchestrator.waits import PushRejected
-from orchestrator.worktree.git import Git, list_worktrees
 from orchestrator.worktree.names import check_branch
 from orchestrator.worktree.remote import Remote
 from orchestrator.worktree.safety import MAX_NAMED, dirty_paths

@@ -11,20 +11,22 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from orchestrator.budget import describe
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
-from orchestrator.errors import Conflict, GitError
+from orchestrator.errors import GitError
 from orchestrator.forge import pull_request
+from orchestrator.git import Git
 from orchestrator.layout import Layout
-from orchestrator.model import Status, Task
+from orchestrator.model import Status, Task, task_number
+from orchestrator.review.cache import PairCache, dumps, loads
 from orchestrator.review.common import using_board
 from orchestrator.review.control import control_changes, describe_control
 from orchestrator.review.diff import (
     Changes,
-    changes,
     commit_count,
     current_branch,
     diffstat,
@@ -32,62 +34,167 @@ from orchestrator.review.diff import (
     outside_links,
 )
 from orchestrator.review.landing import land_rows
-from orchestrator.worktree.git import Git
 from orchestrator.worktree.remote import Remote
 
 
 def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = None,
-                now: float | None = None) -> list[dict[str, Any]]:
-    """One dict per task in review, oldest id first (the shape of ``review --json``)."""
+                now: float | None = None, only: str | None = None) -> list[dict[str, Any]]:
+    """One dict per task in review, oldest id first (the shape of ``review --json``);
+    ``only``: the row of that task alone (its overlaps still look at every kept branch).
+
+    Git is asked about each pair of commits once (`orchestrator.review.cache`): a board
+    of 2,000 branches in review runs git a few times, not thousands."""
     with using_board(layout, config, board, "cli") as b:
         tasks = b.list()
-        lands = land_rows(b, [t.id for t in tasks if t.status is Status.REVIEW])
+        shown = [t for t in tasks if t.status is Status.REVIEW and (only is None
+                                                                     or t.id == only)]
+        lands = land_rows(b, [t.id for t in shown])
     remote = Remote.for_config(layout.root, config)
-    if remote is not None:  # branches finished on other machines
-        remote.fetch_branches([t.branch for t in tasks
-                               if t.branch and t.status is Status.REVIEW])
+    if remote is not None and shown:  # branches finished on other machines
+        remote.fetch_branches([t.branch for t in shown if t.branch])
     repo = Git(layout.root)
     main = current_branch(repo)
-    kept: dict[str, tuple[Changes, dict[str, Any]]] = {}
-    errors: dict[str, str] = {}
-    for task in tasks:
-        if task.status.final or not task.branch:
-            continue
-        try:
-            ch = changes(repo, task)
-            kept[task.id] = (ch, diffstat(repo, ch))
-        except (Conflict, GitError) as exc:
-            errors[task.id] = str(exc)
-    touched = {tid: {f["path"] for f in stat["files"]} for tid, (_, stat) in kept.items()}
+    cache = PairCache(_git_dir(repo))
+    try:
+        kept, errors = _kept(repo, [t for t in tasks if not t.status.final and t.branch],
+                             main, cache)
+        merges = _merges(repo, [(t, kept[t.id][0]) for t in shown if t.id in kept],
+                         main, cache)
+        cache.save()
+    finally:
+        cache.close()
+    touched = {tid: {f["path"] for f in facts["files"]} for tid, (_, facts) in kept.items()}
+    by_file: dict[str, list[str]] = {}
+    for tid, files in touched.items():
+        for f in files:
+            by_file.setdefault(f, []).append(tid)
     status_of = {t.id: t.status for t in tasks}
     by_id = {t.id: t for t in tasks}
     rows = []
-    for task in tasks:
-        if task.status is not Status.REVIEW:
-            continue
-        row = _row(task, time.time() if now is None else now)
+    clock = time.time() if now is None else now
+    for task in shown:
+        row = _row(task, clock)
         row["land"] = lands.get(task.id)
         row["stacked_on"] = [{"task": b, "status": str(status_of[b])}
                              for b in _unmerged(task, by_id)]
         if task.id in kept:
-            ch, stat = kept[task.id]
-            control = control_changes(repo, ch.base, ch.tip, (f["path"] for f in stat["files"]))
-            row.update(base=ch.base_ref, base_commit=ch.base, commits=commit_count(repo, ch),
-                       diffstat=stat, merge=_mergeable(repo, ch, main or task.base),
-                       control_files=control,
+            ch, facts = kept[task.id]
+            control = facts["control"]
+            row.update(base=ch.base_ref, base_commit=ch.base, commits=facts["commits"],
+                       diffstat={k: facts[k] for k in ("files", "added", "removed")},
+                       merge=merges.get(task.id), control_files=control,
                        warnings=[f"symlink {path} -> {target} points outside the worktree"
-                                 for path, target in outside_links(repo, ch)]
+                                 for path, target in facts["links"]]
                        + ([describe_control(control, task.id)] if control else []))
         else:
             row["error"] = errors.get(task.id, f"{task.id} has no branch")
         mine = touched.get(task.id, set())
+        shared: dict[str, set[str]] = {}
+        for f in mine:
+            for other in by_file[f]:
+                if other != task.id:
+                    shared.setdefault(other, set()).add(f)
         row["overlaps"] = [
-            {"task": other, "status": str(status_of[other]), "files": sorted(mine & files)}
-            for other, files in touched.items()
-            if other != task.id and mine & files and not _stacked(task, by_id[other])
+            {"task": other, "status": str(status_of[other]), "files": sorted(files)}
+            for other, files in sorted(shared.items(), key=lambda kv: task_number(kv[0]))
+            if not _stacked(task, by_id[other])
         ]
         rows.append(row)
     return rows
+
+
+def _git_dir(repo: Git) -> Path | None:
+    out = repo.run("rev-parse", "--git-common-dir", check=False)
+    if out.returncode != 0:
+        return None
+    path = Path(out.stdout.strip())
+    return path if path.is_absolute() else (Path(repo.cwd) / path).resolve()
+
+
+def _kept(repo: Git, tasks: list[Task], main: str | None, cache: PairCache
+          ) -> tuple[dict[str, tuple[Changes, dict[str, Any]]], dict[str, str]]:
+    """Each kept branch's changes and their facts (commits, diffstat, outside symlinks),
+    and the error of each branch that cannot be read; what `changes` answers, for all of
+    them at once: the branches and bases resolved in one git call, the rest from the
+    cache where it was asked before."""
+    revs = sorted({r for t in tasks for r in (f"refs/heads/{t.branch}", t.base, main,
+                                              t.base_commit) if r})
+    commit = dict(zip(revs, repo.commits(*revs), strict=True))
+    errors: dict[str, str] = {}
+    want: list[tuple[Task, str, list[tuple[str, str]]]] = []
+    for t in tasks:
+        tip = commit.get(f"refs/heads/{t.branch}")
+        if tip is None:
+            errors[t.id] = f"{t.id}: its branch {t.branch} is missing (deleted by hand?)"
+            continue
+        bases = [(ref, c) for ref in (t.base, main) if ref and (c := commit.get(ref))]
+        want.append((t, tip, bases))
+    forks = cache.get_many("forks", [(tip, c) for _, tip, bases in want for _, c in bases])
+    found: dict[str, Changes] = {}
+    for t, tip, bases in want:
+        for ref, c in bases:
+            fork = forks.get((tip, c))
+            if fork is None:
+                out = repo.run("merge-base", c, tip, check=False)
+                fork = out.stdout.strip() if out.returncode == 0 else ""
+                cache.put("forks", tip, c, fork)
+            if fork:
+                found[t.id] = Changes(t.id, t.branch or "", tip, fork, ref)
+                break
+        else:
+            if t.base_commit and commit.get(t.base_commit):
+                found[t.id] = Changes(t.id, t.branch or "", tip, t.base_commit,
+                                      t.base_commit[:12])
+            else:
+                errors[t.id] = (f"{t.id}: cannot tell where {t.branch} started (its base "
+                                f"{t.base or t.base_commit or '?'} is gone)")
+    known = cache.get_many("facts", [(ch.base, ch.tip) for ch in found.values()])
+    kept: dict[str, tuple[Changes, dict[str, Any]]] = {}
+    for tid, ch in found.items():
+        raw = known.get((ch.base, ch.tip))
+        if raw is not None:
+            facts = loads(raw)
+        else:
+            try:
+                stat = diffstat(repo, ch)
+                facts = {**stat, "commits": commit_count(repo, ch),
+                         "links": outside_links(repo, ch),
+                         "control": control_changes(repo, ch.base, ch.tip,
+                                                    (f["path"] for f in stat["files"]))}
+            except GitError as exc:
+                errors[tid] = str(exc)
+                continue
+            cache.put("facts", ch.base, ch.tip, dumps(facts))
+        kept[tid] = (ch, facts)
+    return kept, errors
+
+
+def _merges(repo: Git, shown: list[tuple[Task, Changes]], main: str | None,
+            cache: PairCache) -> dict[str, dict[str, Any] | None]:
+    """Whether each branch merges cleanly into its target now (``git merge-tree``, once
+    per pair of target and tip)."""
+    targets = sorted({target for t, _ in shown if (target := main or t.base)})
+    tip_of = dict(zip(targets, repo.commits(*(f"refs/heads/{x}" for x in targets)),
+                      strict=True))
+    pairs = {t.id: (target, tip_of.get(target), ch.tip) for t, ch in shown
+             if (target := main or t.base)}
+    known = cache.get_many("merges", [(c, tip) for _, c, tip in pairs.values() if c])
+    out: dict[str, dict[str, Any] | None] = {t.id: None for t, _ in shown}
+    for tid, (target, c, tip) in pairs.items():
+        if c is None:
+            continue
+        raw = known.get((c, tip))
+        if raw is None:
+            try:
+                _, conflicts = merge_conflicts(repo, c, tip)
+            except GitError as exc:
+                out[tid] = {"into": target, "clean": None, "conflicts": [], "error": str(exc)}
+                continue
+            raw = dumps(conflicts)
+            cache.put("merges", c, tip, raw)
+        conflicts = loads(raw)
+        out[tid] = {"into": target, "clean": not conflicts, "conflicts": conflicts}
+    return out
 
 
 def _unmerged(task: Task, by_id: dict[str, Task]) -> list[str]:
@@ -133,19 +240,6 @@ def _checks(checks: dict[str, Any] | None) -> dict[str, Any] | None:
     if not checks:
         return None
     return {k: checks.get(k) for k in ("passed", "result", "command", "seconds", "at")}
-
-
-def _mergeable(repo: Git, ch: Changes, target: str | None) -> dict[str, Any] | None:
-    if not target:
-        return None
-    target_commit = repo.commit_of(f"refs/heads/{target}")
-    if target_commit is None:
-        return None
-    try:
-        _, conflicts = merge_conflicts(repo, target_commit, ch.tip)
-    except GitError as exc:
-        return {"into": target, "clean": None, "conflicts": [], "error": str(exc)}
-    return {"into": target, "clean": not conflicts, "conflicts": conflicts}
 
 
 def _since(iso: str, now: float) -> float | None:

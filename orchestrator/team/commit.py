@@ -7,9 +7,9 @@ from pathlib import Path
 from orchestrator.agent.git_confine import SHA_RE
 from orchestrator.beneath import read_text_beneath
 from orchestrator.errors import GitError, SecretLeak
+from orchestrator.git import Git
 from orchestrator.model import Task
 from orchestrator.secrets import commit_leaks, secret_names, text_leaks
-from orchestrator.worktree.git import Git
 from orchestrator.worktree.safety import MAX_TASK_REF, worktree_git_dir
 
 TASK_REF = ".task_ref"

@@ -201,7 +201,8 @@ class Lead:
 
         manager = open_isolation(
             self.layout, self.config.worktree, self.board,
-            sandbox=task_sandbox(self.config, network=self.config.sandbox.network))
+            sandbox=task_sandbox(self.config, network=self.config.sandbox.network,
+                                 root=self.layout.root))
         report = manager.reconcile(self.board.list())
         self.log.info("worktrees reconciled", report=_plain(report))
 
@@ -251,9 +252,7 @@ class Lead:
                     left = t.lease.expires_at - now_w + 0.05
                     due.append(left if left > 0 else 1.0)
         if self.burst and not self.stopping:
-            from orchestrator.board.intake import settling
-
-            wait = settling(self.layout)  # a drop still settling: look again when it has
+            wait = self.board.settling()  # a drop still settling: look again when it has
             if wait is not None:
                 due.append(wait)
         due.append(self.config.board.rescan_seconds)  # the lead's mailbox is not watched
@@ -272,7 +271,7 @@ class Lead:
         self.guarded("starting notification hooks", self.hooks.poll)
 
     def intake(self) -> None:
-        from orchestrator.board.intake import rejected_line
+        from orchestrator.board import rejected_line
 
         for t in self.board.intake():
             self.log.info("task added", task=t.id, subject=t.subject)
@@ -421,10 +420,8 @@ class Lead:
     def drained(self) -> bool:
         """Nothing claimable, nothing running, no dropped file still settling in the inbox
         (it becomes a task or is rejected once it settles), and nothing left to land."""
-        from orchestrator.board.intake import settling
-
         return not self.board.ready() and not self.board.list(Status.IN_PROGRESS) \
-            and settling(self.layout) is None \
+            and self.board.settling() is None \
             and self.lander is None and not (self.config.team.land and self.landable()) \
             and not self.pushes.pending(self.board)
 
@@ -479,6 +476,13 @@ class Lead:
             self.log.warning("no spawner; teammates start as fresh interpreters",
                              error=f"{type(exc).__name__}: {exc}")
 
+    def board_now(self, name: str) -> str:
+        """The board's time now (the time of a status row written for ``name``); this
+        machine's if the board cannot be written."""
+        st = self.guarded("recording a teammate", self.board.team.publish, name, "starting",
+                          since=utcnow())
+        return st.updated_at if st is not None and st.updated_at else utcnow()
+
     def _start_process(self, child: Child
                        ) -> tuple[subprocess.Popen[bytes] | SpawnedProcess, int, int]:
         """The teammate's process, a pidfd to wait on, our end of its lead pipe."""
@@ -487,8 +491,9 @@ class Lead:
             "--root", str(self.layout.root), "--worktree-root", str(self.layout.worktree_root),
             "--name", child.name, "--lead-fd", "{lead_fd}",
             "--overrides", json.dumps(self.overrides),
-            # what this lead sends it from now on is for it, even before it is up
-            "--started-at", utcnow(),
+            # what this lead sends it from now on is for it, even before it is up (on the
+            # board's clock, as the messages are)
+            "--started-at", self.board_now(child.name),
         ]
         if self.console:
             args.append("--console")

@@ -104,6 +104,37 @@ class Pushes:
                           ref=key)
 
 
+class WorktreeWatch:
+    """Notes when a file of a task's worktree changes (inotify, through watchdog), so a
+    backend without steps (a command agent, Claude Code) has its work snapshotted as it
+    changes rather than only on the heartbeat. ``wake`` is called once per change noted
+    (`changed` set), from the watcher's thread."""
+
+    def __init__(self, path: Path, wake: Callable[[], object]) -> None:
+        from watchdog.events import FileSystemEvent, FileSystemEventHandler
+        from watchdog.observers import Observer
+
+        self.changed = threading.Event()
+        changed = self.changed
+
+        class Noted(FileSystemEventHandler):
+            def on_any_event(self, event: FileSystemEvent) -> None:
+                if event.event_type in ("opened", "closed_no_write") or changed.is_set():
+                    return
+                changed.set()
+                wake()
+
+        self._observer = Observer()
+        self._observer.name = f"worktree-watch-{path.name}"
+        self._observer.daemon = True
+        self._observer.schedule(Noted(), str(path), recursive=True)
+        self._observer.start()
+
+    def stop(self) -> None:
+        self._observer.stop()
+        self._observer.join()
+
+
 def retry_pending(board: ControlPlane, remote: Remote, machine: str,
                   log: Any) -> tuple[int, int]:
     """Push again the branches of this machine's finished tasks that the remote has not

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import budget, waits
+from orchestrator import budget, delivery, waits
 from orchestrator.agent.sandbox import task_sandbox
 from orchestrator.backends import load_backend
 from orchestrator.checks import run_checks
@@ -45,6 +45,7 @@ from orchestrator.errors import (
     SecretLeak,
 )
 from orchestrator.fsutil import atomic_write
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.logging import configure, get_logger
 from orchestrator.model import Status, Task, Usage, utcnow
@@ -52,13 +53,12 @@ from orchestrator.prompting import reason_line, task_env
 from orchestrator.protocols import Backend, RunContext, Workspace
 from orchestrator.secrets import redact, safe_env
 from orchestrator.settings.live import LiveConfig
-from orchestrator.team import delivery, status
+from orchestrator.team import status
 from orchestrator.team.claim import Claim
 from orchestrator.team.commit import commit_leftovers, idle_maintenance
 from orchestrator.team.mailbox import read_new
-from orchestrator.team.pushing import Pushes
+from orchestrator.team.pushing import Pushes, WorktreeWatch
 from orchestrator.team.wake import COLD_SIGNAL, Wake, Waker
-from orchestrator.worktree.git import Git
 from orchestrator.worktree.remote import Remote
 
 if TYPE_CHECKING:  # imported when the teammate runs (see `run`), not at start-up
@@ -85,6 +85,10 @@ class Teammate:
         self.board: ControlPlane
         self.isolation: Workspaces
         self.started_at = utcnow()
+        """When this process started, on the board's clock (`start_on_board_clock`): a stop
+        request older than that was for a namesake of an earlier run."""
+        self.lead_started_at: str | None = None
+        """When the lead asked for this process, on the board's clock (``--started-at``)."""
         self.committed = False
         """A task was committed since the last `idle_maintenance`."""
         self.remote: Remote | None = None
@@ -94,10 +98,13 @@ class Teammate:
         self.undelivered: list[Message] = []
         """Messages for the agent that came while no task ran: they go to the next run."""
         self.messages_path: Path | None = None
-        """The running task's messages file (`orchestrator.team.delivery`)."""
+        """The running task's messages file (`orchestrator.delivery`)."""
         self._mail_lock = threading.Lock()
         self.fault: str | None = None
         """The last error from the board (disk full, read-only, no file descriptors)."""
+        self.unreleased: list[tuple[Claim, str]] = []
+        """Claims handed back for a machine fault whose release the board could not take
+        yet (its database was down): released once it can, so no attempt is counted."""
         self.fault_until = 0.0
         """After a task was interrupted by a machine fault: no claim before (monotonic)."""
 
@@ -110,9 +117,11 @@ class Teammate:
         protect_process()  # the parent of its tools: no secrets in its /proc (forked: done)
         self.waker.install_signals()
         self.board = open_board(self.layout, self.config.board, actor=self.name)
+        self.start_on_board_clock()
         self.isolation = open_isolation(
             self.layout, self.config.worktree, self.board,
-            sandbox=task_sandbox(self.config, network=self.config.sandbox.network))
+            sandbox=task_sandbox(self.config, network=self.config.sandbox.network,
+                                 root=self.layout.root))
         self.isolation.prepare()
         self.remote = Remote.for_config(self.layout.root, self.config)
         self.waker.follow_board(self.board, self.config.board.rescan_seconds)
@@ -120,6 +129,7 @@ class Teammate:
         try:
             while not self.warm.is_set():
                 try:
+                    self.release_pending()
                     self.read_mail()
                     if self.warm.is_set():
                         break
@@ -147,6 +157,17 @@ class Teammate:
             self.log.debug("teammate stopped")  # the lead says so, with how it ended
         return 0
 
+    def start_on_board_clock(self) -> None:
+        """Take `started_at` from the board's clock (the time of our first status row), the
+        clock a message's ``ts`` is on: a machine whose clock is off by minutes would
+        otherwise ignore every stop request (or obey one meant for a namesake)."""
+        with contextlib.suppress(OSError, BoardUnavailable):
+            self.started_at = self.board.team.publish(
+                self.name, "starting", pid=os.getpid(), since=self.started_at).updated_at \
+                or self.started_at
+        if self.lead_started_at:
+            self.started_at = min(self.started_at, self.lead_started_at)
+
     def _fds(self) -> list[int]:
         return [self.lead_fd] if self.lead_fd is not None else []
 
@@ -167,6 +188,19 @@ class Teammate:
                 self.lead_fd = None
                 self.warm.set()
                 self.cold.set()
+
+    def release_pending(self) -> None:
+        """Hand back the claims of `unreleased` (a lease that ran out meanwhile: nothing to
+        do); a board that still cannot be written keeps the rest for the next pass."""
+        while self.unreleased:
+            claim, reason = self.unreleased[0]
+            try:
+                claim.release(reason)
+            except LeaseLost:
+                pass
+            except (OSError, BoardUnavailable):
+                return
+            self.unreleased.pop(0)
 
     def refresh_config(self) -> None:
         """Pick up changed settings before a claim: each task runs with the settings of the
@@ -279,8 +313,8 @@ class Teammate:
                 self.log.error("task interrupted by this machine's fault", task=task.id,
                                error=fault)
                 if not claim.lost:
-                    with contextlib.suppress(OSError, LeaseLost, BoardUnavailable):
-                        claim.release(f"machine fault: {fault}")
+                    self.unreleased.append((claim, f"machine fault: {fault}"))
+                    self.release_pending()
                 self.fault_until = time.monotonic() + FAULT_BACKOFF
                 if isinstance(exc, OSError | BoardUnavailable):
                     raise
@@ -401,7 +435,7 @@ class Teammate:
             checks = run_checks(self.config.team.verify, cwd=ws.path, env=env,
                                 log=tlog, timeout=self.config.team.verify_timeout,
                                 stop=self.cold,  # a warm stop lets the checks finish
-                                sandbox=task_sandbox(self.config))
+                                sandbox=task_sandbox(self.config, root=self.layout.root))
             if claim.lost:
                 return
             if checks["stopped"]:
@@ -558,20 +592,50 @@ class Heartbeat(threading.Thread):
         self._done = threading.Event()
         self._r, self._w = os.pipe()
         self.interval = mate.config.board.lease_seconds / 3
+        self.watch: WorktreeWatch | None = None
+        """Across machines: the worktree's changes, so they are pushed as they happen."""
+        self.next_wip = 0.0
 
     def run(self) -> None:
         next_renew = time.monotonic() + self.interval
         while not self._done.is_set():
-            wake = self.mate.waker.wait(next_renew - time.monotonic(),
-                                        [*self.mate._fds(), self._r])
+            due = next_renew
+            changed = self.watching()
+            if changed:
+                due = min(due, self.next_wip)
+            wake = self.mate.waker.wait(due - time.monotonic(), [*self.mate._fds(), self._r])
+            if self._r in wake.fds:
+                os.read(self._r, 4096)
             self.mate.absorb(wake)
             if wake.notified and not self._done.is_set():
                 self.check_cancelled()
-            if time.monotonic() >= next_renew and not self._done.is_set():
-                next_renew = time.monotonic() + self.interval
+            now = time.monotonic()
+            if now >= next_renew and not self._done.is_set():
+                next_renew = now + self.interval
                 self.beat()
+            elif self.watching() and now >= self.next_wip and not self._done.is_set():
+                assert self.watch is not None
+                self.watch.changed.clear()
+                self.next_wip = now + WIP_EVERY
+                self.snapshot()
             if self.mate.warm.is_set() or self.claim.lost:
                 self.stop.set()
+
+    def watching(self) -> bool:
+        """Whether the worktree changed since the last snapshot; starts watching it once
+        it exists (across machines only: with a remote to push to)."""
+        if self.watch is None:
+            path = self.mate.layout.worktree(self.task_id)
+            if self.mate.pushes is None or self.next_wip < 0 or not (path / ".git").exists():
+                return False
+            try:
+                self.watch = WorktreeWatch(path, lambda: os.write(self._w, b"\0"))
+            except OSError as exc:  # out of inotify watches: the heartbeat's pushes remain
+                self.mate.log.warning("cannot watch the worktree", task=self.task_id,
+                                      error=f"{type(exc).__name__}: {exc}")
+                self.next_wip = -1.0
+                return False
+        return self.watch.changed.is_set()
 
     def beat(self) -> None:
         try:
@@ -608,12 +672,17 @@ class Heartbeat(threading.Thread):
         self._done.set()
         os.write(self._w, b"\0")
         self.join()
+        if self.watch is not None:
+            self.watch.stop()
         os.close(self._r)
         os.close(self._w)
 
 
 MAX_BACKOFF = 60.0
 """The longest wait before a retry, in seconds."""
+WIP_EVERY = 1.0
+"""Across machines: the shortest time between two snapshots pushed for a changing
+worktree (between the heartbeat's own, every third of the lease)."""
 FAULT_BACKOFF = 30.0
 """No claim on this machine for so long after a task was handed back for its fault."""
 MACHINE_FAULTS = ("No space left on device", "Read-only file system", "Disk quota exceeded",
@@ -673,8 +742,7 @@ def main(argv: list[str] | None = None) -> int:
                   fmt=config.team.log_format)
         mate = Teammate(layout, config, args.name, lead_fd=args.lead_fd,
                         overrides=json.loads(args.overrides))
-        if args.started_at:
-            mate.started_at = min(mate.started_at, args.started_at)
+        mate.lead_started_at = args.started_at
         return mate.run()
     except OrchestratorError as exc:
         sys.stderr.write(f"{args.name}: error: {exc}\n")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from orchestrator.board.adding import labels_of
+from orchestrator.adding import labels_of
 from orchestrator.forge import pull_request
 from orchestrator.model import Status, Task, column_of
 

@@ -13,8 +13,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.adding import labels_of
 from orchestrator.agent import permission_flow
-from orchestrator.board.adding import labels_of
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError, InvalidInput, NotFound
@@ -195,7 +195,7 @@ def _detail(e: dict[str, Any]) -> str:
 def review_view(ctx: Context, ident: str) -> dict[str, Any]:
     task = ctx.task(ident)
     with ctx.lock:
-        rows = review_rows(ctx.layout, ctx.config, board=ctx.board)
+        rows = review_rows(ctx.layout, ctx.config, board=ctx.board, only=task.id)
     row = next((r for r in rows if r["id"] == task.id), None)
     error = None
     merged = None

@@ -43,13 +43,13 @@ from orchestrator.config import WorktreeConfig
 from orchestrator.controlplane import ActorEvents, ControlPlane
 from orchestrator.errors import GitError, NotFound, RunError, UnsafeRemoval
 from orchestrator.fsutil import atomic_write
+from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.model import Task
 from orchestrator.procutil import busy_reason
 from orchestrator.protocols import Workspace
 from orchestrator.worktree import reconcile as housekeeping
 from orchestrator.worktree import shared
-from orchestrator.worktree.git import Git
 from orchestrator.worktree.lock import RepoLock
 from orchestrator.worktree.manager import task_env
 from orchestrator.worktree.names import check_component

@@ -32,13 +32,13 @@ from orchestrator.beneath import write_beneath
 from orchestrator.config import WorktreeConfig
 from orchestrator.controlplane import ActorEvents, ControlPlane
 from orchestrator.errors import GitError, InvalidInput, NotFound, RunError, UnsafeRemoval
+from orchestrator.git import Git, WorktreeEntry, list_worktrees, read_commits
 from orchestrator.layout import Layout
 from orchestrator.model import Task
 from orchestrator.procutil import busy_reason
 from orchestrator.protocols import Workspace
 from orchestrator.worktree import reconcile as housekeeping
 from orchestrator.worktree import safety, shared
-from orchestrator.worktree.git import Git, WorktreeEntry, list_worktrees, read_commits
 from orchestrator.worktree.lock import RepoLock
 from orchestrator.worktree.names import branch_name, check_branch, check_component, check_prefix
 from orchestrator.worktree.reconcile import GcReport, ReconcileReport

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import InvalidInput, NotFound, RunError, UnsafeRemoval
+from orchestrator.git import list_worktrees
 from orchestrator.model import Status, Task
 from orchestrator.procutil import busy_reason
-from orchestrator.worktree.git import list_worktrees
 from orchestrator.worktree.safety import dirty_paths
 from orchestrator.worktree.shared import tree_bytes
 

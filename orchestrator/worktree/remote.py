@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import Conflict, GitError
-from orchestrator.worktree.git import Git
+from orchestrator.git import Git
 from orchestrator.worktree.names import check_branch
 
 if TYPE_CHECKING:
@@ -159,9 +159,14 @@ class Remote:
     def set_aside(self, worktree: Path, task_id: str, branch: str | None,
                   pushed: dict[str, str]) -> str | None:
         """Before a run here: when this clone's worktree of the task holds another state
-        than the newest the board recorded (``pushed``), save that state under
+        than the newest the board recorded (``pushed``), or a process still works in it (a
+        fenced-out run's agent, frozen or slow to stop), save its state under
         ``refs/orchestrator/stale/<task>`` and remove the worktree and its branch, so the
-        run starts from the recorded state (`adopt`). The commit saved, or None."""
+        run starts from the recorded state (`adopt`) in a new folder that no write of the
+        old run reaches (its processes keep the removed one as their working folder). The
+        commit saved, or None."""
+        from orchestrator.procutil import processes_in
+
         recorded = pushed.get("wip") or pushed.get("branch")
         if recorded is None or not (worktree / ".git").exists():
             return None
@@ -169,7 +174,8 @@ class Remote:
         tree, head = _state(wt)
         if head is None:
             return None
-        if self.repo.ok("cat-file", "-e", f"{recorded}^{{commit}}") and \
+        if not processes_in(worktree) and self.repo.ok(
+                "cat-file", "-e", f"{recorded}^{{commit}}") and \
                 self.repo.out("rev-parse", f"{recorded}^{{tree}}") == tree:
             return None
         commit = head if tree == wt.out("rev-parse", "HEAD^{tree}") else wt.out(
@@ -330,7 +336,7 @@ def _state(wt: Git) -> tuple[str, str | None]:
 
 
 def _checked_out(repo: Git, branch: str) -> bool:
-    from orchestrator.worktree.git import list_worktrees
+    from orchestrator.git import list_worktrees
 
     return any(e.branch == branch for e in list_worktrees(repo))
 

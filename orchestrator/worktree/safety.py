@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import GitError
-from orchestrator.worktree.git import Git, is_oid, read_commits
-from orchestrator.worktree.git import worktree_git_dir as linked_git_dir
+from orchestrator.git import Git, is_oid, read_commits
+from orchestrator.git import worktree_git_dir as linked_git_dir
 
 TASK_REF = ".task_ref"
 MAX_TASK_REF = 1 << 16

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 
 from orchestrator.errors import InvalidInput, RunError
 from orchestrator.fsutil import atomic_write
+from orchestrator.git import Git
 from orchestrator.protocols import TaskLogger
 from orchestrator.secrets import safe_env
-from orchestrator.worktree.git import Git
 from orchestrator.worktree.lock import RepoLock
 
 if TYPE_CHECKING:

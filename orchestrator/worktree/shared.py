@@ -36,8 +36,8 @@ from typing import Any
 
 from orchestrator.config import SharedFolder, WorktreeConfig
 from orchestrator.errors import RunError
+from orchestrator.git import Git
 from orchestrator.protocols import TaskLogger
-from orchestrator.worktree.git import Git
 from orchestrator.worktree.lock import RepoLock
 from orchestrator.worktree.setup import run_setup
 

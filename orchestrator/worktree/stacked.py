@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import RunError
+from orchestrator.git import Git
 from orchestrator.model import Status, Task
-from orchestrator.worktree.git import Git
 
 
 def kept_blockers(board: ControlPlane | None, repo: Git, task: Task,

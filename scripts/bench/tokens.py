@@ -27,9 +27,9 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.backends import load_backend  # noqa: E402
 from orchestrator.board import init_repo, open_board  # noqa: E402
+from orchestrator.board.tasklogs import TaskLog  # noqa: E402
 from orchestrator.config import Config  # noqa: E402
 from orchestrator.protocols import RunContext  # noqa: E402
-from orchestrator.tasklog import TaskLog  # noqa: E402
 from orchestrator.worktree.manager import WorktreeManager, binding  # noqa: E402
 from tests.helpers import make_repo  # noqa: E402
 from tests.loopback import LoopbackAPI, Reply, text, tool_use  # noqa: E402

@@ -17,7 +17,7 @@ from orchestrator.agent.base import ToolContext, ToolResult
 from orchestrator.agent.paths import PathEscape, glob_match, glob_regex, shown
 from orchestrator.agent.tools.common import PathTool, decode, is_binary, obj, prop
 from orchestrator.errors import GitError, UserError
-from orchestrator.worktree.git import Git
+from orchestrator.git import Git
 
 MAX_GLOB_RESULTS = 500
 DEFAULT_GREP_LIMIT = 200

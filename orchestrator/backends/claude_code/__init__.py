@@ -109,7 +109,7 @@ class ClaudeCodeBackend:
         except (OrchestratorError, OSError) as exc:
             return self._fail(ctx, f"claude-code: {exc}", retry=False)
         env.update(session_env(cdir))
-        box = backend_sandbox(self.config, binary, [cdir.parent])
+        box = backend_sandbox(self.config, binary, [cdir.parent], self.layout.root)
         sandboxed = box is not None and box.enabled
         with run_env(env, self.config.agent.pass_env, sandboxed=sandboxed) as env:
             if box is not None:  # the person's settings linked in; their login only unproxied

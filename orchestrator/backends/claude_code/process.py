@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator import budget as budgets
+from orchestrator import delivery
 from orchestrator.agent.base import PermissionAsked, Stopped
 from orchestrator.agent.progress import ProgressWatch
 from orchestrator.agent.sandbox import Sandbox
@@ -27,7 +28,6 @@ from orchestrator.model import Task, Usage
 from orchestrator.process import ProcResult, run_streamed
 from orchestrator.prompting import build_prompt, last_failure
 from orchestrator.protocols import RunContext, RunResult
-from orchestrator.team import delivery
 
 INSTALL_HINT = "npm install -g @anthropic-ai/claude-code, or set claude_code.binary"
 

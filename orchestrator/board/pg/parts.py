@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.board.mailboxes import check_name
 from orchestrator.board.pg.db import Database, Listener, jsonb
-from orchestrator.board.tasklogs import check_log_name
+from orchestrator.board.tasklogs import MAX_FIELD_CHARS, check_log_name
 from orchestrator.controlplane import (
     Answer,
     Event,
@@ -33,7 +33,6 @@ from orchestrator.errors import Conflict, InvalidInput, NotFound
 from orchestrator.events import redact, secret_values
 from orchestrator.fsutil import append_line
 from orchestrator.model import format_task_id
-from orchestrator.tasklog import MAX_FIELD_CHARS
 
 if TYPE_CHECKING:
     from orchestrator.board.pg.db import Cursor
