@@ -216,7 +216,7 @@ def fraction(budget: Budget, usage: Usage) -> float:
 def reached(budget: Budget, usage: Usage) -> str | None:
     """The reason a task may not spend more ("budget: $2.00 of $2.00 spent"), or None."""
     if budget.usd is not None and usage.cost_usd >= budget.usd:
-        return f"budget: ${usage.cost_usd:.2f} of ${budget.usd:.2f} spent"
+        return f"budget: {money(usage.cost_usd)} of {money(budget.usd)} spent"
     if budget.tokens is not None and usage.tokens >= budget.tokens:
         return f"budget: {usage.tokens} of {budget.tokens} tokens spent"
     if budget.seconds is not None and usage.seconds >= budget.seconds:
@@ -239,9 +239,16 @@ def crossed(budget: Budget, before: Usage, after: Usage) -> list[str]:
     return out
 
 
+def money(usd: float) -> str:
+    """Dollars as people write them: ``$1.50``, ``$1,234.00``; below a cent ``$0.0042``."""
+    if 0 < abs(usd) < 0.01:
+        return f"${usd:.4f}"
+    return f"${usd:,.2f}"
+
+
 def describe(budget: Budget, usage: Usage) -> str:
     """``$1.20/$2.00 310k/400k tok 4m/30m``: what ``list`` and ``review`` show."""
-    parts = [f"${usage.cost_usd:.2f}" + (f"/${budget.usd:.2f}" if budget.usd else "")]
+    parts = [money(usage.cost_usd) + (f"/{money(budget.usd)}" if budget.usd else "")]
     if budget.tokens:
         parts.append(f"{_k(usage.tokens)}/{_k(budget.tokens)} tok")
     if budget.seconds:

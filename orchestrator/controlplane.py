@@ -462,6 +462,10 @@ class Board(Protocol):
         """The dropped files this object's last `intake` rejected, relative to the
         repository (each with ``<name>.error.txt`` beside it); empty when none."""
         ...
+    def settling(self) -> float | None:
+        """Seconds until the last dropped file still being written will be taken in or
+        rejected; None when none is (a burst is not finished while one is)."""
+        ...
 
     # --- claims and leases (teammates) --------------------------------------
     def claim(self, owner: str, *, lease_seconds: float | None = None,

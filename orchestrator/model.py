@@ -130,7 +130,8 @@ class Usage(Record):
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-            cost_usd=self.cost_usd + other.cost_usd,
+            # to the nano-dollar: sums of binary fractions never show as 1.5000000000000002
+            cost_usd=round(self.cost_usd + other.cost_usd, 9),
             seconds=self.seconds + other.seconds,
         )
 

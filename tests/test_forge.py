@@ -381,3 +381,15 @@ def test_a_pull_request_already_open_for_the_branch_is_adopted(repo: Path, gh: S
         f.close()
     assert sync(repo).opened == [task.id]
     assert list(gh.pulls) == [1] and tasks(repo)[0].forge.pr == 1  # type: ignore[union-attr]
+
+
+def test_a_token_from_a_file_is_masked_and_never_given_to_agents(tmp_path: Path) -> None:
+    from orchestrator.forge.github import find_token
+    from orchestrator.secrets import redact, safe_env
+
+    token = "github_pat_11ABCDEFG0123456789_file"
+    (tmp_path / "tok").write_text(token + "\n")
+    assert find_token("tok", tmp_path, environ={}) == token
+    assert redact(f"push failed for {token}") == "push failed for ***"
+    env = safe_env({"GITHUB_TOKEN": "ghp_x" * 4, "GH_TOKEN": "ghp_y" * 4, "PATH": "/bin"})
+    assert env == {"PATH": "/bin"}

@@ -94,6 +94,11 @@ def test_a_huge_comment_a_force_push_and_a_deleted_branch(repo: Path, gh: StandI
     assert [e["task"] for e in events(repo, "forge_problem")] == [two]
     sync(repo)  # the same problem is not an event again
     assert len(events(repo, "forge_problem")) == 1
+    # closed on the forge without merging: a line on the task, which stays in review
+    person(gh).rest.pulls.update("acme", "app", 2, state="closed")
+    out = sync(repo)
+    assert any("#2 was closed on the forge without merging" in n for n in out.notes)
+    assert tasks(repo)[1].status is Status.REVIEW
     # its local branch deleted: one line, the task still in review, nothing else touched
     git(repo, "worktree", "remove", "--force", t2.worktree or "")
     git(repo, "branch", "-D", branch)

@@ -165,7 +165,31 @@ def test_requeue_owner_touches_only_this_machines_teammate(tmp_path: Path,
         st = team_status(Layout.at(tmp_path / "m1"), m1)
         [remote] = [m for m in st["teammates"] if m.get("host") == "m2"]
         assert (remote["name"], remote["pid"], remote["task"]) == ("alice", 2, b.id)
-        assert "on m2, last heartbeat" in format_status(st)
+        [line] = [x for x in format_status(st).splitlines() if x.split()[:2] == ["m2", "alice"]]
+        assert f"working on {b.id}" in line and "last heartbeat" in line, line
+        assert format_status(st).splitlines()[1].split() == ["machine", "teammate", "state"]
+
+
+def test_a_machine_that_died_shows_as_gone_once_its_lease_expires(
+        tmp_path: Path, pg_board_url: str) -> None:
+    from orchestrator.team.status import format_status, team_status
+
+    with board_at(tmp_path, pg_board_url, "m1") as m1, \
+            board_at(tmp_path, pg_board_url, "m2") as m2:
+        m1.add("a")
+        a = m2.claim("alice", lease_seconds=1.5)
+        assert a is not None
+        m2.team.publish("alice", "working", pid=2, task=a.id)
+        # m2 dies here: nothing renews the lease
+        [remote] = [m for m in team_status(Layout.at(tmp_path / "m1"), m1)["teammates"]
+                    if m["machine"] == "m2"]
+        assert remote["state"] == "working"
+        time.sleep(2)
+        st = team_status(Layout.at(tmp_path / "m1"), m1)
+        [remote] = [m for m in st["teammates"] if m["machine"] == "m2"]
+        assert remote["state"] == "gone" and remote["task"] is None
+        [line] = [x for x in format_status(st).splitlines() if x.split()[:2] == ["m2", "alice"]]
+        assert "gone" in line and "working" not in line, line
 
 
 def test_an_idle_waiter_wakes_on_another_machines_add(tmp_path: Path, pg_board_url: str) -> None:

@@ -4,6 +4,8 @@ process, and the pieces (diff view, cards, labels) on their own."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,9 +13,10 @@ import pytest
 
 from orchestrator.adding import check_labels
 from orchestrator.board import init_repo, open_board
+from orchestrator.budget import money
 from orchestrator.errors import InvalidInput
 from orchestrator.layout import Layout
-from orchestrator.model import Status
+from orchestrator.model import Status, Usage
 from orchestrator.ui import diffview
 from orchestrator.ui.security import Guard, is_loopback
 from tests.helpers import make_repo
@@ -257,3 +260,26 @@ def test_a_taken_port_or_a_bad_host_is_one_clear_line(
             err = capsys.readouterr().err
             assert exit_.value.code == 1 and err.startswith("error: cannot listen on")
             assert wanted in err and err.count("\n") == 1
+
+
+def test_money_prints_as_money(served: tuple[Ui, Path]) -> None:
+    """Dollars summed from runs print as $0.30, never 0.30000000000000004 (issue 30)."""
+    ui, repo = served
+    with open_board(Layout.at(repo)) as board:
+        task = board.add("spends in small amounts")
+        claimed = board.claim("alice", task_id=task.id)
+        assert claimed is not None and claimed.lease is not None
+        spent = Usage()
+        for cost in (0.1, 0.2, 1.2):
+            spent = spent.add(Usage(cost_usd=cost))
+        board.update(task.id, claimed.lease.token, usage=spent)
+        board.fail(task.id, claimed.lease.token, "stopped", retry=False)
+    assert spent.cost_usd == 1.5
+    html = ui.request("GET", f"/task/{task.id}")[2]
+    assert "$1.50" in html and "1.50000" not in html
+    board_html = ui.request("GET", "/")[2]
+    assert "$1.50" in board_html
+    shown = subprocess.run([sys.executable, "-m", "orchestrator", "show", task.id], cwd=repo,
+                           capture_output=True, text=True, check=True).stdout
+    assert "spent: $1.50 (" in shown and "0000000" not in shown
+    assert money(0.004) == "$0.0040" and money(1234.5) == "$1,234.50"

@@ -22,7 +22,7 @@ from orchestrator.layout import TASKS_DIR, Layout
 if TYPE_CHECKING:
     from orchestrator.board.store import FileBoard
 
-__all__ = ["FileBoard", "board_paths", "init_repo", "open_board"]
+__all__ = ["FileBoard", "board_paths", "init_repo", "open_board", "rejected_line"]
 
 
 def __getattr__(name: str) -> Any:
@@ -58,6 +58,16 @@ def board_modules(config: BoardSettings) -> list[str]:
     if config.url:
         return ["orchestrator.board.pg.store", "psycopg"]
     return ["orchestrator.board.store"]
+
+
+def rejected_line(paths: list[str]) -> str | None:
+    """What a command says about the files its intake rejected (`ControlPlane.rejected_drops`):
+    ``1 file rejected: .tasks/rejected/bad.json — see bad.json.error.txt``."""
+    if not paths:
+        return None
+    shown = "; ".join(f"{p} — see {p.rsplit('/', 1)[-1]}.error.txt" for p in paths[:3])
+    more = f" (and {len(paths) - 3} more)" if len(paths) > 3 else ""
+    return f"{len(paths)} file{'s' if len(paths) != 1 else ''} rejected: {shown}{more}"
 
 
 def board_paths(layout: Layout) -> dict[str, Path]:

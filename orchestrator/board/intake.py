@@ -618,16 +618,6 @@ def reject(board: FileBoard, path: Path, name: str, rel: str, reason: str, actor
     return dest
 
 
-def rejected_line(paths: list[str]) -> str | None:
-    """What a command says about the files its intake rejected (`Board.rejected_drops`):
-    ``1 file rejected: .tasks/rejected/bad.json — see bad.json.error.txt``."""
-    if not paths:
-        return None
-    shown = "; ".join(f"{p} — see {p.rsplit('/', 1)[-1]}.error.txt" for p in paths[:3])
-    more = f" (and {len(paths) - 3} more)" if len(paths) > 3 else ""
-    return f"{len(paths)} file{'s' if len(paths) != 1 else ''} rejected: {shown}{more}"
-
-
 def rel_to(path: Path, root: Path) -> str:
     try:
         return str(path.relative_to(root))

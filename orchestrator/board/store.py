@@ -361,6 +361,11 @@ class FileBoard:
 
         return [rel_to(p, self.layout.root) for p in self.rejected_files]
 
+    def settling(self) -> float | None:
+        from orchestrator.board.intake import settling
+
+        return settling(self.layout)
+
     def intake(self, *, repair: bool = True) -> builtins.list[Task]:
         """Turn dropped files into tasks; ``repair`` also normalises or rejects task files
         that do not validate (which needs a scan of every task file)."""

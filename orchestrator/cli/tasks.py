@@ -48,7 +48,7 @@ def say_rejected(board: ControlPlane) -> None:
     rejected = board.rejected_drops()
     if not rejected:
         return
-    from orchestrator.board.intake import rejected_line
+    from orchestrator.board import rejected_line
 
     line = rejected_line(rejected)
     if line:
@@ -177,7 +177,10 @@ def show(task_id: str, repo: Path | None = None, json_: bool = False) -> None:
         if asked:
             echo(textwrap.indent(asked, "  "))
     if task.usage != Usage() or task.budget != Budget():
-        echo(f"spent: {describe(task.budget, task.usage)}")
+        u = task.usage
+        echo(f"spent: {describe(task.budget, task.usage)} ({u.input_tokens} in, "
+             f"{u.output_tokens} out, {u.cache_read_tokens} cache read, "
+             f"{u.cache_write_tokens} cache write tokens)")
     if task.forge is not None:
         _show_forge(task.forge)
     if task.lease is not None:
@@ -186,7 +189,8 @@ def show(task_id: str, repo: Path | None = None, json_: bool = False) -> None:
         echo(f"lease: {task.lease.owner}, token {task.lease.token}, expires {at} "
                    f"({f'in {left:.0f}s' if left >= 0 else f'{-left:.0f}s ago'})")
     shown = task.model_dump(mode="json", exclude={"id", "status", "subject", "todos", "plan",
-                                                  "lease", "wait", "waiting_for", "forge"},
+                                                  "lease", "wait", "waiting_for", "forge",
+                                                  "usage", "budget"},
                             exclude_defaults=True)
     for key, value in shown.items():
         if value not in (None, "", [], {}) and key != "description":

@@ -175,10 +175,14 @@ class ForgeSync:
                            "fetch it into the task or close the pull request")
         link = link.model_copy(update={"pr": pull.number, "url": pull.url, "pushed": tip,
                                        "base": base, "state": pull.state})
+        was = task.forge.state if task.forge else None
         if link != task.forge:
             task = self.board.edit(task.id, actor=ACTOR, forge=link)
         if pull.state == "open":
             self.watch(task, pull, out)
+        elif was != "closed":
+            self.note(task, f"pull request #{pull.number} was closed on the forge without "
+                            "merging: reopen it there, or discard the task", out)
 
     def open(self, task: Task, base: str) -> PullRequest:
         """Open the task's pull request; when the forge says one is open for the branch

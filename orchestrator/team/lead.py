@@ -252,9 +252,7 @@ class Lead:
                     left = t.lease.expires_at - now_w + 0.05
                     due.append(left if left > 0 else 1.0)
         if self.burst and not self.stopping:
-            from orchestrator.board.intake import settling
-
-            wait = settling(self.layout)  # a drop still settling: look again when it has
+            wait = self.board.settling()  # a drop still settling: look again when it has
             if wait is not None:
                 due.append(wait)
         due.append(self.config.board.rescan_seconds)  # the lead's mailbox is not watched
@@ -273,7 +271,7 @@ class Lead:
         self.guarded("starting notification hooks", self.hooks.poll)
 
     def intake(self) -> None:
-        from orchestrator.board.intake import rejected_line
+        from orchestrator.board import rejected_line
 
         for t in self.board.intake():
             self.log.info("task added", task=t.id, subject=t.subject)
@@ -422,10 +420,8 @@ class Lead:
     def drained(self) -> bool:
         """Nothing claimable, nothing running, no dropped file still settling in the inbox
         (it becomes a task or is rejected once it settles), and nothing left to land."""
-        from orchestrator.board.intake import settling
-
         return not self.board.ready() and not self.board.list(Status.IN_PROGRESS) \
-            and settling(self.layout) is None \
+            and self.board.settling() is None \
             and self.lander is None and not (self.config.team.land and self.landable()) \
             and not self.pushes.pending(self.board)
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import platform
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from orchestrator.agent.permission_flow import open_requests
+from orchestrator.budget import money
 from orchestrator.controlplane import BoardSummary, ControlPlane
 from orchestrator.errors import OrchestratorError
 from orchestrator.fsutil import atomic_write
@@ -82,6 +84,7 @@ def team_status(layout: Layout, board: ControlPlane, counts: dict[str, int] | No
     info = running_daemon(layout)
     names = list(info.get("teammates", [])) if info else []
     here = getattr(board, "machine", None)  # a shared board: teammates of every machine
+    machine = here or platform.node()
     states = board.team.all()
     known = {st.name: st for st in states if st.host is None or st.host == here}
     names += [n for n in known if n not in names]
@@ -93,15 +96,17 @@ def team_status(layout: Layout, board: ControlPlane, counts: dict[str, int] | No
         if info is None or not pid_alive(pid):
             state, task = "stopped", None
         mates.append({
-            "name": name, "state": state, "pid": pid if info else None,
+            "name": name, "machine": machine, "state": state, "pid": pid if info else None,
             "task": task, "seconds": _age(st.since if st is not None else None, now),
         })
     stopped_team = info is not None and bool(mates) and all(
         m["state"] == "stopped" for m in mates)
     for st in states:  # other machines' teammates: what they last said, and when
         if st.host is not None and st.host != here:
-            mates.append({"name": st.name, "host": st.host, "state": st.state, "pid": st.pid,
-                          "task": st.task, "seconds": _age(st.since, now),
+            state = "gone" if _gone(board, st, now) else st.state
+            mates.append({"name": st.name, "machine": st.host, "host": st.host, "state": state,
+                          "pid": st.pid, "task": st.task if state != "gone" else None,
+                          "seconds": _age(st.since, now),
                           "heartbeat_seconds": _age(st.updated_at, now)})
     return {
         "running": info is not None,
@@ -124,6 +129,23 @@ def team_status(layout: Layout, board: ControlPlane, counts: dict[str, int] | No
              "ts": r.ts, "kind": "permission_request", **r.fields}
             for r in open_requests(board) if r.kind == "permission"],
     }
+
+
+def _gone(board: ControlPlane, st: Any, now: float) -> bool:
+    """Another machine's teammate that says it works on a task whose lease it no longer
+    holds (expired, or a later claim's): its machine died or lost the board."""
+    if st.state != "working" or not st.task:
+        return False
+    try:
+        task = board.get(st.task)
+    except OrchestratorError:
+        return True
+    lease = task.lease
+    if task.status is not Status.IN_PROGRESS or lease is None or lease.expires_at <= now:
+        return True
+    since = _age(st.since, now)
+    taken = _age(lease.acquired_at, now)
+    return since is not None and taken is not None and taken < since - 1  # claimed anew
 
 
 def board_counts(tasks: list[Any]) -> dict[str, int]:
@@ -157,17 +179,22 @@ def format_status(st: dict[str, Any]) -> str:
                      + (f" ({st['mode']})" if st.get("mode") else ""))
     else:
         lines.append("daemon: not running")
+    width = max([len("machine")] + [len(m.get("machine") or "") for m in st["teammates"]])
+    if st["teammates"]:
+        lines.append(f"  {'machine':<{width}} {'teammate':<10} state")
     for m in st["teammates"]:
         if m["state"] == "working":
             what = f"working on {m['task']} for {_dur(m['seconds'])}"
         elif m["state"] == "idle":
             what = f"idle for {_dur(m['seconds'])}"
+        elif m["state"] == "gone":
+            what = "gone (its machine stopped renewing its task's lease)"
         else:
             what = m["state"]
         pid = f" (pid {m['pid']})" if m.get("pid") else ""
-        where = f" on {m['host']}, last heartbeat {_dur(m.get('heartbeat_seconds'))} ago" \
+        beat = f", last heartbeat {_dur(m.get('heartbeat_seconds'))} ago" \
             if m.get("host") else ""
-        lines.append(f"  {m['name']:<10} {what}{pid}{where}")
+        lines.append(f"  {m.get('machine') or '':<{width}} {m['name']:<10} {what}{pid}{beat}")
     if st.get("hint"):
         lines.append(st["hint"])
     if st["board"]:
@@ -175,7 +202,7 @@ def format_status(st: dict[str, Any]) -> str:
         lines.append("board: " + (", ".join(shown) if shown else "no tasks"))
     spent = st.get("spending") or {}
     if spent.get("cost_usd") or spent.get("tokens"):
-        lines.append(f"spent: ${spent['cost_usd']:.2f}, {spent['tokens']} tokens")
+        lines.append(f"spent: {money(spent['cost_usd'])}, {spent['tokens']} tokens")
     for w in spent.get("waiting", []):
         answers = w.get("actions") or [f"orchestrator show {w['task']}"]
         lines.append(f"{w['task']} waits for {w['reason']}  ({' | '.join(answers)})")

@@ -30,6 +30,7 @@ from starlette.staticfiles import StaticFiles
 from orchestrator.adding import add_task
 from orchestrator.agent import permission_flow
 from orchestrator.board import open_board
+from orchestrator.budget import money
 from orchestrator.config import Config
 from orchestrator.errors import Conflict, InvalidInput, NotFound, OrchestratorError, UserError
 from orchestrator.events import redact, secret_values
@@ -57,6 +58,7 @@ class Ui:
         self.jinja = Environment(loader=PackageLoader("orchestrator.ui", "templates"),
                                  autoescape=select_autoescape(default=True),
                                  finalize=self._finalize, trim_blocks=True, lstrip_blocks=True)
+        self.jinja.filters["money"] = money
         self.jinja.globals.update(all_columns=cards.COLUMNS, strategies=STRATEGIES,
                                   allow_control=allow_control, token=guard.token)
         self.diff_css = diffview.css()

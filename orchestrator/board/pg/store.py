@@ -347,6 +347,11 @@ class PgBoard:
 
         return [rel_to(p, self.layout.root) for p in self._rejected]
 
+    def settling(self) -> float | None:
+        from orchestrator.board.intake import settling
+
+        return settling(self.layout)
+
     # --- claims and leases -------------------------------------------------------------
     def claim(self, owner: str, *, lease_seconds: float | None = None,
               task_id: str | None = None) -> Task | None:
