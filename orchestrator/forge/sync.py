@@ -194,12 +194,12 @@ class ForgeSync:
         looked = link.updated
         link = link.model_copy(update={"pr": pull.number, "url": pull.url, "pushed": tip,
                                        "base": base, "state": pull.state,
-                                       "updated": pull.updated})
+                                       "updated": _settled(pull.updated)})
         was = task.forge.state if task.forge else None
         if link != task.forge:
             task = self.board.edit(task.id, actor=ACTOR, forge=link)
         if pull.state == "open":
-            self.watch(task, pull, out, comments=looked != pull.updated or not pull.updated)
+            self.watch(task, pull, out, comments=looked is None or looked != pull.updated)
         elif was != "closed":
             self.note(task, f"pull request #{pull.number} was closed on the forge without "
                             "merging: reopen it there, or discard the task", out)
@@ -438,23 +438,26 @@ class ForgeSync:
 
 
 SETTLE_SECONDS = 2.0
-"""``updated_at`` has whole seconds: a change in the same second as the last close look
-would carry the same stamp, so a pull request looked at that recently is looked at again."""
+"""``updated_at`` has whole seconds: a change in the same second as a close look would
+carry the stamp already seen, so a stamp is remembered only once it is this old."""
+
+
+def _settled(updated: str) -> str | None:
+    """``updated`` when it is old enough to remember (see `SETTLE_SECONDS`), else None."""
+    try:
+        stamp = datetime.fromisoformat(updated.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+    return updated if time.time() - stamp > SETTLE_SECONDS else None
 
 
 def _unchanged(link: ForgeLink, pull: PullRequest, tip: str, base: str) -> bool:
     """Whether a close look at this pull request can be skipped: nothing pushed here, the
-    forge's copy the same (head, base, state, updated_at, well settled), and no checks
-    still running."""
-    if (link.pushed != tip or pull.head_sha != tip or pull.base != base or pull.merged
-            or pull.state != link.state or not pull.updated or pull.updated != link.updated
-            or link.ci in ("none", "pending")):
-        return False
-    try:
-        stamp = datetime.fromisoformat(pull.updated.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return False
-    return time.time() - stamp > SETTLE_SECONDS
+    forge's copy the same (head, base, state, and the settled updated_at last seen), and
+    no checks still running."""
+    return (link.pushed == tip and pull.head_sha == tip and pull.base == base
+            and not pull.merged and pull.state == link.state and link.updated is not None
+            and pull.updated == link.updated and link.ci not in ("none", "pending"))
 
 
 def ci_state(checks: Iterable[Check]) -> CiState:
