@@ -173,3 +173,21 @@ def test_worktreeinclude_copies_never_follow_a_link_the_agent_put_on_the_way(
     copied = copy_included(Git(repo), repo, wt)
     assert copied == [".env"] and (wt / ".env").read_text() == "A=1\n"
     assert list(outside.iterdir()) == []  # nothing written through the link
+
+
+def test_a_shared_folders_key_file_is_not_read_through_a_link(tmp_path: Path) -> None:
+    from orchestrator.config import SharedFolder
+    from orchestrator.worktree.shared import key_of
+
+    host = tmp_path / "host-file.json"
+    host.write_text('{"the host": "file"}')
+    wt = tmp_path / "wt"
+    (wt / "web").mkdir(parents=True)
+    (wt / "package-lock.json").symlink_to(host)
+    (wt / "web" / "package-lock.json").write_text("{}")
+    os.mkfifo(wt / "web" / "yarn.lock")
+    spec = SharedFolder()
+    assert key_of(wt, "node_modules", spec) is None  # its only key file is a link
+    assert within(10, lambda: key_of(wt, "web/node_modules", spec)) is not None
+    (wt / "linked").symlink_to(wt / "web")
+    assert key_of(wt, "linked/node_modules", spec) is None  # a linked folder on the way
