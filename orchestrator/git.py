@@ -49,6 +49,8 @@ PINNED: tuple[tuple[str, str], ...] = (
 WORKTREE_CONFIG_KEYS = frozenset({("core", "sparsecheckout"), ("core", "sparsecheckoutcone"),
                                   ("index", "sparse")})
 """What a task worktree's ``config.worktree`` may set (what ``git sparse-checkout`` writes)."""
+CUT = "\\ [cut here: the output is over {limit} bytes]\n"
+"""The last line of a `Git.run` output stopped at its limit (a diff's ``\\`` note line)."""
 MAX_GIT_FILE = 1 << 12
 MAX_WORKTREE_CONFIG = 1 << 16
 _SECTION = re.compile(r"\[\s*([A-Za-z0-9.-]+)\s*\]")
@@ -128,10 +130,15 @@ class Git:
 
     def run(self, *args: str, check: bool = True, env: Mapping[str, str] | None = None,
             input: str | None = None, timeout: float | None = None,
-            errors: str = "strict") -> subprocess.CompletedProcess[str]:
+            errors: str = "strict", limit: int | None = None
+            ) -> subprocess.CompletedProcess[str]:
         """``git ARGS`` in ``cwd`` under the rules above; `GitError` when it fails (and
-        ``check``) or when ``cwd``'s worktree config is not one git may run under."""
+        ``check``) or when ``cwd``'s worktree config is not one git may run under.
+        ``limit``: read at most that many bytes of output, then stop git; the output then
+        ends with a `CUT` line (a 100 MB diff costs ``limit`` of memory, not 100 MB)."""
         check_worktree_config(Path(self.cwd))
+        if limit is not None:
+            return self._capped(args, env, limit, check)
         try:
             out = subprocess.run(
                 ["git", *args], cwd=self.cwd, env=git_env(env), input=input,
@@ -148,6 +155,27 @@ class Git:
         if check and out.returncode != 0:
             msg = out.stderr.strip() or out.stdout.strip() or f"exit {out.returncode}"
             raise GitError(f"git {' '.join(args[:2])}: {msg}")
+        return out
+
+    def _capped(self, args: tuple[str, ...], env: Mapping[str, str] | None, limit: int,
+                check: bool) -> subprocess.CompletedProcess[str]:
+        with subprocess.Popen(["git", *args], cwd=self.cwd, env=git_env(env),
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) as proc:
+            assert proc.stdout is not None and proc.stderr is not None
+            data = proc.stdout.read(limit + 1)
+            cut = len(data) > limit
+            if cut:
+                proc.kill()
+            err = proc.stderr.read(1 << 16)
+            code = 0 if cut else proc.wait()
+        text = data[:limit].decode("utf-8", "replace")
+        if cut:
+            text += ("" if text.endswith("\n") else "\n") + CUT.format(limit=limit)
+        out = subprocess.CompletedProcess(["git", *args], code, text,
+                                          err.decode("utf-8", "replace"))
+        if check and code != 0:
+            raise GitError(f"git {' '.join(args[:2])}: {out.stderr.strip() or f'exit {code}'}")
         return out
 
     def out(self, *args: str, env: Mapping[str, str] | None = None) -> str:

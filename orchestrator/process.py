@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.protocols import TaskLogger
+from orchestrator.secrets import StreamMasker, redact
 
 if TYPE_CHECKING:
     from orchestrator.agent.sandbox import Sandbox
@@ -199,6 +200,7 @@ class _Reader(threading.Thread):
         self.limit = limit
         self.total = 0
         self._tail = b""
+        self.masker = StreamMasker()
 
     def run(self) -> None:
         assert self.proc.stdout is not None
@@ -220,13 +222,17 @@ class _Reader(threading.Thread):
                     pending = b""
             if pending:
                 self._write(pending)
+            self._write(b"", last=True)
             if self.limit is not None and self.total > self.limit:
                 self.log.write(self.kind, text=f"[{self.total - self.limit} more bytes "
                                "of output not logged]")
 
-    def _write(self, data: bytes) -> None:
-        with contextlib.suppress(OSError):
-            self.log.write(self.kind, text=data.decode("utf-8", errors="replace"))
+    def _write(self, data: bytes, *, last: bool = False) -> None:
+        """Log ``data`` masked (a secret split across two writes too: `StreamMasker`)."""
+        data = self.masker.feed(data) + (self.masker.flush() if last else b"")
+        if data:
+            with contextlib.suppress(OSError):
+                self.log.write(self.kind, text=data.decode("utf-8", errors="replace"))
 
     def tail(self) -> str:
-        return self._tail.decode("utf-8", errors="replace")
+        return redact(self._tail.decode("utf-8", errors="replace"))

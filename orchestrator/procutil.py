@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -105,3 +107,34 @@ def _name(pid: int) -> str:
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return "?"
+
+
+def user_environ(root: Path | None = None,
+                 environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The person's environment for the processes run for them (agents, checks, setup):
+    ``environ`` (default ``os.environ``) without orchestrator's own virtualenv, which a
+    person who activated it to run orchestrator has on ``PATH`` and in ``VIRTUAL_ENV``.
+    Otherwise their project's checks would run orchestrator's Python (``No module named
+    pytest``). A virtualenv inside the repository ``root`` is the project's own, not
+    orchestrator's: it stays."""
+    env = dict(os.environ if environ is None else environ)
+    if sys.prefix == sys.base_prefix:
+        return env  # not run from a virtualenv
+    ours = Path(sys.prefix).resolve()
+    if root is not None and ours.is_relative_to(Path(root).resolve()):
+        return env
+    if env.get("VIRTUAL_ENV") and Path(env["VIRTUAL_ENV"]).resolve() == ours:
+        env.pop("VIRTUAL_ENV")
+        env.pop("VIRTUAL_ENV_PROMPT", None)
+    bin_dir = ours / "bin"
+    if "PATH" in env:
+        env["PATH"] = os.pathsep.join(
+            p for p in env["PATH"].split(os.pathsep) if not p or _resolved(p) != bin_dir)
+    return env
+
+
+def _resolved(path: str) -> Path:
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError):
+        return Path(path)

@@ -7,10 +7,9 @@ which runs checks in the same environment and prints `reason_line` on the consol
 
 from __future__ import annotations
 
-import os
-
 from orchestrator.delivery import MESSAGES_ENV
 from orchestrator.model import Task
+from orchestrator.procutil import user_environ
 from orchestrator.protocols import RunContext
 
 LAST_ERROR_LINES = 30
@@ -53,8 +52,9 @@ def build_prompt(task: Task) -> str:
 
 
 def task_env(ctx: RunContext) -> dict[str, str]:
-    """The environment of every process run for a task (backend and checks)."""
-    env = dict(os.environ)
+    """The environment of every process run for a task (backend and checks): the person's
+    (`user_environ`: without orchestrator's own virtualenv), the workspace's, the task's."""
+    env = user_environ(ctx.layout.root)
     env.update(ctx.workspace.env)
     env.update(
         ORCH_TASK_ID=ctx.task.id,

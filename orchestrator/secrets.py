@@ -8,9 +8,12 @@ password in any variable (``DATABASE_URL=postgres://u:pw@h/db``: the whole URL,
 its ``u:pw@`` and the password itself when it has 6 characters or more). Values
 shorter than 8 characters are not masked on their own (too many false hits).
 
-- `redact` masks them in text (events, logs, task logs, mailboxes, tool results);
+- `redact` masks them in text (events, logs, task logs, mailboxes, tool results, the
+  MCP server's answers); `StreamMasker` in output read in pieces (a value split across
+  two reads is still masked);
 - `safe_env` drops such variables from the environment given to tools;
-- `commit_leaks` finds them in what a commit would add;
+- `commit_leaks` finds them in what a commit would add (contents, link targets, file
+  names) and `text_leaks` in commit messages;
 - `protect_process` keeps them out of ``/proc/<pid>/environ`` of the processes that
   hold them (lead, spawner, teammates), which are ancestors of every tool process:
   the process is made non-dumpable (other users' processes cannot read its
@@ -92,6 +95,44 @@ def redact(text: str, secrets: list[str] | None = None) -> str:
     return text
 
 
+class StreamMasker:
+    """Masks secrets in output read in pieces. What it has seen is masked whole; an end
+    that is the start of a secret (at most the longest secret - 1 bytes) is held back
+    until more comes (or `flush`), since the next piece may complete it. Output that
+    ends in no such start is passed on at once."""
+
+    def __init__(self, secrets: Iterable[str] | None = None) -> None:
+        values = secret_values() if secrets is None else sorted(secrets, key=len, reverse=True)
+        self.needles = [s.encode() for s in values if s]
+        self.keep = max((len(n) for n in self.needles), default=1) - 1
+        self.held = b""
+
+    def feed(self, data: bytes) -> bytes:
+        """What of ``held + data`` can be passed on now, masked."""
+        buf = self._mask(self.held + data)
+        cut = len(buf) - self._started(buf)
+        self.held = buf[cut:]
+        return buf[:cut]
+
+    def _started(self, buf: bytes) -> int:
+        """The length of the longest end of ``buf`` that begins a secret."""
+        for k in range(min(self.keep, len(buf)), 0, -1):
+            end = buf[-k:]
+            if any(n.startswith(end) for n in self.needles):
+                return k
+        return 0
+
+    def flush(self) -> bytes:
+        out, self.held = self._mask(self.held), b""
+        return out
+
+    def _mask(self, data: bytes) -> bytes:
+        for needle in self.needles:
+            if needle in data:
+                data = data.replace(needle, MASK.encode())
+        return data
+
+
 def safe_env(environ: Mapping[str, str], pass_env: Iterable[str] = ()) -> dict[str, str]:
     """``environ`` without the variables that hold secrets, except those named in
     ``pass_env``."""
@@ -104,11 +145,16 @@ def commit_leaks(worktree: Path, paths: Iterable[str],
                  secrets: Mapping[str, str] | None = None) -> list[str]:
     """``"<path> holds the value of $NAME"`` for each file of ``paths`` (relative to
     ``worktree``) whose content holds a known secret; links are checked by their
-    target text, unreadable files are skipped."""
+    target text, unreadable files are skipped. A path whose *name* holds one is a leak
+    too (the name is in the commit)."""
     known = secret_names() if secrets is None else secrets
     needles = sorted(((s.encode(), n) for s, n in known.items()), key=lambda x: -len(x[0]))
     leaks = []
     for rel in paths:
+        named = text_leaks("a file name", rel, known)
+        if named:
+            leaks += named
+            continue
         path = worktree / rel
         try:
             data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
@@ -119,6 +165,15 @@ def commit_leaks(worktree: Path, paths: Iterable[str],
                 leaks.append(f"{rel} holds the value of ${name}")
                 break
     return leaks
+
+
+def text_leaks(what: str, text: str, secrets: Mapping[str, str] | None = None) -> list[str]:
+    """``"<what> holds the value of $NAME"`` when ``text`` holds a known secret."""
+    known = secret_names() if secrets is None else secrets
+    for value in sorted(known, key=len, reverse=True):
+        if value and value in text:
+            return [f"{what} holds the value of ${known[value]}"]
+    return []
 
 
 def protect_process() -> list[str]:

@@ -64,7 +64,7 @@ def test_board_commands_import_only_what_they_use(repo: Path) -> None:
 def test_one_task_commands_and_list_skip_pydantic_once_the_settings_are_checked(
         repo: Path) -> None:
     """The first command checks orchestrator.toml (pydantic); later ones read the checked
-    board settings from the cache and never import pydantic, filelock or watchdog."""
+    board settings from the cache and never import pydantic or watchdog."""
     (repo / "orchestrator.toml").write_text("[board]\nmax_attempts = 5\n")
     p, names = imported("add", "first", cwd=repo)
     assert p.returncode == 0 and "pydantic" in names, p.stderr
@@ -72,8 +72,8 @@ def test_one_task_commands_and_list_skip_pydantic_once_the_settings_are_checked(
                  ["cancel", "1"], ["events"], ["status"]):
         p, names = imported(*args, cwd=repo)
         assert p.returncode == 0, (args, p.stderr)
-        assert not names & {"pydantic", "filelock", "watchdog", "orchestrator.config"}, \
-            (args, sorted(names & {"pydantic", "filelock", "watchdog", "orchestrator.config"}))
+        assert not names & {"pydantic", "watchdog", "orchestrator.config"}, \
+            (args, sorted(names & {"pydantic", "watchdog", "orchestrator.config"}))
     assert '"max_attempts": 5' in subprocess.run(
         [sys.executable, "-m", "orchestrator", "show", "2", "--json"], capture_output=True,
         text=True, cwd=repo, timeout=60).stdout.replace('":5', '": 5')

@@ -149,3 +149,22 @@ def test_a_sub_agent_profile_comes_from_the_main_checkout(
     main_agents.mkdir(parents=True)
     (main_agents / "scout.md").write_text("---\nname: scout\ndescription: y\n---\nLook.\n")
     assert host.profile("scout").name == "scout"
+
+
+def test_the_review_page_bounds_bytes_per_line_and_per_page(repo: Path) -> None:
+    """Issue 29 item 12: one 8 MB line and 200,000 more lines made a page as large as the
+    diff (and the server held it all); now git is read up to 1 MiB, a line is cut at
+    2,000 characters saying how much is left, and the page says the diff was cut."""
+    task = keep(repo, "huge", {"a-line.txt": "x" * (8 << 20) + "\n",
+                               "many.txt": "".join(f"line {i}\n" for i in range(200_000))})
+    with running_ui(repo) as ui:
+        wait_http_ready(ui)
+        status, _, html = ui.request("GET", f"/task/{task.id}/review")
+        pid = ui.proc.pid
+        peak_kb = int(next(line.split()[1] for line in
+                           Path(f"/proc/{pid}/status").read_text().splitlines()
+                           if line.startswith("VmHWM")))
+    assert status == 200
+    assert len(html.encode()) < 4 << 20, len(html)
+    assert "more characters]" in html and "The diff is long" in html
+    assert peak_kb < 300_000, peak_kb

@@ -22,7 +22,6 @@ from tests.test_team_support import (
     start,
     tasks,
     team_cleanup,
-    team_env,
     wait_until,
 )
 
@@ -135,10 +134,7 @@ def test_a_webhook_restarts_the_agent_without_waiting_for_a_poll(
             assert deliver(good) == 204
             assert [e["hook"] for e in events(repo, "forge_webhook")] == ["check_run"]
             gh.add_hook(url, secret)
-            # a teammate sometimes misses the wake-up of a task sent back to pending and
-            # claims it on the board's next rescan (also with `orchestrator retry`): 2 s here
-            lead = start(repo, "-n", "1", "--backend", "command", "--command", AGENT,
-                         env=team_env(board_rescan_seconds=2))
+            lead = start(repo, "-n", "1", "--backend", "command", "--command", AGENT)
             try:
                 from tests.test_team_support import add_tasks
 
@@ -151,7 +147,7 @@ def test_a_webhook_restarts_the_agent_without_waiting_for_a_poll(
                 finish_check(gh, first, "failure", summary="red")
                 wait_until(lambda: len(events(repo, "task_claimed")) > claims, 30,
                            "the agent restarted by the webhook")
-                assert time.monotonic() - t0 < 8  # not the 120 s poll
+                assert time.monotonic() - t0 < 5  # not the 120 s poll, nor a 10 s rescan
             finally:
                 cli(repo, "down")
                 finish(lead)

@@ -59,8 +59,13 @@ def server(repo: Path, token_file: Path) -> Iterator[tuple[str, str, subprocess.
             stop(proc)
 
 
-def post(url: str, headers: dict[str, str]) -> int:
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "test", "version": "1"}}}
+
+
+def post(url: str, headers: dict[str, str], message: dict[str, Any] | None = None) -> int:
+    body = json.dumps(message or {"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
     req = urllib.request.Request(url, body, {"content-type": "application/json",
                                              "accept": "application/json, text/event-stream",
                                              **headers})
@@ -158,3 +163,21 @@ def test_claude_code_connects_to_it_as_an_http_client(
     p = claude_cli("mcp", "list")
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("board")), "")
     assert line and "Connected" not in line, p.stdout
+
+
+@pytest.mark.parametrize("address", ["127.0.0.2", "127.1.2.3", "127.0.0.1"])
+def test_a_loopback_address_without_a_token_checks_host_and_origin(
+        repo: Path, address: str) -> None:
+    """Issue 29 item 12: the SDK checks Host only for 127.0.0.1/localhost/::1; on any other
+    loopback address a rebinding page (Host: evil.example) drove the board."""
+    proc, url = serve(repo, f"{address}:0")
+    try:
+        port = url.rsplit(":", 1)[1].split("/")[0]
+        assert post(url, {}, INITIALIZE) == 200  # urllib sends Host: ADDRESS:PORT
+        assert post(url, {"host": f"evil.example:{port}"}, INITIALIZE) in (400, 421)
+        assert post(url, {"host": f"evil.example:{port}",
+                          "origin": f"http://evil.example:{port}"}, INITIALIZE) in (400, 403, 421)
+        assert post(url, {"origin": f"http://evil.example:{port}"}, INITIALIZE) == 403
+        assert post(url, {"origin": f"http://{address}:{port}"}, INITIALIZE) == 200
+    finally:
+        stop(proc)

@@ -445,7 +445,9 @@ def test_a_board_refuses_a_password_a_missing_or_newer_schema_and_no_server_in_o
     text = str(exc.value)  # psycopg puts "connection is bad: " before libpq's words
     assert text.startswith("cannot reach the board database postgresql://orch@/app")
     assert "No such file or directory (is PostgreSQL running" in text and "\n" not in text
-    pg_cluster.sql("UPDATE orchestrator.schema_version SET version = 99", db_of(pg_board_url))
+    pg_cluster.sql("UPDATE orchestrator.schema_version SET version = 99 WHERE version = "
+                   "(SELECT max(version) FROM orchestrator.schema_version)",
+                   db_of(pg_board_url))
     with pytest.raises(BoardUnavailable, match="newer than this orchestrator"):
         PgBoard(Layout.at(tmp_path), BoardConfig(url=pg_board_url))
 

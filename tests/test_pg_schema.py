@@ -131,6 +131,20 @@ def test_urls_are_checked_and_passwords_never_echoed() -> None:
         "postgresql://a:***@h/d?password=***&sslmode=require"
 
 
+def team_role(pg_cluster: Cluster, pg_url: str, monkeypatch: pytest.MonkeyPatch,
+              tables: str = "SELECT, INSERT, UPDATE, DELETE") -> str:
+    """The board's schema made by its owner, and the URL of a team role with the
+    documented grants (``tables`` on every table)."""
+    schema.migrate(pg_url)
+    db = db_of(pg_url)
+    for grant in ("USAGE ON SCHEMA orchestrator",
+                  f"{tables} ON ALL TABLES IN SCHEMA orchestrator",
+                  "USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA orchestrator"):
+        pg_cluster.sql(f"GRANT {grant} TO {PASSWORD_ROLE}", db)
+    monkeypatch.setenv("PGPASSWORD", PASSWORD)
+    return pg_cluster.url(db, PASSWORD_ROLE)
+
+
 def test_a_team_role_without_ddl_rights_runs_the_board_with_the_documented_grants(
         pg_cluster: Cluster, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -138,17 +152,10 @@ def test_a_team_role_without_ddl_rights_runs_the_board_with_the_documented_grant
     from orchestrator.config import BoardConfig
     from orchestrator.layout import Layout
 
-    schema.migrate(pg_url)
-    db = db_of(pg_url)
-    for grant in ("USAGE ON SCHEMA orchestrator",
-                  "SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA orchestrator",
-                  "USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA orchestrator"):
-        pg_cluster.sql(f"GRANT {grant} TO {PASSWORD_ROLE}", db)
+    team_url = team_role(pg_cluster, pg_url, monkeypatch)
     # a hardened server may refuse the WAL message fast commits wait on: plain commits then
     pg_cluster.sql("REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) "
-                   "FROM PUBLIC", db)
-    monkeypatch.setenv("PGPASSWORD", PASSWORD)
-    team_url = pg_cluster.url(db, PASSWORD_ROLE)
+                   "FROM PUBLIC", db_of(pg_url))
     assert schema.migrate(team_url) == []  # a current schema is only checked: no DDL
     with open_board(Layout.at(tmp_path), BoardConfig(url=team_url), actor="alice") as b:
         from orchestrator.board.pg.store import PgBoard
@@ -167,3 +174,40 @@ def test_a_team_role_without_ddl_rights_runs_the_board_with_the_documented_grant
     with schema.connect(team_url) as conn:
         with pytest.raises(Exception, match=r"permission denied|must be owner"):
             conn.execute("DROP TABLE orchestrator.events")
+
+
+def test_the_team_role_cannot_delete_events_or_answer_requests(
+        pg_cluster: Cluster, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29 item 10: with the documented grants (every table), the team's role still
+    cannot delete or rewrite the event log, nor answer, insert answered or remove a
+    request; the schema's owner (a person's role) can answer."""
+    from orchestrator.board import open_board
+    from orchestrator.config import BoardConfig
+    from orchestrator.errors import OrchestratorError
+    from orchestrator.layout import Layout
+
+    team_url = team_role(pg_cluster, pg_url, monkeypatch,
+                         tables="SELECT, INSERT, UPDATE, DELETE, TRUNCATE")
+    with open_board(Layout.at(tmp_path), BoardConfig(url=team_url), actor="alice") as b:
+        t = b.add("a")
+        b.requests.ask("permission", request_id="r1", sender="alice", task=t.id, body="rm")
+        with pytest.raises(OrchestratorError, match="only a person"):
+            b.requests.answer("r1", approved=True)
+    with schema.connect(team_url) as conn:
+        for statement in ("DELETE FROM orchestrator.events",
+                          "UPDATE orchestrator.events SET event = 'x'",
+                          "TRUNCATE orchestrator.events",
+                          "UPDATE orchestrator.requests SET answer = '{\"approved\": true}'",
+                          "DELETE FROM orchestrator.requests",
+                          "TRUNCATE orchestrator.requests",
+                          "INSERT INTO orchestrator.requests (id, kind, data, answer) VALUES "
+                          "('r2', 'permission', '{}', '{\"approved\": true}')"):
+            with pytest.raises(Exception, match=r"append-only|only a person"):
+                conn.execute(statement)
+            conn.rollback()
+        conn.execute("SET ROLE NONE")
+        assert conn.execute("SELECT count(*) FROM orchestrator.events").fetchone()[0] >= 1
+    with open_board(Layout.at(tmp_path), BoardConfig(url=pg_url), actor="cli") as b:
+        b.requests.answer("r1", approved=True)  # the owner: a person
+        assert b.requests.answer_of("r1") is not None

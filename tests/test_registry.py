@@ -215,8 +215,9 @@ def test_the_registry_is_read_only_inside_the_sandbox(repo: Path) -> None:
     record = registry(repo) / f"{a.id}.json"
     cwd = Path(a.worktree or "")
     script = f"echo '{{}}' > {record}; rm -f {record}; git commit -q --allow-empty -m ok"
-    out = subprocess.run(sandbox.wrap(["sh", "-c", script], cwd), cwd=cwd,
-                         capture_output=True, text=True, timeout=60, check=False)
+    with sandbox.session(["sh", "-c", script], cwd) as run:
+        out = subprocess.run(run.argv, cwd=cwd, capture_output=True, text=True, timeout=60,
+                             check=False)
     assert json.loads(record.read_text())["branch"] == a.branch
     assert git(cwd, "log", "-1", "--format=%s") == "ok", out.stderr  # commits still work
 

@@ -4,6 +4,7 @@ through a verifying import (issue 29, guarantee 3): real git in the real sandbox
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 from orchestrator.agent.base import ToolContext, ToolResult
@@ -108,3 +109,16 @@ def test_commits_enter_only_through_a_verifying_import(repo: Path) -> None:
     assert git(repo, "show", f"{tip}:new.txt") == "hi"
     assert not list((repo / ".git/objects").glob("incoming-*"))
     git(repo, "fsck", "--strict", "--no-dangling")
+
+
+def test_a_command_wrapped_without_a_confinement_cannot_write_the_repository(
+        repo: Path) -> None:
+    wt = repo / ".worktrees/task_001"
+    git(repo, "worktree", "add", "-q", "-b", "task/001-x", str(wt))
+    before = snapshot(repo / ".git")
+    argv = Sandbox.detect("on").wrap(
+        ["sh", "-c", "git commit -q --allow-empty -m x; touch $(git rev-parse --git-dir)/x "
+                     "$(git rev-parse --git-common-dir)/objects/x; echo done"], wt)
+    out = subprocess.run(argv, cwd=wt, capture_output=True, text=True, timeout=60, check=False)
+    assert "done" in out.stdout and "Read-only file system" in out.stderr, out.stderr
+    assert snapshot(repo / ".git") == before

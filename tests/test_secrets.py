@@ -95,6 +95,14 @@ def test_tool_results_and_spills_are_masked(repo: Path, monkeypatch: pytest.Monk
     assert all(DB_PASSWORD not in f.read_text() for f in spill.rglob("*") if f.is_file())
 
 
+def _secret_worktree(repo: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
+    """A task worktree and its base commit, with `SECRET_ENV` in the environment."""
+    for k, v in SECRET_ENV.items():
+        monkeypatch.setenv(k, v)
+    wt = _worktree(repo)
+    return wt, git(wt, "rev-parse", "HEAD")
+
+
 def _worktree(repo: Path) -> Path:
     wt = repo.parent / "wt"
     git(repo, "worktree", "add", "-q", "-b", "task/001-x", str(wt))
@@ -103,10 +111,7 @@ def _worktree(repo: Path) -> Path:
 
 def test_a_commit_adding_a_secret_is_refused_with_the_reason(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for k, v in SECRET_ENV.items():
-        monkeypatch.setenv(k, v)
-    wt = _worktree(repo)
-    base = git(wt, "rev-parse", "HEAD")
+    wt, base = _secret_worktree(repo, monkeypatch)
     task = Task(id="task_001", subject="Add things")
     (wt / "ok.txt").write_text("nothing to see\n")
     (wt / "deep/er").mkdir(parents=True)
@@ -206,3 +211,95 @@ def test_a_team_keeps_secrets_from_tools_logs_and_commits(repo: Path, sandbox: s
     seen = [history, layout.events.read_text(), res.stdout, res.stderr,
             *(p.read_text() for p in layout.logs.glob("*.jsonl"))]
     assert not [s for s in seen if KEY in s or DB_PASSWORD in s]
+
+
+# --- issue 29 item 10: secrets stay out of streams, names, messages and MCP answers ------
+def test_a_secret_split_across_reads_of_a_stream_is_still_masked(tmp_path: Path) -> None:
+    from orchestrator.process import run_streamed
+    from orchestrator.secrets import StreamMasker
+
+    masker = StreamMasker([KEY, DB_PASSWORD])
+    out = b""
+    data = f"start {KEY} mid {DB_PASSWORD}{KEY[:5]} end".encode()
+    for i in range(0, len(data), 3):  # every split point, three bytes a read
+        out += masker.feed(data[i:i + 3])
+    out += masker.flush()
+    assert out == f"start *** mid ***{KEY[:5]} end".encode()
+    assert StreamMasker([KEY]).feed(b"plain output\n") == b"plain output\n"  # no delay
+
+    class Log:
+        def __init__(self) -> None:
+            self.texts: list[str] = []
+
+        def write(self, kind: str, **fields: object) -> None:
+            self.texts.append(str(fields.get("text", "")))
+
+    half = len(KEY) // 2
+    script = (f"printf '%s' '{KEY[:half]}'; sleep 0.3; printf '%s\\n' '{KEY[half:]}'; "
+              f"head -c 70000 /dev/zero | tr '\\0' x; printf '%s' '{KEY}'")
+    log = Log()
+    env = {**os.environ, "ANTHROPIC_API_KEY": KEY}
+    old = os.environ.get("ANTHROPIC_API_KEY")
+    os.environ["ANTHROPIC_API_KEY"] = KEY
+    try:
+        res = run_streamed(script, cwd=tmp_path, env=env, log=log, kind="output",  # type: ignore[arg-type]
+                           timeout=30)
+    finally:
+        if old is None:
+            del os.environ["ANTHROPIC_API_KEY"]
+        else:
+            os.environ["ANTHROPIC_API_KEY"] = old
+    assert len(log.texts) >= 2
+    assert all(KEY[:half] not in t and KEY[half:] not in t for t in log.texts), log.texts
+    assert "".join(log.texts).count("***") == 2 and KEY not in res.tail
+
+
+def test_a_secret_in_a_file_name_or_a_commit_message_is_refused(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wt, base = _secret_worktree(repo, monkeypatch)
+    (wt / f"cache-{DB_PASSWORD}.txt").write_text("harmless content\n")
+    with pytest.raises(SecretLeak, match="a file name holds the value of \\$DATABASE_URL"):
+        commit_leftovers(wt, Task(id="task_001", subject="x"), "alice", base)
+    (wt / f"cache-{DB_PASSWORD}.txt").unlink()
+    (wt / "a.txt").write_text("a\n")
+    git(wt, "add", "a.txt")
+    git(wt, "commit", "-qm", f"wip\n\nused {KEY} to test")  # the agent's own commit
+    (wt / "b.txt").write_text("b\n")
+    with pytest.raises(SecretLeak, match="commit message of the task holds the value of "
+                                         "\\$ANTHROPIC_API_KEY") as err:
+        commit_leftovers(wt, Task(id="task_001", subject="x"), "alice", base)
+    assert KEY not in str(err.value)
+    git(wt, "reset", "-q", "--hard", base)
+    (wt / "c.txt").write_text("c\n")
+    with pytest.raises(SecretLeak, match="commit message"):  # our own message, from a subject
+        commit_leftovers(wt, Task(id="task_001", subject=f"rotate {KEY}"), "alice", base)
+
+
+def test_the_mcp_servers_answers_are_masked(repo: Path) -> None:
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    from orchestrator.board import init_repo
+
+    with open_board(init_repo(repo)) as board:
+        task = board.add("leaky", description="no secret here yet")
+    # written by a process that did not hold the value (a person's paste)
+    raw = board.layout.task_file(task.id)
+    raw.write_text(raw.read_text().replace("no secret here yet", f"the key is {KEY}"))
+
+    async def main() -> list[str]:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "orchestrator", "mcp"], cwd=repo,
+            env={**os.environ, "ANTHROPIC_API_KEY": KEY})
+        async with stdio_client(params) as (r, w), ClientSession(r, w) as session:
+            await session.initialize()
+            out = []
+            for name, args in (("get_task", {"id": task.id}), ("list_tasks", {}),
+                               ("events", {}), ("get_task", {"id": f"{KEY}"})):
+                res = await session.call_tool(name, args)
+                out.append("\n".join(getattr(c, "text", "") for c in res.content))
+            return out
+
+    answers = anyio.run(main)
+    assert "the key is ***" in answers[0]
+    assert all(KEY not in a for a in answers), answers

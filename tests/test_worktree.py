@@ -460,3 +460,31 @@ def test_a_branch_whose_commits_no_other_ref_holds_leaves_a_snapshot(repo: Path)
     hidden = t.model_copy(update={"base": tip, "base_commit": tip})
     assert m.remove(hidden) == "refs/orchestrator/snapshots/task_001"
     assert git(repo, "rev-parse", "refs/orchestrator/snapshots/task_001^1").strip() == tip
+
+
+def test_the_repository_lock_excludes_threads_and_processes_and_lets_its_holder_reenter(
+        tmp_path: Path) -> None:
+    import threading
+
+    from orchestrator.flock import FileLocked, flocked
+    from orchestrator.worktree.lock import RepoLock
+
+    path = tmp_path / "worktree.lock"
+    lock = RepoLock(path)
+    order: list[str] = []
+    with lock:
+        with lock:  # the holding thread takes it again
+            order.append("nested")
+        with pytest.raises(FileLocked):  # another holder of the file (a process) waits
+            with flocked(path, 0):
+                pass
+        other = threading.Thread(target=lambda: (lock.__enter__(), order.append("thread"),
+                                                 lock.__exit__(None, None, None)))
+        other.start()
+        other.join(0.2)
+        assert other.is_alive() and order == ["nested"]  # the other thread waits
+        order.append("released")
+    other.join(10)
+    assert order == ["nested", "released", "thread"]
+    with flocked(path, 0):  # free again
+        pass

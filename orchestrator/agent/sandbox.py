@@ -316,8 +316,14 @@ def _holds_socket(folder: str) -> bool:
 
 
 def _git_dir_binds(cwd: Path) -> list[str]:
-    """Outside a linked worktree (a workspace of its own): its git folder is writable
-    but for what would run code at the person's next git command."""
+    """Without a confinement: a linked worktree's repository is read-only, all of it (no
+    private store: git writes fail, nothing is imported; `Sandbox.session` opens one).
+    Outside a linked worktree (a workspace of its own) its git folder is writable but
+    for what would run code at the person's next git command."""
+    linked = GitConfinement.open(cwd)
+    if linked is not None:
+        return ["--ro-bind", str(linked.common), str(linked.common),
+                "--ro-bind", str(linked.worktree / ".git"), str(linked.worktree / ".git")]
     git_dir = git_common_dir(cwd)
     if git_dir is None:
         return []

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +46,7 @@ from orchestrator.config import Config
 from orchestrator.errors import BackendError, ConfigError, InvalidInput
 from orchestrator.layout import Layout
 from orchestrator.model import Usage
+from orchestrator.procutil import user_environ
 from orchestrator.protocols import RunContext, RunResult
 
 EXTENSIONS: list[str] = ["orchestrator.mcp.attach:attach"]
@@ -230,7 +230,8 @@ def build_toolset(config: Config, ctx: RunContext) -> Toolset:
         notice += "; bash runs unconfined (agent.allow_unsandboxed_bash = true)"
     if notice:
         ctx.log.write("sandbox", notice=notice)
-    env = safe_env({**os.environ, **ctx.workspace.env}, config.agent.pass_env)
+    env = safe_env({**user_environ(ctx.layout.root), **ctx.workspace.env},
+                   config.agent.pass_env)
     tctx = ToolContext(
         cwd=root, env=env, task_id=ctx.task.id,
         spill_dir=ctx.layout.spill_dir(ctx.task.id),

@@ -26,10 +26,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.board.flock import flocked
 from orchestrator.clock import utcnow
 from orchestrator.controlplane import Event
 from orchestrator.events import redact
+from orchestrator.flock import flocked
 
 SEQ_RE = re.compile(rb'^\{"seq": (\d+),')
 """The seq of a line as this module writes it, read without parsing the line."""

@@ -22,11 +22,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from orchestrator.board.flock import flocked
 from orchestrator.clock import utcnow
 from orchestrator.controlplane import Message
 from orchestrator.errors import InvalidInput
 from orchestrator.events import redact
+from orchestrator.flock import flocked
 from orchestrator.fsutil import append_line, atomic_write
 from orchestrator.layout import Layout
 

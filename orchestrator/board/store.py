@@ -30,7 +30,6 @@ import msgspec
 from orchestrator.board import graph
 from orchestrator.board.eventlog import EventLog
 from orchestrator.board.feed import ChangeFeed
-from orchestrator.board.flock import LOCK_TIMEOUT, FileLocked, flocked
 from orchestrator.board.index import (
     MAX_NEW_TASK_BYTES,
     MAX_TASK_BYTES,
@@ -43,6 +42,7 @@ from orchestrator.board.settings import BoardSettings, default_settings
 from orchestrator.controlplane import BoardSummary
 from orchestrator.errors import Conflict, InvalidInput, LeaseLost, NotFound
 from orchestrator.events import secret_values
+from orchestrator.flock import LOCK_TIMEOUT, FileLocked, flocked
 from orchestrator.fsutil import fsync_dir, read_regular_bytes, sync_filesystem
 from orchestrator.layout import Layout
 from orchestrator.model import (
@@ -412,6 +412,7 @@ class FileBoard:
                                      token=task.fence, attempt=task.attempts + 1)
                     return task
             candidates, busy = iter(busy), []
+            skip = 0  # the second round waits on each busy task: none is skipped again
         return None
 
     def renew(self, task_id: str, token: int, *, lease_seconds: float | None = None) -> Task:

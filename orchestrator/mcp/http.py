@@ -7,9 +7,11 @@ shared board over the network with the same tools as the stdio server.
 - Every request must carry ``Authorization: Bearer <token>`` when a token is set; a token
   is required when the address is not loopback (``--token-file FILE``, the first line of
   the file). The token is compared in constant time and never logged or echoed.
-- On a loopback address without a token, the SDK's DNS-rebinding protection stays on
-  (only ``127.0.0.1``/``localhost`` Host headers); with a token it is the token that
-  guards, so any Host is accepted.
+- On a loopback address without a token, DNS-rebinding protection is on for every
+  loopback address, not only the three the SDK knows: the Host header must name the
+  address it is bound to (``127.0.0.2:PORT`` for ``127.0.0.2``; ``localhost``,
+  ``127.0.0.1`` and ``[::1]`` for one of those), and an Origin, when sent, the same;
+  with a token it is the token that guards, so any Host is accepted.
 - Port 0 picks a free port; the line ``serving MCP on http://HOST:PORT/mcp`` (stderr)
   says which.
 """
@@ -89,10 +91,26 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
+LOCAL_NAMES = ("127.0.0.1", "localhost", "::1")
+
+
+def loopback_security(host: str) -> Any:
+    """Host and Origin checks for a server without a token on the loopback ``host``: only
+    names of that address pass (a page that rebinds its own name to 127.0.0.2 does not)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    names = set(LOCAL_NAMES) if host in LOCAL_NAMES else {host}
+    hosts = [f"[{n}]" if ":" in n else n for n in sorted(names)]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*hosts, *(f"{h}:*" for h in hosts)],
+        allowed_origins=[f"http://{h}{port}" for h in hosts for port in ("", ":*")])
+
+
 def build_app(server: Any, host: str, token: str | None) -> App:
     from mcp.server.transport_security import TransportSecuritySettings
 
-    security = None if token is None and is_loopback(host) else TransportSecuritySettings(
+    security = loopback_security(host) if token is None else TransportSecuritySettings(
         enable_dns_rebinding_protection=False)
     app: App = server.streamable_http_app(streamable_http_path=PATH, host=host,
                                           transport_security=security)

@@ -8,12 +8,15 @@ events. Arguments are named as in the task model (``subject``, ``description``,
 ``blocked_by``, ``priority``, ``id``). Every error we raise on purpose (unknown
 task, refused transition, bad id) comes back as an MCP tool error with its one
 line of text; the server keeps running. A boolean argument must be a JSON boolean:
-``"true"`` (a string) is refused, not taken as true.
+``"true"`` (a string) is refused, not taken as true. Every answer and error is masked
+like the web board's (`orchestrator.secrets.redact`): a secret of the server's
+environment that reached a task, an event or a diff comes back as ``***``.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -34,22 +37,31 @@ from orchestrator.repo import Repo, to_jsonable
 from orchestrator.review import diff_text, discard_task, merge_task, review_rows
 from orchestrator.review.resuming import resume_task
 from orchestrator.review.retrying import retry_task
+from orchestrator.secrets import redact
 from orchestrator.waits import as_dict
 
 ACTOR = "mcp"
+MAX_DIFF_BYTES = 1 << 20
 F = TypeVar("F", bound=Callable[..., Any])
 
 TaskId = Annotated[str | int, Field(description="The task id: task_007 (or just 7).")]
 
 def _tool_errors(fn: F) -> F:
-    """Our own errors become MCP tool errors with their one line of text."""
+    """Our own errors become MCP tool errors with their one line of text; answers and
+    errors are masked."""
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            return _masked(fn(*args, **kwargs))
         except OrchestratorError as exc:
-            raise ToolError(str(exc)) from exc
+            raise ToolError(redact(str(exc))) from exc
     return wrapper  # type: ignore[return-value]
+
+
+def _masked(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    return json.loads(redact(json.dumps(value, default=str)))
 
 
 class BoardServer(MCPServer):
@@ -61,7 +73,8 @@ class BoardServer(MCPServer):
         except ToolError as exc:
             cause = exc.__cause__
             if isinstance(cause, ValidationError):
-                raise ToolError(f"{name}: invalid arguments: {describe_error(cause)}") from cause
+                raise ToolError(redact(f"{name}: invalid arguments: {describe_error(cause)}")
+                                ) from cause
             raise
 
 
@@ -158,8 +171,10 @@ def build_server(repo: Repo) -> tuple[MCPServer, ControlPlane]:
         stat: Annotated[bool, Field(description="Only the per-file summary.",
                                     strict=True)] = False,
     ) -> str:
-        """The task's changes: git diff from the commit it started at to its branch."""
-        return diff_text(layout, repo.config, board.get(str(id)).id, stat=stat, board=board)
+        """The task's changes: git diff from the commit it started at to its branch (at
+        most 1 MiB: a longer diff ends with a line saying it was cut)."""
+        return diff_text(layout, repo.config, board.get(str(id)).id, stat=stat, board=board,
+                         limit=MAX_DIFF_BYTES)
 
     @server.tool()
     @_tool_errors

@@ -120,11 +120,13 @@ def _escapes(path: str, target: str) -> bool:
     return inside == ".." or inside.startswith("../")
 
 
-def diff_output(repo: Git, ch: Changes, *, stat: bool = False, color: bool = False) -> str:
+def diff_output(repo: Git, ch: Changes, *, stat: bool = False, color: bool = False,
+                limit: int | None = None) -> str:
+    """``limit``: at most that many bytes, then a `CUT` line (`Git.run`)."""
     args = ["diff", f"--color={'always' if color else 'never'}"]
     if stat:
         args.append("--stat")
-    return repo.run(*args, ch.base, ch.tip).stdout
+    return repo.run(*args, ch.base, ch.tip, limit=limit).stdout
 
 
 def merge_conflicts(repo: Git, target: str, tip: str) -> tuple[str | None, list[str]]:
@@ -141,8 +143,10 @@ def merge_conflicts(repo: Git, target: str, tip: str) -> tuple[str | None, list[
 
 
 def diff_text(layout: Layout, config: Config, task_id: str, *, stat: bool = False,
-              color: bool = False, board: ControlPlane | None = None) -> str:
-    """``git diff`` of the task's changes against its base (``--stat`` with ``stat``)."""
+              color: bool = False, board: ControlPlane | None = None,
+              limit: int | None = None) -> str:
+    """``git diff`` of the task's changes against its base (``--stat`` with ``stat``; at
+    most ``limit`` bytes, for the faces that show it: the web board, the MCP server)."""
     with using_board(layout, config, board, "cli") as b:
         task = b.get(task_id)
     from orchestrator.worktree.remote import Remote
@@ -154,11 +158,12 @@ def diff_text(layout: Layout, config: Config, task_id: str, *, stat: bool = Fals
         if remote.behind(task.branch):  # a stale worktree here holds the branch back
             tip = remote.remote_ref(task.branch)
     return diff_output(Git(layout.root), changes(Git(layout.root), task, tip_ref=tip),
-                       stat=stat, color=color)
+                       stat=stat, color=color, limit=limit)
 
 
 def merged_text(layout: Layout, config: Config, task_id: str, *, stat: bool = False,
-                board: ControlPlane | None = None) -> tuple[str, dict[str, Any]]:
+                board: ControlPlane | None = None, limit: int | None = None
+                ) -> tuple[str, dict[str, Any]]:
     """What a merged task brought into its target, from its ``merged`` event (the branch is
     gone by then): the diff of the merge commit against its first parent (``merge``,
     ``squash``), else of the branch tip it landed against where it started. Returns the
@@ -180,7 +185,7 @@ def merged_text(layout: Layout, config: Config, task_id: str, *, stat: bool = Fa
     else:
         raise Conflict(f"{task.id}: its merge {commit[:12] or '?'} is not in this repository")
     args = ["diff", "--color=never", *(["--stat"] if stat else []), old, new]
-    out = repo.run(*args, check=False)
+    out = repo.run(*args, check=False, limit=limit)
     if out.returncode != 0:
         raise Conflict(f"{task.id}: its merge {commit[:12]} is not in this repository "
                        f"({out.stderr.strip()})")

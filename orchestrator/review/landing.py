@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import os
 import shutil
 import threading
 import time
@@ -66,6 +65,7 @@ from orchestrator.model import (
     normalize_task_id,
     parse_task_id,
 )
+from orchestrator.procutil import user_environ
 from orchestrator.review.common import using_board
 from orchestrator.review.control import control_changes, describe_control
 from orchestrator.review.diff import current_branch
@@ -387,7 +387,8 @@ class Queue:
         with its output when it fails. Returns the seconds it took."""
         _checkout(self.tree, commit)
         log = self.board.logs.writer(ids[0], actor=self.actor)
-        env = {**safe_env(os.environ, self.config.agent.pass_env), "ORCH_TASK_ID": ids[0],
+        env = {**safe_env(user_environ(self.layout.root), self.config.agent.pass_env),
+               "ORCH_TASK_ID": ids[0],
                "ORCH_LAND_TASKS": " ".join(ids), "ORCH_WORKTREE": str(self.tree),
                "ORCH_LAND": "1"}
         checks = run_checks(self.verify, cwd=self.tree, env=env, log=log,

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Literal
 
 import msgspec
-from filelock import FileLock
 
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
@@ -48,6 +47,7 @@ from orchestrator.errors import (
     RunError,
     UnsafeRemoval,
 )
+from orchestrator.flock import flocked
 from orchestrator.git import Git, list_worktrees
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task
@@ -186,10 +186,10 @@ def check_strategy(strategy: str) -> None:
                            f"{', '.join(STRATEGIES)})")
 
 
-def merge_lock(layout: Layout) -> FileLock:
+def merge_lock(layout: Layout) -> contextlib.AbstractContextManager[None]:
     """One merge into the repository at a time (``merge``, ``land``)."""
     layout.locks.mkdir(parents=True, exist_ok=True)
-    return FileLock(layout.locks / "merge.lock", thread_local=False)
+    return flocked(layout.locks / "merge.lock", None)
 
 
 def prepare(layout: Layout, repo: Git, task: Task, into: str | None, *,

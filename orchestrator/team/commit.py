@@ -9,7 +9,7 @@ from orchestrator.beneath import read_text_beneath
 from orchestrator.errors import GitError, SecretLeak
 from orchestrator.git import Git
 from orchestrator.model import Task
-from orchestrator.secrets import commit_leaks, secret_names
+from orchestrator.secrets import commit_leaks, secret_names, text_leaks
 from orchestrator.worktree.safety import MAX_TASK_REF, worktree_git_dir
 
 TASK_REF = ".task_ref"
@@ -44,10 +44,10 @@ def commit_leftovers(worktree: Path, task: Task, teammate: str,
     added = _git(worktree, env, "add", "-A", "--verbose")
     if f"'{TASK_REF}'" in added:  # excluded by info/exclude, so staged only when tracked
         _git(worktree, env, "rm", "-q", "--cached", "--ignore-unmatch", "--", TASK_REF)
-    refuse_leaks(worktree, env, base)
+    message = f"{'WIP: ' if wip else ''}{task.subject}\n\nTask: {task.id}"
+    refuse_leaks(worktree, env, base, message)
     wt = Git(worktree)
-    commit = wt.run(*NO_AUTO_MAINTENANCE, "commit", "-q", "--no-verify",
-                    "-m", f"{'WIP: ' if wip else ''}{task.subject}\n\nTask: {task.id}",
+    commit = wt.run(*NO_AUTO_MAINTENANCE, "commit", "-q", "--no-verify", "-m", message,
                     env=env, check=False)
     if commit.returncode != 0:
         if wt.ok("diff", "--cached", "--quiet"):
@@ -78,14 +78,19 @@ def check_head(worktree: Path, task: Task) -> None:
                            f"({head[:100]}); not committing", task=task.id)
 
 
-def refuse_leaks(worktree: Path, env: dict[str, str], base: str | None) -> None:
-    """`SecretLeak` when a file the task adds or changes holds a known secret value."""
+def refuse_leaks(worktree: Path, env: dict[str, str], base: str | None,
+                 message: str = "") -> None:
+    """`SecretLeak` when a file the task adds or changes holds a known secret value in
+    its content or its name, or a commit message of the task does (the agent's commits
+    since ``base``, and ``message``, the one about to be made)."""
     known = secret_names()
     if not known:
         return
     names = _git(worktree, env, "diff", "--cached", "--name-only", "-z", "--no-renames",
                  "--diff-filter=d", base or "HEAD", "--")
     leaks = commit_leaks(worktree, [n for n in names.split("\0") if n], known)
+    messages = _git(worktree, env, "log", "-z", "--format=%B", f"{base}..HEAD") if base else ""
+    leaks += text_leaks("a commit message of the task", messages + "\0" + message, known)
     if leaks:
         _git(worktree, env, "reset", "-q")
         raise SecretLeak("refused to commit: " + "; ".join(leaks[:5]) + (

@@ -23,10 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
-
 from orchestrator.config import Config
 from orchestrator.errors import AlreadyRunning, ConfigError, OrchestratorError, UserError
+from orchestrator.flock import FileLocked, acquire, open_lock_file
 from orchestrator.layout import Layout
 from orchestrator.logging import configure
 from orchestrator.model import utcnow
@@ -62,10 +61,11 @@ def up(layout: Layout, config: Config, *, teammates: int | None = None,
        console: bool = True) -> int:
     """Run the lead in this process until it stops; returns the exit code."""
     layout.ensure()
-    lock = FileLock(str(status.lock_file(layout)), thread_local=False)
+    lock = open_lock_file(status.lock_file(layout))
     try:
-        lock.acquire(timeout=0)
-    except Timeout:
+        acquire(lock, status.lock_file(layout), 0)
+    except FileLocked:
+        os.close(lock)
         raise _refuse(layout) from None
     try:
         configure(status.log_file(layout), console=console, actor="lead",
@@ -88,7 +88,7 @@ def up(layout: Layout, config: Config, *, teammates: int | None = None,
             # task to the exit); the process ends now and the system frees the memory.
             gc.freeze()
     finally:
-        lock.release()
+        os.close(lock)  # releases the flock
 
 
 def up_detached(layout: Layout, *, teammates: int | None = None,

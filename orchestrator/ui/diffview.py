@@ -3,7 +3,9 @@
 The text comes from `orchestrator.review.diff_text` (what ``orchestrator diff``
 prints); this module only cuts it into files and lines, pairs removed and added
 lines for the side-by-side view, and highlights each line with Pygments (the
-lexer chosen from the file name). A very long diff is cut at `MAX_LINES` lines.
+lexer chosen from the file name). The page is bounded: git's output is read up to
+`MAX_BYTES` (then git is stopped), at most `MAX_LINES` lines are shown, and a line
+longer than `MAX_LINE_CHARS` is shown cut, saying how much is left out.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from pygments.util import ClassNotFound
 from orchestrator.events import redact
 
 MAX_LINES = 5000
+MAX_BYTES = 1 << 20
+MAX_LINE_CHARS = 2000
 HUNK_RE = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@(.*)$")
 
 
@@ -107,6 +111,7 @@ def parse(text: str, max_lines: int = MAX_LINES) -> Diff:
     hunk: Hunk | None = None
     old = new = 0
     shown = 0
+    cut = False
     for raw in text.splitlines():
         if raw.startswith("diff --git "):
             m = re.match(r"diff --git a/(.*) b/(.*)$", raw)
@@ -128,6 +133,7 @@ def parse(text: str, max_lines: int = MAX_LINES) -> Diff:
         if hunk is None:
             continue  # the file's header lines (index, ---, +++, mode)
         if raw.startswith("\\"):
+            cut = cut or raw.startswith("\\ [cut here")
             continue  # "\ No newline at end of file"
         kind = {"+": "add", "-": "del"}.get(raw[:1], "ctx")
         if kind == "add":
@@ -137,7 +143,10 @@ def parse(text: str, max_lines: int = MAX_LINES) -> Diff:
         if shown >= max_lines:
             continue
         shown += 1
-        html = _highlight(current.path, raw[1:])
+        body = raw[1:]
+        if len(body) > MAX_LINE_CHARS:
+            body = f"{body[:MAX_LINE_CHARS]} … [{len(body) - MAX_LINE_CHARS} more characters]"
+        html = _highlight(current.path, body)
         if kind == "add":
             hunk.lines.append(Line(kind, None, new, html))
             new += 1
@@ -149,7 +158,7 @@ def parse(text: str, max_lines: int = MAX_LINES) -> Diff:
             old += 1
             new += 1
     total = sum(f.added + f.removed for f in files)
-    return Diff(files=files, truncated=total > max_lines)
+    return Diff(files=files, truncated=cut or total > max_lines)
 
 
 def css() -> str:

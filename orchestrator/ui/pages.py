@@ -202,9 +202,11 @@ def review_view(ctx: Context, ident: str) -> dict[str, Any]:
     diff = diffview.Diff(files=[])
     try:
         if task.status is Status.MERGED:  # its branch is gone: what the merge brought
-            text, merged = merged_text(ctx.layout, ctx.config, task.id, board=ctx.board)
+            text, merged = merged_text(ctx.layout, ctx.config, task.id, board=ctx.board,
+                                       limit=diffview.MAX_BYTES)
         else:
-            text = diff_text(ctx.layout, ctx.config, task.id, board=ctx.board)
+            text = diff_text(ctx.layout, ctx.config, task.id, board=ctx.board,
+                             limit=diffview.MAX_BYTES)
         diff = diffview.parse(text)
     except (Conflict, GitError) as exc:
         error = str(exc)

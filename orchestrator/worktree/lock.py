@@ -1,21 +1,15 @@
-"""A lock that excludes other processes and other threads of this one.
-
-``FileLock(thread_local=False)`` alone counts re-entries per lock object, so a second
-thread holding the same object walks straight in; a per-path ``RLock`` in front of
-it restores mutual exclusion between threads and keeps re-entry within a thread.
-"""
+"""A lock that excludes other processes and other threads of this one, and that the
+thread holding it may take again (a per-path ``RLock`` in front of the file lock, which
+is taken once per holding)."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from types import TracebackType
 
-from filelock import FileLock
-
-POLL_SECONDS = 0.002
-"""How often a waiting process retries the file lock. filelock's default (50 ms) made
-teammates that finished together queue for worktree creation 50 ms at a time."""
+from orchestrator.flock import acquire, open_lock_file
 
 _THREAD_LOCKS: dict[str, threading.RLock] = {}
 _GUARD = threading.Lock()
@@ -26,12 +20,22 @@ class RepoLock:
         key = str(path.resolve())
         with _GUARD:
             self._thread = _THREAD_LOCKS.setdefault(key, threading.RLock())
-        self._file = FileLock(path, thread_local=False)
+        self._path = path
+        self._fd = -1
+        self._depth = 0
 
     def __enter__(self) -> RepoLock:
         self._thread.acquire()
         try:
-            self._file.acquire(poll_interval=POLL_SECONDS)
+            if not self._depth:
+                fd = open_lock_file(self._path)
+                try:
+                    acquire(fd, self._path, None)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                self._fd = fd
+            self._depth += 1
         except BaseException:
             self._thread.release()
             raise
@@ -40,6 +44,9 @@ class RepoLock:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         try:
-            self._file.release()
+            self._depth -= 1
+            if not self._depth:
+                os.close(self._fd)  # closing the descriptor releases the flock
+                self._fd = -1
         finally:
             self._thread.release()

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from orchestrator.errors import InvalidInput, RunError
 from orchestrator.fsutil import atomic_write
 from orchestrator.git import Git
+from orchestrator.procutil import user_environ
 from orchestrator.protocols import TaskLogger
 from orchestrator.secrets import safe_env
 from orchestrator.worktree.lock import RepoLock
@@ -115,7 +116,7 @@ def run_setup(commands: Sequence[str], cwd: Path, env: Mapping[str, str], timeou
     """
     from orchestrator.agent.sandbox import Sandbox  # the sandbox's git rules import worktree/
 
-    full = {**os.environ, **env}
+    full = {**user_environ(cwd), **env}
     if sandbox is not None and sandbox.enabled:
         full = safe_env(full)
     box = sandbox if sandbox is not None else Sandbox(enabled=False)

@@ -29,7 +29,7 @@ from orchestrator.controlplane import (
     RequestKind,
     TeammateState,
 )
-from orchestrator.errors import InvalidInput, NotFound
+from orchestrator.errors import Conflict, InvalidInput, NotFound
 from orchestrator.events import redact, secret_values
 from orchestrator.fsutil import append_line
 from orchestrator.model import format_task_id
@@ -453,7 +453,15 @@ class PgRequests:
                 raise NotFound(f"no pending request {request_id}")
             return _request(row)
 
-        return self.db.run(update)
+        import psycopg
+
+        try:
+            return self.db.run(update)
+        except psycopg.errors.InsufficientPrivilege:
+            raise Conflict("only a person answers a request, and this board's database role "
+                           "is the team's: answer with a role that is a member of the "
+                           "schema's owner (ORCH_BOARD_URL=postgresql://OWNER@HOST/DB "
+                           "orchestrator approve …; docs/postgresql.md)") from None
 
     def answer_of(self, request_id: str) -> Answer | None:
         def select(cur: Cursor) -> Answer | None:

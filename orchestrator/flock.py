@@ -1,4 +1,9 @@
-"""``flock`` on a lock file, shared by the board's writers (tasks, ids, mailboxes)."""
+"""The one file-lock mechanism: an exclusive ``flock`` on a lock file, for the board's
+writers (tasks, ids, mailboxes, events), the worktree and merge locks and the daemon's.
+
+Each holder opens its own descriptor, so a lock also excludes the other threads of this
+process; the kernel drops it when the holder's process dies (``kill -9`` included). Lock
+files are never deleted (deleting races with lockers)."""
 
 from __future__ import annotations
 
@@ -19,11 +24,8 @@ class FileLocked(Exception):
 
 @contextlib.contextmanager
 def flocked(path: os.PathLike[str] | str, timeout: float | None = LOCK_TIMEOUT) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path``; ``timeout=0`` raises FileLocked at once.
-
-    Each call opens its own descriptor, so the lock also excludes other threads
-    of this process. The lock file is never deleted (deleting races with lockers).
-    """
+    """Hold an exclusive ``flock`` on ``path``; ``timeout=0`` raises FileLocked at once,
+    ``None`` waits as long as it takes."""
     fd = open_lock_file(path)
     try:
         acquire(fd, path, timeout)
@@ -55,24 +57,3 @@ def acquire(fd: int, path: os.PathLike[str] | str, timeout: float | None = LOCK_
                 raise Conflict(f"{os.fspath(path)} stayed locked for {timeout:.0f}s") from None
             time.sleep(delay)
             delay = min(delay * 2, 0.01)
-
-
-class HeldLockFile:
-    """A lock file kept open for a batch of operations, each of which takes and releases
-    the lock on it (`locked`): the same exclusion as `flocked`, without an ``open`` per
-    operation. For one thread at a time."""
-
-    def __init__(self, path: os.PathLike[str] | str) -> None:
-        self.path = path
-        self.fd = open_lock_file(path)
-
-    @contextlib.contextmanager
-    def locked(self, timeout: float | None = LOCK_TIMEOUT) -> Iterator[None]:
-        acquire(self.fd, self.path, timeout)
-        try:
-            yield
-        finally:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-
-    def close(self) -> None:
-        os.close(self.fd)
