@@ -94,3 +94,15 @@ class BackendError(RunError):
     def __init__(self, message: str, *, task: str | None = None, retry: bool = True) -> None:
         super().__init__(message, task=task)
         self.retry = retry
+
+
+def install_hint(extra: str) -> str:
+    """How to install one of orchestrator's extras: from its own checkout, never by the
+    bare name from PyPI (``orchestrator`` there is an unrelated project)."""
+    from pathlib import Path
+
+    checkout = Path(__file__).resolve().parents[1]
+    if (checkout / "scripts" / "install").is_file():
+        return (f"{checkout / 'scripts' / 'install'} {extra} (or pip install -e "
+                f"'{checkout}[{extra}]')")
+    return f"pip install -e '<orchestrator checkout>[{extra}]' (from the checkout, not PyPI)"

@@ -115,7 +115,12 @@ def test_hand_edits_are_seen_by_the_periodic_rescan(board: FileBoard) -> None:
         time.sleep(0.05)
 
 
-def test_another_boards_writes_are_seen_by_its_next_read(board: FileBoard) -> None:
+def test_another_boards_writes_are_seen_by_its_next_read(
+        board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a change feed a read scans again when .tasks/ changed since its last scan
+    (and not otherwise: a second read in a row reads no file)."""
+    from orchestrator.board.index import RACY_NS
+
     with open_board(board.layout) as other:
         other.list()
         for i in range(12):
@@ -124,6 +129,13 @@ def test_another_boards_writes_are_seen_by_its_next_read(board: FileBoard) -> No
         assert len(other.list()) == 12
         assert other.get(c.id).status is Status.IN_PROGRESS
         assert other.claim("b").id != c.id
+        time.sleep(RACY_NS / 1e9 + 0.02)  # the folder's mtime is now old enough to trust
+        other.list()
+        reads = count_task_reads(monkeypatch)
+        assert len(other.list()) == 12 and reads == []  # unchanged: nothing read
+        board.cancel("task_004")  # one write by another process
+        assert [t.status for t in other.list() if t.id == "task_004"] == [Status.CANCELLED]
+        assert reads == ["task_004.json"]
 
 
 def test_heartbeat_thread_and_main_thread_share_a_board(board: FileBoard) -> None:

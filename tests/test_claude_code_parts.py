@@ -18,6 +18,7 @@ from orchestrator.backends.claude_code import (
     mcp_args,
     permission_args,
 )
+from orchestrator.backends.claude_code.process import PROJECT_NPM_BIN, find_binary
 from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.model import Usage
@@ -202,3 +203,12 @@ def test_the_stream_is_parsed_as_it_arrives_in_any_chunking(claim: ClaimFn  # no
     assert [e["path"] for e in c.events("file_modified")] == [os.path.join("src", "a.py")]
     logged = [r["message"]["type"] for r in c.log("claude_code")]
     assert logged == ["system", "assistant", "assistant", "user", "result"]
+
+
+@pytest.mark.skipif(not (PROJECT_NPM_BIN / "claude").exists(),
+                    reason="Claude Code is not installed in .venv/npm (scripts/test-deps)")
+def test_claude_code_installed_by_the_projects_set_up_is_found() -> None:
+    """Not on PATH: the one scripts/test-deps put in .venv/npm is used (issue 30)."""
+    found = find_binary("claude", {"PATH": "/usr/bin:/bin"})
+    assert found == str(PROJECT_NPM_BIN / "claude")
+    assert find_binary("no-such-claude", {"PATH": "/usr/bin:/bin"}) is None

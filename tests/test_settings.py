@@ -194,12 +194,16 @@ def test_pyproject_settings_are_edited_in_place(capsys: pytest.CaptureFixture[st
     assert Config.load(repo).team.teammates == 6
 
 
-def test_user_scope_goes_to_the_user_file_and_the_project_wins(
+def test_set_writes_the_project_file_unless_user_and_the_project_wins(
         capsys: pytest.CaptureFixture[str], repo: Path) -> None:
-    out = ok(capsys, repo, "config", "set", "claude_code.binary", "/opt/claude")
+    out = ok(capsys, repo, "config", "set", "claude_code.binary", "/opt/claude", "--user")
     user = user_config_file()
     assert str(user) in out and user.is_relative_to(Path.home())
     assert Config.load(repo).claude_code.binary == "/opt/claude"
+    out = ok(capsys, repo, "config", "set", "claude_code.binary", "/srv/claude")
+    assert str(repo / "orchestrator.toml") in out  # a user-scope setting too: the project
+    assert Config.load(repo).claude_code.binary == "/srv/claude"
+    ok(capsys, repo, "config", "unset", "claude_code.binary")
     ok(capsys, repo, "config", "set", "agent.model", "user-model", "--scope", "user")
     assert json.loads(ok(capsys, repo, "config", "get", "agent.model", "--json"))["source"] \
         == "user"

@@ -16,8 +16,10 @@ counts from its columns (`summary`) without decoding a task. Deleting it, or a c
 cannot read, loses nothing: the next scan reads every file again.
 
 Within a long-lived process the view is kept fresh by the change feed (the ids of the
-task files inotify saw change) and a full scan every ``rescan_seconds``; a process
-without a feed (a command, the MCP server) scans on every read.
+task files inotify saw change) and a full scan every ``rescan_seconds``. A process
+without a feed (a command, the MCP server) scans again on a read when ``.tasks/`` has
+changed since its last scan (every board write renames a file in: the folder's mtime
+moves) and every ``rescan_seconds`` (a file edited in place changes no folder).
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ SCHEMA = 2
 ``waiting`` column holds every non-running task's `orchestrator.waits` text)."""
 NANO = 1_000_000_000
 """Costs are summed as whole nano-dollars, so the total is exact."""
+RACY_NS = 50_000_000
+"""A folder mtime this close to the scan that saw it is not trusted to show a later change
+(file times move in clock ticks): the next read scans again."""
 
 Key = tuple[int, int, int]
 """(mtime_ns, size, inode): atomic writes rename a new inode in, so any write changes it."""
@@ -129,20 +134,24 @@ class TaskIndex:
         """What the view was started from: "none" yet, the index's "keys" only (`summary`),
         or "all" of it."""
         self._next_scan = 0.0
+        self._folder_seen: int | None = None
+        """``.tasks/``'s mtime when the last full scan began, if no change can hide behind it."""
         self.lock = threading.RLock()
 
     # --- refreshing -------------------------------------------------------------
     def refresh(self, *, full: bool = False, light: bool = False) -> bool:
         """Bring the view up to date; True if anything changed.
 
-        A full scan when asked, on the first refresh, when no feed runs (unless
-        ``light``: the claim path, which re-reads what it tries anyway), and every
-        ``rescan_seconds``; otherwise the files the feed named are re-read.
+        A full scan when asked, on the first refresh, every ``rescan_seconds``, and when no
+        feed runs and ``.tasks/`` changed since the last one (unless ``light``: the claim
+        path, which re-reads what it tries anyway); otherwise the files the feed named are
+        re-read.
         """
         with self.lock:
             before = self.generation
             due = time.monotonic() >= self._next_scan
-            if full or due or self._view != "all" or not (self.watched or light):
+            moved = not (self.watched or light) and self._folder_mtime() != self._folder_seen
+            if full or due or moved or self._view != "all":
                 self._full_scan()
             else:
                 with self._dirty_lock:
@@ -343,9 +352,18 @@ class TaskIndex:
         if i < len(queue) and queue[i][2] == task.id:
             del queue[i]
 
+    def _folder_mtime(self) -> int | None:
+        try:
+            return os.stat(self.dir).st_mtime_ns
+        except OSError:
+            return None
+
     def _full_scan(self, *, keys_only: bool = False) -> None:
         if self._view == "none" or (self._view == "keys" and not keys_only):
             self._load_saved(keys_only=keys_only)
+        mtime = self._folder_mtime()
+        racy = mtime is None or time.time_ns() - mtime < RACY_NS
+        self._folder_seen = None if racy else mtime
         with self._dirty_lock:
             self._dirty.clear()
         seen: set[str] = set()

@@ -7,9 +7,8 @@ Commands live in one module per area (`board.py`, `worktrees.py`, `team.py`,
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -17,7 +16,7 @@ from orchestrator.cli.output import PIPED_WIDTH, page, print_json
 from orchestrator.repo import Repo, open_repo, require_commit, to_jsonable
 
 __all__ = ["PIPED_WIDTH", "JsonOpt", "Repo", "RepoOpt", "app", "open_repo", "page", "print_json",
-           "print_table", "require_commit", "to_jsonable"]
+           "require_commit", "to_jsonable"]
 
 app = typer.Typer(
     name="orchestrator",
@@ -32,21 +31,6 @@ RepoOpt = Annotated[
     Path | None,
     typer.Option("--repo", "-C", help="The repository (default: the one containing the cwd)."),
 ]
-
-
-def print_table(table: Any) -> None:
-    """A rich table: fitted to a terminal; piped, one line per row, never wrapped, with no
-    trailing padding."""
-    from rich.console import Console
-
-    if sys.stdout.isatty():
-        Console(soft_wrap=False).print(table)
-        return
-    console = Console(soft_wrap=False, width=PIPED_WIDTH, no_color=True)
-    with console.capture() as cap:
-        console.print(table)
-    sys.stdout.write("".join(line.rstrip() + "\n" for line in cap.get().splitlines()))
-    sys.stdout.flush()
 
 
 def _version(value: bool) -> None:

@@ -24,7 +24,10 @@ app.add_typer(config_app, name="config")
 
 ScopeOpt = Annotated[Scope | None, typer.Option(
     "--scope", help="Write to the project's orchestrator.toml or the user's config file "
-    "(default: the setting's own scope).")]
+    "(default: the project's).")]
+UserOpt = Annotated[bool, typer.Option(
+    "--user", help="Write to your user config file (~/.config/orchestrator/config.toml) "
+    "instead of the project's.")]
 
 
 def _registry() -> Registry:
@@ -85,13 +88,16 @@ def set_setting(
     key: Annotated[str, typer.Argument(help="section.name, e.g. team.teammates")],
     value: Annotated[str, typer.Argument(help='The value: 3, true, text, ["a", "b"], none.')],
     scope: ScopeOpt = None,
+    user: UserOpt = False,
     repo: RepoOpt = None,
     json_: JsonOpt = False,
 ) -> None:
-    """Change a setting in its file; a running daemon applies live settings at once."""
+    """Change a setting in the project's file (--user: yours); a running daemon applies
+    live settings at once."""
     root = find_root(repo)
     reg = _registry()
-    result = reg.set(root, key, reg.writable(key).parse(value), scope=scope)
+    result = reg.set(root, key, reg.writable(key).parse(value),
+                     scope="user" if user else scope)
     _report(result, json_)
 
 
@@ -99,12 +105,14 @@ def set_setting(
 def unset_setting(
     key: Annotated[str, typer.Argument(help="section.name")],
     scope: ScopeOpt = None,
+    user: UserOpt = False,
     repo: RepoOpt = None,
     json_: JsonOpt = False,
 ) -> None:
-    """Remove a setting from its file (back to the default)."""
+    """Remove a setting from the project's file (--user: yours), back to the default."""
     root = find_root(repo)
-    result = _registry().set(root, key, None, scope=scope, remove=True)
+    result = _registry().set(root, key, None, scope="user" if user else scope,
+                             remove=True)
     _report(result, json_)
 
 

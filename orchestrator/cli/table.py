@@ -32,7 +32,8 @@ Cell = str | tuple[Segment, ...]
 GAP = 2
 
 
-def plain(cell: Cell) -> str:
+def cell_text(cell: Cell) -> str:
+    """The text of a cell, without its styles."""
     return cell if isinstance(cell, str) else "".join(t for t, _ in cell)
 
 
@@ -153,7 +154,7 @@ def draw_columns(console: Screen, headers: Sequence[str],
 def _plain_column(cells: Sequence[Cell]) -> list[str]:
     """The plain text of each cell, each distinct cell joined once (a status column holds
     a handful of distinct cells however long the table)."""
-    texts = {cell: plain(cell) for cell in set(cells)}
+    texts = {cell: cell_text(cell) for cell in set(cells)}
     return list(map(texts.__getitem__, cells))
 
 
@@ -167,7 +168,7 @@ def _styled_column(cells: Sequence[Cell], width: int, render: _Render) -> list[s
             done[cell] = cell.ljust(width)
         else:
             shown = "".join(render(text, style) for text, style in cell)
-            done[cell] = shown + " " * (width - len(plain(cell)))
+            done[cell] = shown + " " * (width - len(cell_text(cell)))
     return list(map(done.__getitem__, cells))
 
 
@@ -271,7 +272,7 @@ def _row(console: Screen, cells: Sequence[Cell], texts: Sequence[str], widths: l
             pad = _pad("", width - cell_len(text)) + (_JOIN if i < last else "")
             if header:
                 line.append(render(text + pad, "bold"))
-            elif isinstance(cell, str) or len(lines) > 1 or text != plain(cell):
+            elif isinstance(cell, str) or len(lines) > 1 or text != cell_text(cell):
                 line.append(text + pad)  # a plain cell, or a styled one that had to be cut
             else:
                 line.append("".join(render(t, s) for t, s in cell) + pad)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from orchestrator.errors import ConfigError, RunError
+from orchestrator.errors import ConfigError, RunError, install_hint
 
 if TYPE_CHECKING:
     from orchestrator.config import ForgeConfig
@@ -181,8 +181,8 @@ def open_forge(config: ForgeConfig, root: Path, *, transport: Any = None) -> For
     try:
         from orchestrator.forge.github import GitHubForge, find_token
     except ImportError as exc:
-        raise ConfigError(f"[forge] needs the forge extra: pip install 'orchestrator[forge]' "
-                          f"({exc.name} is missing)") from None
+        raise ConfigError(f"[forge] needs the forge extra ({exc.name} is missing): "
+                          f"{install_hint('forge')}") from None
 
     return GitHubForge(config.repo, find_token(config.token_file, root), api_url=config.api_url,
                        transport=transport)

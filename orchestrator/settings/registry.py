@@ -186,10 +186,12 @@ class Registry:
 
     def set(self, root: Path, key: str, value: Any, *, scope: Scope | None = None,
             remove: bool = False, environ: typing.Mapping[str, str] | None = None) -> SetResult:
-        """Write ``key = value`` (already validated) into the file of ``scope`` (default:
-        the setting's own), after checking that the whole configuration still loads."""
+        """Write ``key = value`` (already validated) into the file of ``scope`` (default: the
+        project's, whatever the setting's usual scope: a change is made where the person
+        works unless they ask for their user file), after checking that the whole
+        configuration still loads."""
         s = self.writable(key)
-        where = scope or s.scope
+        where = scope or "project"
         target = project_file(root) if where == "project" else TomlTarget(
             user_config_file(environ), "")
         old_text = _read_text(target.path)

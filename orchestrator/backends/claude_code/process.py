@@ -9,6 +9,7 @@ import contextlib
 import os
 import shlex
 import shutil
+import sys
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -61,10 +62,17 @@ def session_env(cdir: Path) -> dict[str, str]:
 
 
 def find_binary(name: str, env: dict[str, str]) -> str | None:
+    """The Claude Code CLI: a path as given, else ``name`` on ``PATH``, else the one
+    orchestrator's own set-up installed (``scripts/test-deps``: ``.venv/npm``)."""
     if os.sep in name:
         path = Path(name).expanduser()
         return str(path) if path.is_file() and os.access(path, os.X_OK) else None
-    return shutil.which(name, path=env.get("PATH"))
+    return shutil.which(name, path=env.get("PATH")) or shutil.which(
+        name, path=str(PROJECT_NPM_BIN))
+
+
+PROJECT_NPM_BIN = Path(sys.prefix) / "npm" / "node_modules" / ".bin"
+"""Where orchestrator's set-up installs npm tools (Claude Code among them)."""
 
 
 def resume_prompt(task: Task) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.errors import BoardUnavailable, ConfigError
+from orchestrator.errors import BoardUnavailable, ConfigError, install_hint
 
 if TYPE_CHECKING:
     import psycopg
@@ -64,8 +64,7 @@ def redact_url(url: str) -> str:
 
 
 def _no_driver() -> ConfigError:
-    return ConfigError("the PostgreSQL board needs psycopg: "
-                       "pip install 'orchestrator[postgresql]' (or psycopg[binary])")
+    return ConfigError(f"the PostgreSQL board needs psycopg: {install_hint('postgresql')}")
 
 
 def connect(url: str, *, autocommit: bool = False,
