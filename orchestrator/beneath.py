@@ -83,15 +83,18 @@ def open_beneath(root: Path, rel: str | PurePosixPath, flags: int = os.O_RDONLY,
     return fd
 
 
-def read_beneath(root: Path, rel: str | PurePosixPath, limit: int = DEFAULT_LIMIT) -> bytes:
+def read_beneath(root: Path, rel: str | PurePosixPath, limit: int = DEFAULT_LIMIT, *,
+                 cut: bool = False) -> bytes:
     """The bytes of the regular file ``root/rel``; `OSError` (``EFBIG``) when it holds
-    more than ``limit``."""
+    more than ``limit`` (``cut``: its first ``limit`` bytes instead)."""
     fd = open_beneath(root, rel)
     try:
         data = read_open_file(fd, os.fstat(fd).st_size, limit + 1)
     finally:
         os.close(fd)
     if len(data) > limit:
+        if cut:
+            return data[:limit]
         raise OSError(errno.EFBIG, f"{root / rel} is over {limit} bytes")
     return data
 

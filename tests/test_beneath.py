@@ -133,3 +133,21 @@ def test_a_symlinked_or_fifo_usage_file_counts_nothing(tmp_path: Path) -> None:
     os.mkfifo(usage)
     with pytest.raises(InvalidInput):
         within(5, lambda: read_usage_file(usage))
+
+
+def test_a_memory_file_linked_to_a_host_file_is_not_read_into_the_prompt(
+        tmp_path: Path) -> None:
+    from orchestrator.agent.prompt import PromptSources, build_prompt
+    from orchestrator.model import Task
+
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("HOST-ONLY-CONTENT\n")
+    wt = tmp_path / "wt"
+    (wt / ".claude").mkdir(parents=True)
+    (wt / "CLAUDE.md").symlink_to(secret)
+    (wt / ".claude" / "CLAUDE.md").write_text("real memory\n")
+    os.mkfifo(wt / "AGENTS.md")
+    prompt = within(10, lambda: build_prompt(Task(id="task_001", subject="x"), [],
+                                             PromptSources(wt, home=tmp_path / "home")))
+    text = str(prompt.system)
+    assert "real memory" in text and "HOST-ONLY-CONTENT" not in text

@@ -317,6 +317,8 @@ class StandIn:
     def pull_json(self, p: _Pull, *, full: bool = True) -> dict[str, Any]:
         sha = self.head_of(p.head)
         if sha is not None and p.state == "open":
+            if p.head_sha and sha != p.head_sha:
+                p.updated = _now()  # a push changes the pull request, as on GitHub
             p.head_sha = sha
         api = self._api(f"/pulls/{p.number}")
         html = f"{HOST}/{self.repo}/pull/{p.number}"
@@ -448,8 +450,12 @@ class StandIn:
         q = req.query_params
         state = q.get("state", "open")
         head = q.get("head", "").split(":", 1)[-1]
-        return [self.pull_json(p, full=False) for p in self.pulls.values()
-                if (state == "all" or p.state == state) and (not head or p.head == head)]
+        found = [self.pull_json(p, full=False) for p in self.pulls.values()
+                 if (state == "all" or p.state == state) and (not head or p.head == head)]
+        if q.get("sort") == "updated":
+            found.sort(key=lambda x: (x["updated_at"], x["number"]),
+                       reverse=q.get("direction", "desc") == "desc")
+        return found[:int(q.get("per_page", 30))]
 
     def create_pull(self, req: Request, user: str, data: Any) -> Any:
         self._need(user, "write")

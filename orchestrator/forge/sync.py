@@ -30,8 +30,10 @@ ends the pass (the watcher backs off for the whole board).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.config import Config
@@ -96,6 +98,8 @@ class ForgeSync:
         self._writers: dict[str, bool] = {}
         self._me: str | None = None
         self._ignored_issues: set[int] = set()
+        self._tips: dict[str, str] = {}
+        self._recent: dict[int, PullRequest] = {}
 
     # --- the pass ---------------------------------------------------------------------------
     def run(self) -> Outcome:
@@ -107,6 +111,10 @@ class ForgeSync:
             self.issues_in(out)
         tasks = self.board.list()
         by_branch = {t.branch: t for t in tasks if t.branch}
+        kept = [t for t in tasks if t.status is Status.REVIEW and t.branch]
+        self._tips = self.tips() if kept else {}
+        self._recent = {p.number: p for p in self.forge.recent_pulls()} \
+            if any(t.forge and t.forge.pr for t in kept) else {}
         for task in tasks:
             try:
                 if task.status is Status.REVIEW and task.branch:
@@ -140,17 +148,27 @@ class ForgeSync:
         return self.board.edit(task.id, actor=ACTOR, forge=link)
 
     # --- a pull request per kept task ----------------------------------------------------------
+    def tips(self) -> dict[str, str]:
+        """Every local branch's commit, from one git call."""
+        out = self.repo.run("for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/")
+        return {ref.removeprefix("refs/heads/"): sha for sha, _, ref in
+                (line.partition(" ") for line in out.stdout.splitlines())}
+
     def publish(self, task: Task, by_branch: dict[str, Task], out: Outcome) -> None:
         assert task.branch is not None
         check_branch(task.branch, "task branch")
         link = task.forge or ForgeLink()
-        tip = self.repo.commit_of(f"refs/heads/{task.branch}")
+        tip = self._tips.get(task.branch)
         if tip is None:
             raise InvalidInput(f"its branch {task.branch} is gone; nothing to push")
         base = self.target(task, by_branch)
+        pull = self._recent.get(link.pr) if link.pr else None
+        if pull is not None and _unchanged(link, pull, tip, base):
+            return  # nothing changed here or there since the last close look
         if link.pushed != tip:
             self.push(task.branch, link.pushed)
-        pull = self.forge.get_pull(link.pr) if link.pr else None
+        if link.pr and (pull is None or link.pushed != tip):
+            pull = self.forge.get_pull(link.pr)
         if pull is not None and pull.merged:
             by_branch[task.branch] = self.merged(task, pull, out)  # its dependants retarget
             return
@@ -173,13 +191,15 @@ class ForgeSync:
             raise Conflict(f"pull request #{pull.number}'s branch was changed on the forge "
                            f"({pull.head_sha[:12]}, not {tip[:12]}): orchestrator leaves it; "
                            "fetch it into the task or close the pull request")
+        looked = link.updated
         link = link.model_copy(update={"pr": pull.number, "url": pull.url, "pushed": tip,
-                                       "base": base, "state": pull.state})
+                                       "base": base, "state": pull.state,
+                                       "updated": _settled(pull.updated)})
         was = task.forge.state if task.forge else None
         if link != task.forge:
             task = self.board.edit(task.id, actor=ACTOR, forge=link)
         if pull.state == "open":
-            self.watch(task, pull, out)
+            self.watch(task, pull, out, comments=looked is None or looked != pull.updated)
         elif was != "closed":
             self.note(task, f"pull request #{pull.number} was closed on the forge without "
                             "merging: reopen it there, or discard the task", out)
@@ -249,7 +269,7 @@ class ForgeSync:
         return "\n".join(parts)
 
     # --- CI and comments back to the agent ----------------------------------------------------
-    def watch(self, task: Task, pull: PullRequest, out: Outcome) -> None:
+    def watch(self, task: Task, pull: PullRequest, out: Outcome, *, comments: bool) -> None:
         link = task.forge
         assert link is not None and link.pushed is not None
         if link.ci in ("none", "pending"):
@@ -269,7 +289,8 @@ class ForgeSync:
                 if state == "success" and pull.draft and self.config.forge.draft:
                     self.forge.ready_for_review(pull)
                     self.board.events.emit("pr_ready", task.id, actor=ACTOR, pr=pull.number)
-        self.comments(task, pull, out)
+        if comments:  # a review or comment changes the pull request's updated_at
+            self.comments(task, pull, out)
 
     def ci_failed(self, task: Task, pull: PullRequest, failed: list[Check], out: Outcome) -> None:
         link = task.forge
@@ -414,6 +435,29 @@ class ForgeSync:
             forge=ForgeLink(issue=issue.number))
         self.board.events.emit("issue_taken", task.id, actor=ACTOR, issue=issue.number)
         return task
+
+
+SETTLE_SECONDS = 2.0
+"""``updated_at`` has whole seconds: a change in the same second as a close look would
+carry the stamp already seen, so a stamp is remembered only once it is this old."""
+
+
+def _settled(updated: str) -> str | None:
+    """``updated`` when it is old enough to remember (see `SETTLE_SECONDS`), else None."""
+    try:
+        stamp = datetime.fromisoformat(updated.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+    return updated if time.time() - stamp > SETTLE_SECONDS else None
+
+
+def _unchanged(link: ForgeLink, pull: PullRequest, tip: str, base: str) -> bool:
+    """Whether a close look at this pull request can be skipped: nothing pushed here, the
+    forge's copy the same (head, base, state, and the settled updated_at last seen), and
+    no checks still running."""
+    return (link.pushed == tip and pull.head_sha == tip and pull.base == base
+            and not pull.merged and pull.state == link.state and link.updated is not None
+            and pull.updated == link.updated and link.ci not in ("none", "pending"))
 
 
 def ci_state(checks: Iterable[Check]) -> CiState:
