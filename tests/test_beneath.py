@@ -151,3 +151,25 @@ def test_a_memory_file_linked_to_a_host_file_is_not_read_into_the_prompt(
                                              PromptSources(wt, home=tmp_path / "home")))
     text = str(prompt.system)
     assert "real memory" in text and "HOST-ONLY-CONTENT" not in text
+
+
+def test_worktreeinclude_copies_never_follow_a_link_the_agent_put_on_the_way(
+        repo: Path, tmp_path: Path) -> None:
+    from orchestrator.git import Git
+    from orchestrator.worktree.setup import copy_included
+
+    (repo / ".gitignore").write_text("conf/\n.env\n")
+    (repo / ".worktreeinclude").write_text("conf/secret.env\n.env\n")
+    git(repo, "add", ".gitignore", ".worktreeinclude")
+    git(repo, "commit", "-qm", "include")
+    (repo / "conf").mkdir()
+    (repo / "conf" / "secret.env").write_text("TOKEN=abc\n")
+    (repo / ".env").write_text("A=1\n")
+    wt = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", "-b", "task/x", str(wt))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (wt / "conf").symlink_to(outside)  # the agent's link where a folder should be
+    copied = copy_included(Git(repo), repo, wt)
+    assert copied == [".env"] and (wt / ".env").read_text() == "A=1\n"
+    assert list(outside.iterdir()) == []  # nothing written through the link
