@@ -83,18 +83,22 @@ def test_the_proxy_adds_the_key_only_for_the_run_s_token_and_endpoint() -> None:
 def test_run_env_replaces_the_key_and_drops_other_secrets_only_in_the_sandbox() -> None:
     environ = {"ANTHROPIC_API_KEY": KEY, "GITHUB_TOKEN": "ghp_" + "x" * 30, "PATH": "/usr/bin",
                "MY_PASSWORD": "hunter2hunter2"}
-    with run_env(dict(environ), ["MY_PASSWORD"], sandboxed=True) as env:
+    with run_env(dict(environ), ["MY_PASSWORD"], sandbox=Sandbox(enabled=True,
+                                                                 network=True)) as (env, _):
         assert env["ANTHROPIC_API_KEY"].startswith("orch-run-")
         assert env["ANTHROPIC_BASE_URL"].startswith("http://127.0.0.1:")
         assert "GITHUB_TOKEN" not in env and env["MY_PASSWORD"] == "hunter2hunter2"
         assert KEY not in json.dumps(env)
-    with run_env(dict(environ), sandboxed=False) as env:
+    with run_env(dict(environ), sandbox=Sandbox(enabled=False)) as (env, _):
         assert env == environ  # sandbox.backends = false: on the host as before
 
 
 @needs_bwrap
+@pytest.mark.parametrize("network", [True, False])
 def test_the_key_is_in_no_process_a_sandboxed_run_can_see(
-        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        repo: Path, monkeypatch: pytest.MonkeyPatch, network: bool) -> None:
+    """With the network the run reaches the proxy on the host's loopback; without it,
+    through the proxy's Unix socket bound into the sandbox (the same URL inside)."""
     wt = repo / ".worktrees/task_001"
     git(repo, "worktree", "add", "-q", "-b", "task/001-x", str(wt))
     layout = Layout.at(repo).ensure()
@@ -122,7 +126,9 @@ def test_the_key_is_in_no_process_a_sandboxed_run_can_see(
                              board=board, layout=layout,
                              log=TaskLog(layout, "task_001", actor="alice"),
                              stop=threading.Event(), timeout=60, command=command)
-            result = CommandBackend(Config(), layout).run(ctx)
+            config = Config.load(repo, environ={},
+                                 overrides={"sandbox": {"network": network}})
+            result = CommandBackend(config, layout).run(ctx)
         assert result.ok, result.error
         assert "through the proxy" in (result.summary or "")
         assert api.headers[-1]["x-api-key"] == KEY
@@ -138,7 +144,9 @@ def test_a_sandbox_without_the_proxy_still_has_no_key() -> None:
 
 
 @needs_bwrap
-def test_claude_code_works_through_the_proxy_and_its_bash_sees_no_key(repo: Path) -> None:
+@pytest.mark.parametrize("network", [True, False])
+def test_claude_code_works_through_the_proxy_and_its_bash_sees_no_key(
+        repo: Path, network: bool) -> None:
     from tests.test_claude_code_support import (
         ClaudeScript,
         bash,
@@ -154,7 +162,8 @@ def test_claude_code_works_through_the_proxy_and_its_bash_sees_no_key(repo: Path
         ClaudeScript(api, lambda wt: [write(wt / "look.sh", look + "\n"), bash("sh look.sh"),
                                       "Looked around."])
         env = {**team_env(), **claude_env(api, ANTHROPIC_API_KEY=KEY)}
-        (repo / "orchestrator.toml").write_text('[agent]\nallow = ["Bash(sh look.sh)"]\n')
+        (repo / "orchestrator.toml").write_text(
+            f'[agent]\nallow = ["Bash(sh look.sh)"]\n[sandbox]\nnetwork = {str(network).lower()}\n')
         with open_board(Layout.at(repo)) as board:
             task = board.add("Look around")
         res = cli(repo, "up", "--burst", "-n", "1", "--backend", "claude-code", env=env)
@@ -162,3 +171,12 @@ def test_claude_code_works_through_the_proxy_and_its_bash_sees_no_key(repo: Path
         assert api.headers and {h["x-api-key"] for h in api.headers} == {KEY}
     seen = (repo / ".worktrees" / task.id / "seen.txt").read_text()
     assert "orch-run-" in seen and KEY not in seen
+
+
+def test_host_git_processes_get_no_model_key(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.git import Git
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/run/agent.sock")  # what a push may need stays
+    seen = Git(repo).run("-c", "alias.seeenv=!env", "seeenv").stdout
+    assert KEY not in seen and "SSH_AUTH_SOCK=/run/agent.sock" in seen

@@ -11,9 +11,10 @@ import pytest
 from orchestrator.board import open_board
 from orchestrator.config import Config
 from orchestrator.forge import AuthFailed, Forge, ForgeDown, RateLimited, open_forge
+from orchestrator.forge.issues import blocked_by
 from orchestrator.forge.openapi import OPERATIONS, Validator
 from orchestrator.forge.standin import StandIn
-from orchestrator.forge.sync import ForgeSync, blocked_by
+from orchestrator.forge.sync import ForgeSync
 from orchestrator.layout import Layout
 from orchestrator.model import Status
 from orchestrator.waits import CiExhausted
@@ -393,3 +394,18 @@ def test_a_token_from_a_file_is_masked_and_never_given_to_agents(tmp_path: Path)
     assert redact(f"push failed for {token}") == "push failed for ***"
     env = safe_env({"GITHUB_TOKEN": "ghp_x" * 4, "GH_TOKEN": "ghp_y" * 4, "PATH": "/bin"})
     assert env == {"PATH": "/bin"}
+
+
+def test_the_pull_request_link_travels_on_the_postgresql_board(tmp_path: Path,
+                                                               pg_board_url: str) -> None:
+    from orchestrator.model import ForgeLink
+    from tests.test_pg_board import board_at
+
+    link = ForgeLink(pr=7, url="https://github.example/acme/app/pull/7", pushed="ab" * 20,
+                     base="main", ci="failure", ci_rounds=1, seen=1234, issue=3, state="open",
+                     note="a line")
+    with board_at(tmp_path, pg_board_url) as b:
+        t = b.add("from an issue", forge=ForgeLink(issue=3))
+        b.edit(t.id, actor="forge", forge=link)
+    with board_at(tmp_path, pg_board_url, machine="m2") as other:
+        assert other.get(t.id).forge == link

@@ -128,6 +128,16 @@ def test_review_asks_git_once_per_pair_of_commits(repo: Path, tmp_path: Path,
     assert len(calls.read_text().split()) <= 4, calls.read_text()  # not 5 per branch
     assert {o["task"] for o in again[0]["overlaps"]} == {t.id for t in tasks[1:]}
 
+    # main moves on with a file no branch touches: no branch is asked again
+    (repo / "elsewhere.txt").write_text("unrelated\n")
+    git(repo, "add", "elsewhere.txt")
+    git(repo, "commit", "-q", "-m", "unrelated")
+    calls.write_text("")
+    aside = review_rows(layout, config)
+    assert all(r["merge"]["clean"] for r in aside)
+    assert [r["overlaps"] for r in aside] == [r["overlaps"] for r in first]
+    assert len(calls.read_text().split()) <= 10, calls.read_text()
+
     (repo / "shared.txt").write_text("main moved\n")
     git(repo, "add", "shared.txt")
     git(repo, "commit", "-q", "-m", "main moves on")

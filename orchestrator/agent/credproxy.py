@@ -15,6 +15,10 @@ another host (an absolute URL, ``CONNECT``), a path that climbs out of the
 endpoint's — is refused. The key is in no environment of the run's processes, and
 the token is worthless once the run ends (the proxy stops with it).
 
+Without the network (``sandbox.network = false``) the sandbox cannot reach the host's
+loopback: the proxy then also listens on a Unix socket bound into the sandbox, and
+`FORWARDER`, started first inside, serves the same loopback URL there.
+
 Which key: ``ANTHROPIC_API_KEY`` (sent as ``x-api-key``), else
 ``ANTHROPIC_AUTH_TOKEN`` (sent as ``Authorization: Bearer``). Without either there
 is nothing to keep back, and no proxy (`for_environment` returns None).
@@ -27,12 +31,20 @@ import hmac
 import http.client
 import secrets
 import socket
+import socketserver
+import sys
+import tempfile
 import threading
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.secrets import safe_env
+
+if TYPE_CHECKING:
+    from orchestrator.agent.sandbox import Sandbox
 
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
@@ -44,6 +56,12 @@ MAX_BODY = 64 * 1024 * 1024
 """A request body past this is refused (a model request is a few MB at most)."""
 TOKEN_PREFIX = "orch-run-"
 KEY_NAMES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
+
+class _UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
+    def get_request(self) -> tuple[Any, Any]:
+        conn, _ = super().get_request()
+        return conn, ("unix", 0)  # http.server formats the client as a (host, port) pair
 
 
 class CredentialProxy:
@@ -59,6 +77,7 @@ class CredentialProxy:
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         name="credential-proxy", daemon=True)
+        self._unix: _UnixHTTPServer | None = None
 
     @classmethod
     def for_environment(cls, environ: Mapping[str, str]) -> CredentialProxy | None:
@@ -87,7 +106,24 @@ class CredentialProxy:
         self._thread.start()
         return self
 
+    def listen_unix(self, path: Path) -> None:
+        """Also serve on a Unix socket at ``path`` (for a sandbox without the network)."""
+        unix = _UnixHTTPServer(str(path), _handler(self))
+        unix.daemon_threads = True
+        self._unix = unix
+        threading.Thread(target=unix.serve_forever, name="credential-proxy-unix",
+                         daemon=True).start()
+
     def close(self) -> None:
+        if self._unix is not None:
+            unix, self._unix = self._unix, None
+            stopper = threading.Thread(target=unix.shutdown)
+            stopper.start()
+            with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as wake:
+                wake.settimeout(1)
+                wake.connect(str(unix.server_address))
+            stopper.join()
+            unix.server_close()
         if self._thread.is_alive():
             stopper = threading.Thread(target=self._server.shutdown)
             stopper.start()
@@ -116,34 +152,79 @@ class CredentialProxy:
 
 
 @contextlib.contextmanager
-def proxied(environ: dict[str, str]) -> Iterator[dict[str, str]]:
+def proxied(environ: dict[str, str]) -> Iterator[tuple[dict[str, str], CredentialProxy | None]]:
     """``environ`` with the key replaced by a running proxy's URL and token (and every
-    other secret left as the caller left it); unchanged when it holds no key."""
+    other secret left as the caller left it), and the proxy; unchanged and None when it
+    holds no key."""
     proxy = CredentialProxy.for_environment(environ)
     if proxy is None:
-        yield environ
+        yield environ, None
         return
     proxy.start()
     try:
         out = {k: v for k, v in environ.items() if k not in KEY_NAMES}
-        yield {**out, **proxy.env()}
+        yield {**out, **proxy.env()}, proxy
     finally:
         proxy.close()
 
 
 @contextlib.contextmanager
 def run_env(environ: dict[str, str], pass_env: Iterable[str] = (), *,
-            sandboxed: bool) -> Iterator[dict[str, str]]:
-    """The environment of a CLI backend's run: in the sandbox, the key replaced by a
-    proxy's URL and token (for the run's length) and every other secret dropped
-    (`safe_env`, but for ``pass_env``); on the host (``sandbox.backends`` off, or no
-    sandbox), ``environ`` as it is."""
-    if not sandboxed:
-        yield environ
+            sandbox: Sandbox | None) -> Iterator[tuple[dict[str, str], Sandbox | None]]:
+    """The environment and sandbox of a CLI backend's run. In an enabled sandbox: the
+    key replaced by a proxy's URL and token (for the run's length), every other secret
+    dropped (`safe_env`, but for ``pass_env``); without the network, the proxy is also
+    reached through a Unix socket bound into the sandbox, which a small forwarder
+    inside (`FORWARDER`, on the same loopback port) connects to. On the host
+    (``sandbox.backends`` off, or no sandbox): ``environ`` as it is."""
+    if sandbox is None or not sandbox.enabled:
+        yield environ, sandbox
         return
-    with proxied(environ) as env:
-        keep = [*pass_env, *(KEY_NAMES if env is not environ else ())]
-        yield safe_env(env, keep)
+    with proxied(environ) as (env, proxy), tempfile.TemporaryDirectory(
+            prefix="orch-proxy-") as tmp:
+        keep = [*pass_env, *(KEY_NAMES if proxy is not None else ())]
+        if proxy is not None and not sandbox.network and sandbox.container is None:
+            path = Path(tmp) / "proxy.sock"
+            proxy.listen_unix(path)
+            sandbox = sandbox.with_(writable=[tmp], launcher=[
+                sys.executable, "-c", FORWARDER, str(proxy.port), str(path)])
+        yield safe_env(env, keep), sandbox
+
+
+FORWARDER = """
+import socket, subprocess, sys, threading
+port, path, cmd = int(sys.argv[1]), sys.argv[2], sys.argv[4:]
+srv = socket.socket()
+srv.bind(("127.0.0.1", port))
+srv.listen(64)
+def pipe(a, b):
+    try:
+        while data := a.recv(65536):
+            b.sendall(data)
+    except OSError:
+        pass
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+def serve():
+    while True:
+        c = srv.accept()[0]
+        u = socket.socket(socket.AF_UNIX)
+        try:
+            u.connect(path)
+        except OSError:
+            c.close()
+            continue
+        threading.Thread(target=pipe, args=(c, u), daemon=True).start()
+        threading.Thread(target=pipe, args=(u, c), daemon=True).start()
+threading.Thread(target=serve, daemon=True).start()
+rc = subprocess.call(cmd)
+sys.exit(rc if rc >= 0 else 128 - rc)
+"""
+"""Runs first in a sandbox without the network: the proxy's loopback port, inside, leads
+to its Unix socket; then the command (the sandbox ends when it does)."""
 
 
 def is_proxied(env: Mapping[str, str]) -> bool:

@@ -100,6 +100,9 @@ class Sandbox:
     settings linked from the person's home folder)."""
     container: Container | None = None
     """The container runner (`orchestrator.agent.container`); None: bubblewrap."""
+    launcher: tuple[str, ...] = ()
+    """Runs first inside, with ``--`` and the command after it (the credential proxy's
+    forwarder in a sandbox without the network)."""
 
     @classmethod
     def detect(cls, mode: str = "auto", network: bool = False,
@@ -124,11 +127,14 @@ class Sandbox:
         return cls(enabled=False, network=network, notice=notice)
 
     def with_(self, *, network: bool | None = None, writable: Sequence[str] = (),
-              read_only: Sequence[str] = (), files: Sequence[str] = ()) -> Sandbox:
-        """This sandbox with the network allowed or not, and more folders and files."""
+              read_only: Sequence[str] = (), files: Sequence[str] = (),
+              launcher: Sequence[str] | None = None) -> Sandbox:
+        """This sandbox with the network allowed or not, more folders and files, and
+        another launcher."""
         return Sandbox(self.enabled, self.network if network is None else network,
                        self.notice, self.bwrap, (*self.read_only, *read_only),
-                       (*self.writable, *writable), (*self.files, *files), self.container)
+                       (*self.writable, *writable), (*self.files, *files), self.container,
+                       self.launcher if launcher is None else tuple(launcher))
 
     def confine_git(self, cwd: Path) -> GitConfinement | None:
         """What git may write for a command in ``cwd`` (see `git_confine`); pass it to
@@ -152,7 +158,7 @@ class Sandbox:
             if self.container is not None and self.enabled:
                 self.container.remove(name)  # its client may have been killed: not it
             if git is not None:
-                offline = self.with_(network=False)
+                offline = self.with_(network=False, launcher=())
                 s.note = git.finish(lambda a: offline.wrap(a, cwd, git, name=f"{name}-pack"))
 
     def wrap(self, argv: list[str], cwd: Path, git: GitConfinement | None = None,
@@ -181,7 +187,8 @@ class Sandbox:
             args += git.binds()
         else:
             args += _git_dir_binds(cwd)
-        args = [*args, "--remount-ro", "/", "--chdir", str(cwd), "--", *argv]
+        inner = [*self.launcher, "--", *argv] if self.launcher else argv
+        args = [*args, "--remount-ro", "/", "--chdir", str(cwd), "--", *inner]
         if self.container is not None:
             return self.container.argv(args[1:], environ, name)
         return args

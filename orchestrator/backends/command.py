@@ -95,8 +95,7 @@ class CommandBackend:
             watch = _UsageWatch(ctx, usage_file)
             box = backend_sandbox(self.config, cmd, [Path(tmp)], self.layout.root)
             env = {**task_env(ctx), USAGE_FILE_ENV: str(usage_file)}
-            with run_env(env, self.config.agent.pass_env,
-                         sandboxed=box is not None and box.enabled) as env:
+            with run_env(env, self.config.agent.pass_env, sandbox=box) as (env, box):
                 res = run_streamed(
                     cmd, cwd=ctx.workspace.path, env=env, log=ctx.log, kind="output",
                     timeout=ctx.timeout or self.config.team.task_timeout, stop=watch,

@@ -110,8 +110,7 @@ class PresetBackend:
         box = backend_sandbox(self.config, line, [] if stdin is None else [stdin.parent],
                               self.layout.root)
         try:
-            with run_env(env, self.config.agent.pass_env,
-                         sandboxed=box is not None and box.enabled) as env:
+            with run_env(env, self.config.agent.pass_env, sandbox=box) as (env, box):
                 res = run_streamed(line, cwd=ctx.workspace.path, env=env, log=ctx.log,
                                    kind="output",
                                    timeout=ctx.timeout or self.config.team.task_timeout,

@@ -133,6 +133,10 @@ class FileBoard:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def now(self) -> float:
+        """This machine's clock: the one the file board's leases expire by."""
+        return time.time()
+
     def close(self) -> None:
         """Stop the watchdog thread (a thread blocked in ``wait_for_*`` raises BoardClosed)
         and save what this process read or wrote into the index."""

@@ -154,6 +154,14 @@ class GitHubForge:
         open_ = [p for p in found if p.state == "open"]
         return (open_ or found)[0] if found else None
 
+    def recent_pulls(self) -> list[PullRequest]:
+        """The 100 pull requests changed last, open or closed: one request (a 304 while
+        none changed) tells which need a closer look."""
+        data = self._call(lambda: self._gh.rest.pulls.list(
+            self.owner, self.name, state="all", sort="updated", direction="desc",
+            per_page=100).json())
+        return [_pull(p) for p in data]
+
     def open_pull(self, *, head: str, base: str, title: str, body: str,
                   draft: bool) -> PullRequest:
         return _pull(self._call(lambda: self._gh.rest.pulls.create(
@@ -306,4 +314,5 @@ def _pull(p: dict[str, Any]) -> PullRequest:
                        merged=bool(p.get("merged") or p.get("merged_at")),
                        draft=bool(p.get("draft")), head=p["head"]["ref"],
                        head_sha=p["head"]["sha"], base=p["base"]["ref"],
-                       merge_commit=p.get("merge_commit_sha"), node_id=p.get("node_id", ""))
+                       merge_commit=p.get("merge_commit_sha"), node_id=p.get("node_id", ""),
+                       updated=p.get("updated_at") or "")

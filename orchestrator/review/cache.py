@@ -22,14 +22,17 @@ from pathlib import Path
 from typing import Any
 
 FILE = "review.sqlite"
-SCHEMA = 2
+SCHEMA = 3
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS forks (tip TEXT, base TEXT, fork TEXT, PRIMARY KEY (tip, base));
 CREATE TABLE IF NOT EXISTS facts (fork TEXT, tip TEXT, data TEXT, PRIMARY KEY (fork, tip));
 CREATE TABLE IF NOT EXISTS merges (target TEXT, tip TEXT, data TEXT,
                                    PRIMARY KEY (target, tip));
+CREATE INDEX IF NOT EXISTS merges_by_tip ON merges (tip);
 """
+EARLIER = 3
+"""How many earlier answers about a tip `earlier` offers (the newest first)."""
 
 
 class PairCache:
@@ -59,6 +62,18 @@ class PairCache:
                     if row is not None:
                         out[pair] = row[0]
         return out
+
+    def earlier(self, table: str, tip: str) -> list[tuple[str, str]]:
+        """The newest answers kept about ``tip`` against other commits (``forks``: (base,
+        fork); ``merges``: (target, answer)), for reuse when those moved a little."""
+        if self.db is None:
+            return []
+        query = {"forks": "SELECT base, fork FROM forks WHERE tip = ?",
+                 "merges": "SELECT target, data FROM merges WHERE tip = ?"}[table]
+        with contextlib.suppress(sqlite3.Error):
+            return [(a, v) for a, v in self.db.execute(
+                f"{query} ORDER BY rowid DESC LIMIT {EARLIER}", (tip,))]
+        return []
 
     def put(self, table: str, a: str, b: str, value: str) -> None:
         self.mem[(table, a, b)] = value

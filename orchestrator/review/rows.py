@@ -27,7 +27,6 @@ from orchestrator.review.common import using_board
 from orchestrator.review.control import control_changes, describe_control
 from orchestrator.review.diff import (
     Changes,
-    commit_count,
     current_branch,
     diffstat,
     merge_conflicts,
@@ -59,7 +58,7 @@ def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = 
         kept, errors = _kept(repo, [t for t in tasks if not t.status.final and t.branch],
                              main, cache)
         merges = _merges(repo, [(t, kept[t.id][0]) for t in shown if t.id in kept],
-                         main, cache)
+                         main, cache, kept)
         cache.save()
     finally:
         cache.close()
@@ -131,9 +130,12 @@ def _kept(repo: Git, tasks: list[Task], main: str | None, cache: PairCache
         want.append((t, tip, bases))
     forks = cache.get_many("forks", [(tip, c) for _, tip, bases in want for _, c in bases])
     found: dict[str, Changes] = {}
+    moves = _Moves(repo)
     for t, tip, bases in want:
         for ref, c in bases:
             fork = forks.get((tip, c))
+            if fork is None:
+                fork = _same_fork(cache, moves, tip, c)
             if fork is None:
                 out = repo.run("merge-base", c, tip, check=False)
                 fork = out.stdout.strip() if out.returncode == 0 else ""
@@ -157,7 +159,8 @@ def _kept(repo: Git, tasks: list[Task], main: str | None, cache: PairCache
         else:
             try:
                 stat = diffstat(repo, ch)
-                facts = {**stat, "commits": commit_count(repo, ch),
+                own = repo.out("rev-list", f"{ch.base}..{ch.tip}").split()
+                facts = {**stat, "commits": len(own), "own": own[:MAX_OWN],
                          "links": outside_links(repo, ch),
                          "control": control_changes(repo, ch.base, ch.tip,
                                                     (f["path"] for f in stat["files"]))}
@@ -169,10 +172,70 @@ def _kept(repo: Git, tasks: list[Task], main: str | None, cache: PairCache
     return kept, errors
 
 
+MAX_OWN = 1000
+"""A branch's own commits kept with its facts, at most (more: its fork is asked again when
+its base moves, see `_same_fork`)."""
+
+
+class _Moves:
+    """What a branch gained from an older commit to a newer one: its new commits and the
+    files they change (None when the older is no ancestor); git is asked once per pair."""
+
+    def __init__(self, repo: Git) -> None:
+        self.repo = repo
+        self.seen: dict[tuple[str, str], tuple[set[str], set[str]] | None] = {}
+
+    def since(self, old: str, new: str) -> tuple[set[str], set[str]] | None:
+        if (old, new) not in self.seen:
+            moved = None
+            if self.repo.ok("merge-base", "--is-ancestor", old, new):
+                commits = set(self.repo.out("rev-list", f"{old}..{new}").split())
+                out = self.repo.run("diff", "--name-only", "-z", "--no-renames", old, new)
+                moved = (commits, {p for p in out.stdout.split("\0") if p})
+            self.seen[(old, new)] = moved
+        return self.seen[(old, new)]
+
+
+def _same_fork(cache: PairCache, moves: _Moves, tip: str, base: str) -> str | None:
+    """The fork of ``tip`` from ``base`` without git, when it was asked of an older commit
+    of the base that ``base`` descends from, and none of the commits the base gained since
+    is one of the branch's own (then the merge base cannot have moved); else None."""
+    for old, fork in cache.earlier("forks", tip):
+        if not fork or (moved := moves.since(old, base)) is None:
+            continue
+        raw = cache.get_many("facts", [(fork, tip)]).get((fork, tip))
+        facts = loads(raw) if raw is not None else None
+        if facts is None or "own" not in facts or len(facts["own"]) < facts["commits"]:
+            continue
+        if not moved[0] & set(facts["own"]):
+            cache.put("forks", tip, base, fork)
+            return str(fork)
+    return None
+
+
+def _same_merge(cache: PairCache, moves: _Moves, kept: tuple[Changes, dict[str, Any]],
+                target: str) -> str | None:
+    """``git merge-tree``'s answer for ``target`` without git, when it was asked of an
+    older target commit that ``target`` descends from, the branch forks from both at the
+    same commit, and what the target gained since touches none of the branch's files:
+    the merge then meets the same changes on both sides; else None."""
+    ch, facts = kept
+    files = {f["path"] for f in facts["files"]}
+    for old, raw in cache.earlier("merges", ch.tip):
+        if cache.get_many("forks", [(ch.tip, old), (ch.tip, target)]) != {
+                (ch.tip, old): ch.base, (ch.tip, target): ch.base}:
+            continue
+        moved = moves.since(old, target)
+        if moved is not None and not moved[1] & files:
+            return raw
+    return None
+
+
 def _merges(repo: Git, shown: list[tuple[Task, Changes]], main: str | None,
-            cache: PairCache) -> dict[str, dict[str, Any] | None]:
+            cache: PairCache,
+            kept: dict[str, tuple[Changes, dict[str, Any]]]) -> dict[str, dict[str, Any] | None]:
     """Whether each branch merges cleanly into its target now (``git merge-tree``, once
-    per pair of target and tip)."""
+    per pair of target and tip, or carried over from an older target, `_same_merge`)."""
     targets = sorted({target for t, _ in shown if (target := main or t.base)})
     tip_of = dict(zip(targets, repo.commits(*(f"refs/heads/{x}" for x in targets)),
                       strict=True))
@@ -180,10 +243,15 @@ def _merges(repo: Git, shown: list[tuple[Task, Changes]], main: str | None,
              if (target := main or t.base)}
     known = cache.get_many("merges", [(c, tip) for _, c, tip in pairs.values() if c])
     out: dict[str, dict[str, Any] | None] = {t.id: None for t, _ in shown}
+    moves = _Moves(repo)
     for tid, (target, c, tip) in pairs.items():
         if c is None:
             continue
         raw = known.get((c, tip))
+        if raw is None and tid in kept:
+            raw = _same_merge(cache, moves, kept[tid], c)
+            if raw is not None:
+                cache.put("merges", c, tip, raw)
         if raw is None:
             try:
                 _, conflicts = merge_conflicts(repo, c, tip)

@@ -105,13 +105,12 @@ class ClaudeCodeBackend:
         try:
             cdir = config_dir(self.layout, self.config, ctx.teammate, env)
             base, rules = command_line(self.config, binary, self.layout.root, cdir,
-                                       turns, dollars)
+                                       turns, dollars, ctx.workspace.path)
         except (OrchestratorError, OSError) as exc:
             return self._fail(ctx, f"claude-code: {exc}", retry=False)
         env.update(session_env(cdir))
         box = backend_sandbox(self.config, binary, [cdir.parent], self.layout.root)
-        sandboxed = box is not None and box.enabled
-        with run_env(env, self.config.agent.pass_env, sandboxed=sandboxed) as env:
+        with run_env(env, self.config.agent.pass_env, sandbox=box) as (env, box):
             if box is not None:  # the person's settings linked in; their login only unproxied
                 box = box.with_(files=[*linked_files(cdir, login=not is_proxied(env)),
                                        *mcp_paths(cdir)])
