@@ -11,9 +11,10 @@ import pytest
 from orchestrator.board import open_board
 from orchestrator.config import Config
 from orchestrator.forge import AuthFailed, Forge, ForgeDown, RateLimited, open_forge
+from orchestrator.forge.issues import blocked_by
 from orchestrator.forge.openapi import OPERATIONS, Validator
 from orchestrator.forge.standin import StandIn
-from orchestrator.forge.sync import ForgeSync, blocked_by
+from orchestrator.forge.sync import ForgeSync
 from orchestrator.layout import Layout
 from orchestrator.model import Status
 from orchestrator.waits import CiExhausted
