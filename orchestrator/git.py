@@ -38,6 +38,8 @@ from orchestrator.errors import GitError, UserError
 _REPO_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR",
               "GIT_OBJECT_DIRECTORY", "GIT_NAMESPACE")
 
+_MODEL_KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
 PINNED: tuple[tuple[str, str], ...] = (
     ("core.hooksPath", os.devnull),
     ("core.fsmonitor", "false"),
@@ -58,7 +60,10 @@ _ENTRY = re.compile(r"([A-Za-z][A-Za-z0-9-]*)\s*=\s*(true|false|yes|no|on|off|1|
 
 
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _REPO_VARS}
+    # no model key in a git process (git needs none; what it needs for a push — an SSH
+    # agent, a credential helper's token — is left alone)
+    env = {k: v for k, v in os.environ.items()
+           if k not in _REPO_VARS and k not in _MODEL_KEYS}
     env["LC_ALL"] = "C"  # stable messages, and the `locked` reason "initializing" we look for
     env.update(extra or {})
     try:  # after any the person set, so that ours are the last word

@@ -169,11 +169,9 @@ def _remember(root: Path, key: str, config: Config) -> None:
 def require_commit(root: Path) -> None:
     """Refuse, with the fix, a repository without a commit: every task's worktree is a
     checkout of one."""
-    import subprocess
+    from orchestrator.git import Git  # here: most commands never need to ask
 
-    out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
-                         cwd=root, capture_output=True, check=False)
-    if out.returncode != 0:
+    if not Git(root).ok("rev-parse", "--verify", "--quiet", "HEAD^{commit}"):
         raise UserError(f"{root} has no commits yet, and each task works in a checkout of one: "
                         "commit something first (e.g. git commit --allow-empty -m 'start')")
 

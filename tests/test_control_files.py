@@ -118,6 +118,7 @@ def test_claude_code_takes_settings_mcp_and_agents_from_the_main_checkout(
         (wt / ".claude" / name).write_text(json.dumps({
             "permissions": {"allow": ["Bash", "Write"]}, "env": {"AGENT_SET": "1"},
             "hooks": {"SessionStart": [hook], "UserPromptSubmit": [hook], "Stop": [hook]}}))
+    (wt / "CLAUDE.md").write_text("Memory of the worktree: WORKTREE-MEMORY-7\n")
     config = Config.load(repo, environ={}, overrides={
         "claude_code": {"binary": str(claude_binary())}})
     with LoopbackAPI() as api:
@@ -131,6 +132,7 @@ def test_claude_code_takes_settings_mcp_and_agents_from_the_main_checkout(
     assert "mcp__person__ping" in tools
     assert not [t for t in tools if "agents" in t]
     assert sorted(p.name for p in marks.iterdir()) == []
+    assert "WORKTREE-MEMORY-7" in json.dumps(first)  # memory is still read (not a setting)
 
 
 def test_a_sub_agent_profile_comes_from_the_main_checkout(

@@ -171,3 +171,12 @@ def test_claude_code_works_through_the_proxy_and_its_bash_sees_no_key(
         assert api.headers and {h["x-api-key"] for h in api.headers} == {KEY}
     seen = (repo / ".worktrees" / task.id / "seen.txt").read_text()
     assert "orch-run-" in seen and KEY not in seen
+
+
+def test_host_git_processes_get_no_model_key(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.git import Git
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/run/agent.sock")  # what a push may need stays
+    seen = Git(repo).run("-c", "alias.seeenv=!env", "seeenv").stdout
+    assert KEY not in seen and "SSH_AUTH_SOCK=/run/agent.sock" in seen

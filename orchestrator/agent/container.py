@@ -27,6 +27,7 @@ docker has no per-container uid mapping: it runs only for a person who is not ro
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
@@ -196,7 +197,8 @@ def _image_root(engine: str, image: str) -> str:
 def _rootfs() -> str:
     """An empty root with the host's root links (``/bin -> usr/bin``); the system folders
     are bound into it."""
-    root = Path(tempfile.mkdtemp(prefix="orch-rootfs-"))
+    root = Path(tempfile.mkdtemp(prefix="orch-rootfs-"))  # private to this process
+    atexit.register(shutil.rmtree, root, True)
     for d in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         host = Path("/", d)
         if host.is_symlink():

@@ -32,10 +32,9 @@ from orchestrator.agent.loop import AgentLoop, Limits
 from orchestrator.agent.profiles import Profile, load_profiles
 from orchestrator.agent.prompt import (
     EPHEMERAL,
-    PROJECT_MEMORY_FILES,
     Prompt,
-    _memory,
     environment,
+    project_memory,
     with_tools_breakpoint,
 )
 from orchestrator.agent.tools.common import obj, prop
@@ -246,7 +245,7 @@ def plan_prompt(goal: str, layout: Layout, tools: list[dict[str, Any]],
                 profile: Profile | None) -> Prompt:
     stable = "\n\n".join(p for p in (
         PLAN_INSTRUCTIONS,
-        _memory("Project memory", [layout.root / f for f in PROJECT_MEMORY_FILES]),
+        project_memory(layout.root),
     ) if p)
     goal_text = f"# The goal\n{goal.strip()}"
     system: list[dict[str, Any]] = [

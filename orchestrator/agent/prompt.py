@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.beneath import read_beneath
 from orchestrator.errors import GitError, UserError
 from orchestrator.git import Git
 from orchestrator.model import Task
@@ -67,8 +68,8 @@ class PromptSources:
 def build_prompt(task: Task, tools: list[dict[str, Any]], sources: PromptSources) -> Prompt:
     stable = "\n\n".join(p for p in (
         BASE_INSTRUCTIONS,
-        _memory("User memory (~/.claude/CLAUDE.md)", [sources.home / ".claude" / "CLAUDE.md"]),
-        _memory("Project memory", [sources.worktree / f for f in PROJECT_MEMORY_FILES]),
+        _memory("User memory (~/.claude/CLAUDE.md)", sources.home, [".claude/CLAUDE.md"]),
+        project_memory(sources.worktree),
     ) if p)
     per_task = [task_text(task), environment(sources.worktree)]
     if sources.mcp_capabilities:
@@ -129,17 +130,25 @@ def _mark_last_block(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "content": blocks}
 
 
-def _memory(title: str, paths: list[Path]) -> str:
+def project_memory(worktree: Path) -> str:
+    """The project's memory files (`PROJECT_MEMORY_FILES`) as the worktree has them."""
+    return _memory("Project memory", worktree, list(PROJECT_MEMORY_FILES))
+
+
+def _memory(title: str, root: Path, names: list[str]) -> str:
+    """The files ``names`` under ``root``, read without following a link (a CLAUDE.md
+    the agent made a link to a file of the host is not read) and bounded."""
     found = []
-    for p in paths:
+    for name in names:
         try:
-            text = p.read_text(errors="replace").strip()
+            text = read_beneath(root, name, 4 * MEMORY_MAX_CHARS + 4, cut=True).decode(
+                "utf-8", "replace").strip()
         except OSError:
             continue
         if len(text) > MEMORY_MAX_CHARS:
-            text = text[:MEMORY_MAX_CHARS] + f"\n… [{p.name} cut at {MEMORY_MAX_CHARS} characters]"
+            text = text[:MEMORY_MAX_CHARS] + f"\n… [{name} cut at {MEMORY_MAX_CHARS} characters]"
         if text:
-            found.append(f"## {p.name}\n{text}")
+            found.append(f"## {Path(name).name}\n{text}")
     return f"# {title}\n" + "\n\n".join(found) if found else ""
 
 

@@ -105,7 +105,7 @@ class ClaudeCodeBackend:
         try:
             cdir = config_dir(self.layout, self.config, ctx.teammate, env)
             base, rules = command_line(self.config, binary, self.layout.root, cdir,
-                                       turns, dollars)
+                                       turns, dollars, ctx.workspace.path)
         except (OrchestratorError, OSError) as exc:
             return self._fail(ctx, f"claude-code: {exc}", retry=False)
         env.update(session_env(cdir))

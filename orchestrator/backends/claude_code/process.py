@@ -19,6 +19,7 @@ from orchestrator import budget as budgets
 from orchestrator import delivery
 from orchestrator.agent.base import PermissionAsked, Stopped
 from orchestrator.agent.progress import ProgressWatch
+from orchestrator.agent.prompt import project_memory
 from orchestrator.agent.sandbox import Sandbox
 from orchestrator.backends.claude_code.config import agents_arg, mcp_args, permission_args
 from orchestrator.backends.claude_code.stream import ClaudeStream, Denial
@@ -34,15 +35,22 @@ INSTALL_HINT = "npm install -g @anthropic-ai/claude-code, or set claude_code.bin
 
 
 def command_line(config: Config, binary: str, project: Path, cdir: Path, turns: int,
-                 dollars: float | None) -> tuple[list[str], dict[str, list[str]]]:
+                 dollars: float | None, worktree: Path | None = None
+                 ) -> tuple[list[str], dict[str, list[str]]]:
     """(the argv every run of a session starts with, the permission rules by behaviour);
     each run adds ``--resume`` and the allowed tools (`Session.once`). Settings, rules,
     MCP servers and agents come from ``project``, the main checkout (never the worktree
-    Claude Code runs in: `orchestrator.backends.claude_code.config`)."""
+    Claude Code runs in: `orchestrator.backends.claude_code.config`). Since that keeps it
+    from reading the project's memory too, the worktree's ``CLAUDE.md`` (and
+    ``AGENTS.md``), read as the built-in loop reads them, are appended to its system
+    prompt."""
     perm, rules = permission_args(config, project, into=cdir)
     base = [binary, "-p", "--output-format", "stream-json", "--verbose", *perm,
             *mcp_args(config, project, cdir), *agents_arg(config, project),
             "--max-turns", str(turns)]
+    memory = project_memory(worktree) if worktree is not None else ""
+    if memory:
+        base += ["--append-system-prompt", memory]
     if dollars is not None:
         base += ["--max-budget-usd", f"{dollars:.4f}"]
     model = config.claude_code.model or (
