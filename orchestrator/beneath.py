@@ -111,13 +111,14 @@ def read_text_beneath(root: Path, rel: str | PurePosixPath,
 
 
 def write_beneath(root: Path, rel: str | PurePosixPath, data: bytes | str,
-                  mode: int = 0o644) -> None:
+                  mode: int = 0o644, *, make: bool = False) -> None:
     """Replace ``root/rel`` with a regular file holding ``data``: written under a new
     name in the same folder and renamed over it, so whatever was there (a link, a FIFO)
-    is replaced, never written through. A folder under that name is refused."""
+    is replaced, never written through. A folder under that name is refused. ``make``:
+    missing folders on the way are made (none is followed if it is a link)."""
     raw = data.encode() if isinstance(data, str) else data
     *folders, name = _parts(rel)
-    with _folder(root, folders) as dir_fd:
+    with _folder(root, folders, make=make) as dir_fd:
         tmp = f".{name}.{uuid.uuid4().hex[:12]}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, mode,
                      dir_fd=dir_fd)

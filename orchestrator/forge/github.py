@@ -41,7 +41,7 @@ from orchestrator.forge import (
     Stats,
     cut,
 )
-from orchestrator.secrets import remember
+from orchestrator.secrets import redact, remember
 
 DETAIL_CHARS = 4_000
 """The tail of a failing check's output given to the agent."""
@@ -165,8 +165,8 @@ class GitHubForge:
     def open_pull(self, *, head: str, base: str, title: str, body: str,
                   draft: bool) -> PullRequest:
         return _pull(self._call(lambda: self._gh.rest.pulls.create(
-            self.owner, self.name, head=head, base=base, title=title, body=body,
-            draft=draft).json()))
+            self.owner, self.name, head=head, base=base, title=redact(title),
+            body=cut(redact(body)), draft=draft).json()))
 
     def get_pull(self, number: int) -> PullRequest:
         return _pull(self._call(lambda: self._gh.rest.pulls.get(
@@ -174,7 +174,8 @@ class GitHubForge:
 
     def edit_pull(self, number: int, *, title: str | None = None, body: str | None = None,
                   base: str | None = None, state: str | None = None) -> PullRequest:
-        fields = {k: v for k, v in (("title", title), ("body", body), ("base", base),
+        fields = {k: v for k, v in (("title", title and redact(title)),
+                                    ("body", body and cut(redact(body))), ("base", base),
                                     ("state", state)) if v is not None}
         return _pull(self._call(lambda: self._gh.rest.pulls.update(
             self.owner, self.name, number, data=cast(Any, fields)).json()))
@@ -258,11 +259,11 @@ class GitHubForge:
 
     def comment(self, number: int, body: str) -> None:
         self._call(lambda: self._gh.rest.issues.create_comment(
-            self.owner, self.name, number, body=cut(body)))
+            self.owner, self.name, number, body=cut(redact(body))))
 
     def reply(self, number: int, comment_id: int, body: str) -> None:
         self._call(lambda: self._gh.rest.pulls.create_reply_for_review_comment(
-            self.owner, self.name, number, comment_id, body=cut(body)))
+            self.owner, self.name, number, comment_id, body=cut(redact(body))))
 
     def issues(self, label: str) -> list[Issue]:
         data = self._call(lambda: self._gh.rest.issues.list_for_repo(
