@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import stat
 import uuid
 from collections.abc import Iterator
@@ -47,11 +48,15 @@ def _parts(rel: str | PurePosixPath) -> list[str]:
 
 
 @contextmanager
-def _folder(root: Path, parts: list[str]) -> Iterator[int]:
-    """An fd of ``root/parts…``, every component opened without following a link."""
+def _folder(root: Path, parts: list[str], *, make: bool = False) -> Iterator[int]:
+    """An fd of ``root/parts…``, every component opened without following a link
+    (``make``: missing folders are made)."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for name in parts:
+            if make:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o755, dir_fd=fd)
             nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=fd)
             os.close(fd)
             fd = nxt
@@ -106,13 +111,14 @@ def read_text_beneath(root: Path, rel: str | PurePosixPath,
 
 
 def write_beneath(root: Path, rel: str | PurePosixPath, data: bytes | str,
-                  mode: int = 0o644) -> None:
+                  mode: int = 0o644, *, make: bool = False) -> None:
     """Replace ``root/rel`` with a regular file holding ``data``: written under a new
     name in the same folder and renamed over it, so whatever was there (a link, a FIFO)
-    is replaced, never written through. A folder under that name is refused."""
+    is replaced, never written through. A folder under that name is refused. ``make``:
+    missing folders on the way are made (none is followed if it is a link)."""
     raw = data.encode() if isinstance(data, str) else data
     *folders, name = _parts(rel)
-    with _folder(root, folders) as dir_fd:
+    with _folder(root, folders, make=make) as dir_fd:
         tmp = f".{name}.{uuid.uuid4().hex[:12]}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, mode,
                      dir_fd=dir_fd)
@@ -124,3 +130,27 @@ def write_beneath(root: Path, rel: str | PurePosixPath, data: bytes | str,
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=dir_fd)
             raise
+
+
+def copy_beneath(src: Path, root: Path, rel: str | PurePosixPath) -> bool:
+    """Copy the host's file ``src`` (a link as a link) to ``root/rel`` unless something is
+    there already (False); folders on the way are made, none is followed if it is a link
+    (`OSError`), so the copy lands beneath ``root`` or nowhere."""
+    *folders, name = _parts(rel)
+    with _folder(root, folders, make=True) as dir_fd:
+        if src.is_symlink():
+            try:
+                os.symlink(os.readlink(src), name, dir_fd=dir_fd)
+            except FileExistsError:
+                return False
+            return True
+        st = os.stat(src)
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW,
+                         st.st_mode & 0o7777, dir_fd=dir_fd)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
+            shutil.copyfileobj(inp, out)
+        os.utime(name, ns=(st.st_atime_ns, st.st_mtime_ns), dir_fd=dir_fd)
+        return True

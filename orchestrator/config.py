@@ -436,7 +436,7 @@ class ForgeConfig(_Section):
     """Open issues with this label become tasks (none: issues are not read)."""
     merge_method: Literal["merge", "squash", "rebase"] = "merge"
     """How `orchestrator merge`/`land` merge a pull request through the forge's API."""
-    poll_seconds: float = Field(default=5.0, ge=1, le=3600)
+    poll_seconds: float = Field(default=4.0, ge=1, le=3600)
     """How often the lead asks the forge what changed (conditional requests: an unchanged
     answer does not count against the rate limit); doubled while nothing changes, up to
     `poll_max_seconds`."""

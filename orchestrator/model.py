@@ -205,6 +205,8 @@ class ForgeLink(Record, omit_defaults=True):
     """open, closed, merged; ``issue_closed`` for a task cancelled by its issue's closing."""
     note: str | None = None
     """The last thing that went wrong with the pull request, for a person."""
+    updated: str | None = None
+    """The pull request's ``updated_at`` when orchestrator last looked at it closely."""
 
 
 class Task(Record, omit_defaults=True):

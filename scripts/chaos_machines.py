@@ -168,8 +168,9 @@ class Run:
                 frozen = m.signal(signal.SIGSTOP)
                 fences = {t.id: t.fence for t in running if t.id in hit}
                 with contextlib.suppress(TimeoutError):
-                    wait_until(lambda: all(self.tasks()[i].fence != f
-                                           for i, f in fences.items()),
+                    wait_until(lambda: all(
+                        (t := self.tasks()[i]).status is not Status.IN_PROGRESS or t.fence != f
+                        for i, f in fences.items()),
                                self.lease * 4 + 30, "its leases to be reaped", poll=0.2)
                 for pid in frozen:
                     kill_quietly(pid, signal.SIGCONT)

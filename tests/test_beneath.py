@@ -135,19 +135,62 @@ def test_a_symlinked_or_fifo_usage_file_counts_nothing(tmp_path: Path) -> None:
         within(5, lambda: read_usage_file(usage))
 
 
+def hostile_tree(tmp: Path, folder: str, host_text: str, linked: str) -> Path:
+    """A worktree ``tmp/wt`` with ``folder`` in it, ``linked`` a link to a host file
+    holding ``host_text``, and ``AGENTS.md`` a FIFO."""
+    host = tmp / "host-file"
+    host.write_text(host_text)
+    wt = tmp / "wt"
+    (wt / folder).mkdir(parents=True)
+    (wt / linked).symlink_to(host)
+    os.mkfifo(wt / "AGENTS.md")
+    return wt
+
+
 def test_a_memory_file_linked_to_a_host_file_is_not_read_into_the_prompt(
         tmp_path: Path) -> None:
     from orchestrator.agent.prompt import PromptSources, build_prompt
     from orchestrator.model import Task
 
-    secret = tmp_path / "host-secret.txt"
-    secret.write_text("HOST-ONLY-CONTENT\n")
-    wt = tmp_path / "wt"
-    (wt / ".claude").mkdir(parents=True)
-    (wt / "CLAUDE.md").symlink_to(secret)
+    wt = hostile_tree(tmp_path, ".claude", "HOST-ONLY-CONTENT\n", "CLAUDE.md")
     (wt / ".claude" / "CLAUDE.md").write_text("real memory\n")
-    os.mkfifo(wt / "AGENTS.md")
     prompt = within(10, lambda: build_prompt(Task(id="task_001", subject="x"), [],
                                              PromptSources(wt, home=tmp_path / "home")))
     text = str(prompt.system)
     assert "real memory" in text and "HOST-ONLY-CONTENT" not in text
+
+
+def test_worktreeinclude_copies_never_follow_a_link_the_agent_put_on_the_way(
+        repo: Path, tmp_path: Path) -> None:
+    from orchestrator.git import Git
+    from orchestrator.worktree.setup import copy_included
+
+    (repo / ".gitignore").write_text("conf/\n.env\n")
+    (repo / ".worktreeinclude").write_text("conf/secret.env\n.env\n")
+    git(repo, "add", ".gitignore", ".worktreeinclude")
+    git(repo, "commit", "-qm", "include")
+    (repo / "conf").mkdir()
+    (repo / "conf" / "secret.env").write_text("TOKEN=abc\n")
+    (repo / ".env").write_text("A=1\n")
+    wt = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", "-b", "task/x", str(wt))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (wt / "conf").symlink_to(outside)  # the agent's link where a folder should be
+    copied = copy_included(Git(repo), repo, wt)
+    assert copied == [".env"] and (wt / ".env").read_text() == "A=1\n"
+    assert list(outside.iterdir()) == []  # nothing written through the link
+
+
+def test_a_shared_folders_key_file_is_not_read_through_a_link(tmp_path: Path) -> None:
+    from orchestrator.config import SharedFolder
+    from orchestrator.worktree.shared import key_of
+
+    wt = hostile_tree(tmp_path, "web", '{"the host": "file"}', "package-lock.json")
+    (wt / "web" / "package-lock.json").write_text("{}")
+    os.mkfifo(wt / "web" / "yarn.lock")
+    spec = SharedFolder()
+    assert key_of(wt, "node_modules", spec) is None  # its only key file is a link
+    assert within(10, lambda: key_of(wt, "web/node_modules", spec)) is not None
+    (wt / "linked").symlink_to(wt / "web")
+    assert key_of(wt, "linked/node_modules", spec) is None  # a linked folder on the way

@@ -181,7 +181,7 @@ def test_claim_a_specific_task(board: FileBoard) -> None:
 
 def test_a_cold_start_from_the_index_still_sees_every_change(
         board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A fresh board starts from .tasks/.index.sqlite and reads only the files whose stat
+    """A fresh board starts from .tasks/.index/board.sqlite and reads only the files whose stat
     changed since; deleting the index, or garbage in its place, loses nothing."""
     from orchestrator.board.index import INDEX
     from orchestrator.fsutil import atomic_write
@@ -348,6 +348,27 @@ def test_summary_reads_only_what_changed(repo: Path,
     got, want, seen = fresh()
     assert got == want and sum(got.values()) == 60 and got["merged"] == 1
     assert seen == ["task_010.json"]
+    # once a full scan saw .tasks/ as it is (its mtime old enough to trust), status does
+    # not scan at all; a write moves the folder and the next status scans again
+    from orchestrator.board.index import RACY_NS, TaskIndex
+
+    scans: list[bool] = []
+    real_scan = TaskIndex._full_scan
+
+    def counted_scan(self: TaskIndex, *, keys_only: bool = False) -> None:
+        scans.append(keys_only)
+        real_scan(self, keys_only=keys_only)
+
+    monkeypatch.setattr(TaskIndex, "_full_scan", counted_scan)
+    time.sleep(RACY_NS / 1e9 + 0.02)
+    fresh()
+    scans.clear()
+    with open_board(layout, BoardConfig(fsync=False)) as b:
+        assert b.summary().counts == want and scans == []
+    with open_board(layout, BoardConfig(fsync=False)) as b:
+        b.cancel("task_012")
+    with open_board(layout, BoardConfig(fsync=False)) as b:
+        assert b.summary().counts["cancelled"] == 2 and scans == [True]
     for suffix in ("", "-wal", "-shm"):
         (layout.tasks / f"{INDEX}{suffix}").unlink(missing_ok=True)
     (layout.tasks / INDEX).mkdir()  # an index that cannot be opened: counted from the files

@@ -11,9 +11,10 @@ import pytest
 from orchestrator.board import open_board
 from orchestrator.config import Config
 from orchestrator.forge import AuthFailed, Forge, ForgeDown, RateLimited, open_forge
+from orchestrator.forge.issues import blocked_by
 from orchestrator.forge.openapi import OPERATIONS, Validator
 from orchestrator.forge.standin import StandIn
-from orchestrator.forge.sync import ForgeSync, blocked_by
+from orchestrator.forge.sync import ForgeSync
 from orchestrator.layout import Layout
 from orchestrator.model import Status
 from orchestrator.waits import CiExhausted
@@ -358,10 +359,11 @@ def test_a_draft_is_marked_ready_when_its_checks_pass(repo: Path, gh: StandIn) -
     with team_cleanup(repo):
         assert cli(repo, "up", "--burst", "-n", "1", "--backend", "command", "--command",
                    WRITE_FILE).returncode == 0
-    sync(repo)
+    res = cli(repo, "forge", "sync")
+    assert res.returncode == 0 and res.stdout == "opened: task_001\n", res.stderr
     assert gh.pulls[1].draft
     finish_check(gh, gh.pulls[1].head_sha, "success")
-    sync(repo)
+    assert cli(repo, "forge", "sync").stdout == "nothing to do\n"
     assert not gh.pulls[1].draft
     assert [e["pr"] for e in events(repo, "pr_ready")] == [1]
 
@@ -393,3 +395,43 @@ def test_a_token_from_a_file_is_masked_and_never_given_to_agents(tmp_path: Path)
     assert redact(f"push failed for {token}") == "push failed for ***"
     env = safe_env({"GITHUB_TOKEN": "ghp_x" * 4, "GH_TOKEN": "ghp_y" * 4, "PATH": "/bin"})
     assert env == {"PATH": "/bin"}
+
+
+def test_the_pull_request_link_travels_on_the_postgresql_board(tmp_path: Path,
+                                                               pg_board_url: str) -> None:
+    from orchestrator.model import ForgeLink
+    from tests.test_pg_board import board_at
+
+    link = ForgeLink(pr=7, url="https://github.example/acme/app/pull/7", pushed="ab" * 20,
+                     base="main", ci="failure", ci_rounds=1, seen=1234, issue=3, state="open",
+                     note="a line")
+    with board_at(tmp_path, pg_board_url) as b:
+        t = b.add("from an issue", forge=ForgeLink(issue=3))
+        b.edit(t.id, actor="forge", forge=link)
+    with board_at(tmp_path, pg_board_url, machine="m2") as other:
+        assert other.get(t.id).forge == link
+
+
+def test_a_mention_sends_work_back_and_a_secret_never_reaches_the_forge(
+        repo: Path, gh: StandIn) -> None:
+    secret = "sk-live-forge-0123456789abcdef"
+    (repo / "orchestrator.toml").write_text((repo / "orchestrator.toml").read_text().replace(
+        "[forge]\n", '[forge]\nmention = "@acme-bot"\n'))
+    with open_board(Layout.at(repo)) as b:
+        task = b.add("Uses the key", description=f"the key is {secret}")
+    with team_cleanup(repo):
+        assert cli(repo, "up", "--burst", "-n", "1", "--backend", "command", "--command",
+                   WRITE_FILE).returncode == 0
+    import os
+
+    os.environ["MY_SERVICE_API_KEY"] = secret  # a secret of this process's environment
+    try:
+        sync(repo)
+        assert secret not in gh.pulls[1].body and "the key is ***" in gh.pulls[1].body
+        person(gh).rest.issues.create_comment("acme", "app", 1,
+                                              body="@ACME-bot please rename the file")
+        out = sync(repo)
+    finally:
+        del os.environ["MY_SERVICE_API_KEY"]
+    assert out.sent_back == [task.id]
+    assert "reviewer: @ACME-bot please rename the file" in tasks(repo)[0].feedback[-1]

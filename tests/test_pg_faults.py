@@ -4,6 +4,7 @@ off. Real PostgreSQL, real processes."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -141,3 +142,32 @@ def test_a_teammate_whose_clock_is_minutes_ahead_still_obeys_a_stop_request(
             assert mate.warm.is_set()
         finally:
             mate.waker.close()
+
+
+def test_a_machine_whose_clock_is_off_reads_leases_by_the_databases_clock(
+        tmp_path: Path, pg_board_url: str) -> None:
+    """`show` on a machine 5 minutes ahead (every Python process of it: `time.time` shifted
+    through sitecustomize) says a fresh 30 s lease expires in about 30 s, not that it ran
+    out minutes ago; the board's `now` is the database's."""
+    skew = tmp_path / "skew"
+    skew.mkdir()
+    (skew / "sitecustomize.py").write_text(
+        "import time as _t\n_real = _t.time\n_t.time = lambda: _real() + 300.0\n")
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "commit", "-q", "--allow-empty", "-m", "x"],
+                   check=True)
+    env = {**os.environ, "PYTHONPATH": f"{skew}{os.pathsep}{ROOT}"}
+
+    def orch(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=repo,
+                              env=env, capture_output=True, text=True, timeout=60)
+
+    assert orch("init", "--board", pg_board_url).returncode == 0
+    assert orch("add", "job").returncode == 0
+    with board_at(tmp_path, pg_board_url, actor="alice") as board:
+        assert board.claim("alice", lease_seconds=30) is not None
+        assert abs(board.now() - time.time()) < 5
+    out = orch("show", "1").stdout
+    left = int(out.split("(in ", 1)[1].split("s)", 1)[0]) if "(in " in out else -1
+    assert 20 <= left <= 30, out

@@ -167,11 +167,12 @@ def test_diff_discard_retry_approve_deny_plan_and_mcp_on_a_postgresql_board(
     # discard on A: its worktree and branch go (its WIP snapshot went at review)
     wip = "refs/orchestrator/wip/task_002"
     assert not git(bare, "for-each-ref", wip) and not git(a, "for-each-ref", wip)
+    # its work is on the remote (the branch, and origin/<branch> here): nothing to lose
+    branch = json.loads(orch(a, "show", "2", "--json").stdout)["branch"]
     p = orch(a, "discard", "2")
-    assert p.returncode == 1 and "--force" in p.stderr  # fail-closed: unmerged work
-    p = orch(a, "discard", "2", "--force")
     assert p.returncode == 0, p.stderr
     assert not (a / ".worktrees" / "task_002").exists()
+    assert git(bare, "rev-parse", branch)  # the task's branch on the remote stays
 
     # retry on B; B's teammate resumes the branch A made and finishes it
     p = orch(b, "retry", "3", "-m", "the flake is fixed")
@@ -186,22 +187,6 @@ def test_diff_discard_retry_approve_deny_plan_and_mcp_on_a_postgresql_board(
     p = orch(a, "merge", "3")
     assert p.returncode == 1 and "finished on another machine" in p.stderr, p.stderr
 
-    # approve/deny answer requests a teammate on another machine asked
-    with open_board(Layout.at(a), BoardConfig(url=pg_board_url), actor="alice") as board:
-        for rid in ("r-yes", "r-no"):
-            board.requests.ask("permission", request_id=rid, sender="alice", task="task_001",
-                               body="bash(touch x)", tool="bash", subject="touch x")
-        p = orch(b, "approve", "r-yes", "-m", "fine")
-        assert p.returncode == 0 and "approved bash(touch x)" in p.stdout, p.stderr
-        p = orch(b, "deny", "task_001", "-m", "not here", "--json")
-        assert p.returncode == 0 and json.loads(p.stdout)["request_id"] == "r-no", p.stderr
-        yes, no = board.requests.answer_of("r-yes"), board.requests.answer_of("r-no")
-        assert yes is not None and (yes.approved, yes.message) == (True, "fine")
-        assert no is not None and (no.approved, no.message) == (False, "not here")
-        assert board.requests.pending() == []
-        p = orch(b, "deny", "r-no")
-        assert p.returncode == 1 and "no pending permission request" in p.stderr
-
     # plan on B writes its tasks to the shared board
     p = orch(b, "plan", GOAL, "--script", script(tmp_path, THREE_TASKS), "--json")
     assert p.returncode == 0, p.stderr
@@ -209,6 +194,24 @@ def test_diff_discard_retry_approve_deny_plan_and_mcp_on_a_postgresql_board(
     assert planned == ["task_004", "task_005", "task_006"]
     listed = json.loads(orch(a, "list", "--status", "pending", "--json").stdout)
     assert [t["id"] for t in listed] == planned and listed[2]["blocked_by"] == ["task_004"]
+
+    # approve/deny answer requests a teammate on another machine asked
+    # (asked by the run of a task in progress: a request outlives no run)
+    with open_board(Layout.at(a), BoardConfig(url=pg_board_url), actor="alice") as board:
+        assert board.claim("alice", task_id="task_004") is not None
+        for rid in ("r-yes", "r-no"):
+            board.requests.ask("permission", request_id=rid, sender="alice", task="task_004",
+                               body="bash(touch x)", tool="bash", subject="touch x")
+        p = orch(b, "approve", "r-yes", "-m", "fine")
+        assert p.returncode == 0 and "approved bash(touch x)" in p.stdout, p.stderr
+        p = orch(b, "deny", "task_004", "-m", "not here", "--json")
+        assert p.returncode == 0 and json.loads(p.stdout)["request_id"] == "r-no", p.stderr
+        yes, no = board.requests.answer_of("r-yes"), board.requests.answer_of("r-no")
+        assert yes is not None and (yes.approved, yes.message) == (True, "fine")
+        assert no is not None and (no.approved, no.message) == (False, "not here")
+        assert board.requests.pending() == []
+        p = orch(b, "deny", "r-no")
+        assert p.returncode == 1 and "no pending permission request" in p.stderr
 
     # the board over MCP (stdio) from A
     _, res = call(a, [("list_tasks", {"status": ["review"]}), ("get_task", {"id": "3"}),
@@ -219,6 +222,7 @@ def test_diff_discard_retry_approve_deny_plan_and_mcp_on_a_postgresql_board(
     assert not res[2].is_error and "+done by machine1" in text(res[2])  # B's work, fetched
     assert data(res[3])["status"] == "cancelled"
     assert [e["event"] for e in data(res[4])["events"]] == ["discarded"]
+
     events = [json.loads(x) for x in orch(b, "events", "--json").stdout.splitlines()]
     kinds = Counter(e["event"] for e in events)
     assert kinds["permission_answered"] == 2 and kinds["task_retried"] == 1
@@ -267,6 +271,16 @@ def test_down_stops_this_machines_team_and_down_all_every_machines(
             teams[0].communicate(timeout=60)
             time.sleep(2)  # what a stop request to every `alice` would have done by now
             assert teams[1].poll() is None and states()[machine_b] == "idle", states()
+
+            # a message for the other machine's alice says so (`send` is this machine's)
+            p = orch(a, "send", "alice", "hello over there", "--machine", machine_b)
+            assert p.returncode == 0 and p.stdout.endswith(f"to alice on {machine_b}\n")
+            with open_board(Layout.at(b), BoardConfig(url=pg_board_url)) as on_b:
+                assert [m.body for m in on_b.mailboxes.read("alice")][-1] == \
+                    "hello over there"
+            assert "hello over there" not in [m.body for m in board.mailboxes.read("alice")]
+            p = orch(a, "send", "alice", "x", "--machine", "nowhere")
+            assert p.returncode == 1 and "no machine 'nowhere'" in p.stderr
 
             p = orch(a, "down", "--all")
             assert p.returncode == 0, p.stderr
@@ -385,3 +399,23 @@ def test_a_command_agents_work_is_snapshotted_as_its_files_change(
         if team.poll() is None:
             team.kill()
             team.communicate()
+
+
+@pytest.mark.timeout(120)
+def test_an_agent_that_only_says_the_disk_is_full_still_burns_its_attempts(
+        tmp_path: Path, pg_board_url: str) -> None:
+    """What an agent prints is not proof of a machine fault: the disk is checked."""
+    _, (a,) = machines(tmp_path, pg_board_url, 1)
+    with (a / "orchestrator.toml").open("a") as f:
+        f.write("max_attempts = 2\n")
+    assert orch(a, "add", "liar").returncode == 0
+    team = up(a, "--burst", "-n", "1", "--command",
+              "echo 'fatal: No space left on device' >&2; exit 1")
+    try:
+        out = team.communicate(timeout=60)[0]
+    finally:
+        if team.poll() is None:
+            os.killpg(team.pid, signal.SIGKILL)
+            team.communicate()
+    task = json.loads(orch(a, "show", "1", "--json").stdout)
+    assert task["status"] == "failed" and task["attempts"] == 2, out

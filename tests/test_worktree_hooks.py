@@ -7,6 +7,7 @@ import json
 import shutil
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -220,3 +221,22 @@ def test_reconcile_forgets_vanished_workspaces_and_reports_orphans(
     assert iso.status(gone)["exists"] is False
     again = iso.create(gone)  # the next run gets a fresh workspace from the hook
     assert again.path.exists() and created(tmp_path)[-1] == "task_002 Task 2"
+
+
+def test_the_exclude_line_is_never_written_through_a_link_in_the_workspace(
+        repo: Path, tmp_path: Path) -> None:
+    """Issue 29 item 6: a hook workspace's git folder is the agent's; an
+    ``info/exclude`` it made a link to a host file (or a FIFO) is left alone."""
+    host = tmp_path / "host-file"
+    host.write_text("the person's file\n")
+    make = ('git clone -q "$ORCH_REPO" "$ORCH_WORKTREE" && rm -f "$ORCH_WORKTREE/.git/info/'
+            f'exclude" && ln -s {host} "$ORCH_WORKTREE/.git/info/exclude" && echo "$ORCH_WORKTREE"')
+    iso = hooks(repo, WorktreeConfig(create_command=make))
+    ws = iso.create(task(1))
+    assert host.read_text() == "the person's file\n"
+    fifo = ('git clone -q "$ORCH_REPO" "$ORCH_WORKTREE" && rm -f "$ORCH_WORKTREE/.git/info/'
+            'exclude" && mkfifo "$ORCH_WORKTREE/.git/info/exclude" && echo "$ORCH_WORKTREE"')
+    started = time.monotonic()
+    hooks(repo, WorktreeConfig(create_command=fifo)).create(task(2))
+    assert time.monotonic() - started < 20
+    assert (ws.path / ".task_ref").is_file()

@@ -6,14 +6,16 @@ task file; a file whose (mtime, size, inode) differs from what the view holds is
 again (an atomic write renames a new inode in, so any write changes the key; a hand edit
 in place changes mtime or size).
 
-**One derived index**, ``.tasks/.index.sqlite`` (`sqlite3`, WAL), keeps what the last
+**One derived index**, ``.tasks/.index/board.sqlite`` (`sqlite3`, WAL), keeps what the last
 scan of any process saw: each task's key and the task itself, with its status, priority,
 cost, tokens and what it waits for as columns. A process starting cold begins from it
 and reads only the files changed since; whatever it read (and whatever it wrote) is
 written back at its next scan and when the board closes, and intake writes a burst's
 new tasks in one transaction, so the first command after a burst reads no file. `status`
-counts from its columns (`summary`) without decoding a task. Deleting it, or a copy it
-cannot read, loses nothing: the next scan reads every file again.
+counts from its columns (`summary`) without decoding a task, and without a scan when
+``.tasks/`` has not changed since the last full scan of any process (the index keeps the
+folder's mtime then: a file edited in place is counted at its next write or scan).
+Deleting it, or a copy it cannot read, loses nothing: the next scan reads every file again.
 
 Within a long-lived process the view is kept fresh by the change feed (the ids of the
 task files inotify saw change) and a full scan every ``rescan_seconds``. A process
@@ -54,10 +56,13 @@ MAX_NEW_TASK_BYTES = MAX_TASK_BYTES * 3 // 4
 a task taken in near the limit never becomes a file the next scan rejects."""
 STAGING = ".tmp"
 """Where atomic writes of the board stage their temp files (see `staged_write`)."""
-INDEX = ".index.sqlite"
-SCHEMA = 2
+INDEX = ".index/board.sqlite"
+"""In a folder of its own: sqlite makes and deletes its ``-wal`` and ``-shm`` files beside
+it, which must not move ``.tasks/``'s mtime (a reader's sign that a task file changed)."""
+SCHEMA = 3
 """The index's ``user_version``: an index of another version is made afresh (2: the
-``waiting`` column holds every non-running task's `orchestrator.waits` text)."""
+``waiting`` column holds every non-running task's `orchestrator.waits` text; 3: the
+``folder`` the last full scan saw)."""
 NANO = 1_000_000_000
 """Costs are summed as whole nano-dollars, so the total is exact."""
 RACY_NS = 50_000_000
@@ -136,6 +141,7 @@ class TaskIndex:
         self._next_scan = 0.0
         self._folder_seen: int | None = None
         """``.tasks/``'s mtime when the last full scan began, if no change can hide behind it."""
+        self._folder_saved: int | None = None
         self.lock = threading.RLock()
 
     # --- refreshing -------------------------------------------------------------
@@ -220,11 +226,12 @@ class TaskIndex:
 
     # --- the derived index ---------------------------------------------------------
     def save(self) -> bool:
-        """Write what this view read or wrote since into the index, in one transaction;
-        False when it could not (a read-only board, a locked index: it costs speed only,
-        and is tried again with the next save)."""
+        """Write what this view read or wrote since into the index, in one transaction,
+        with the folder's mtime its last full scan saw; False when it could not (a
+        read-only board, a locked index: it costs speed only, and is tried again with the
+        next save)."""
         with self.lock:
-            if not self._unsaved:
+            if not self._unsaved and self._folder_seen == self._folder_saved:
                 return True
             ids, self._unsaved = self._unsaved, set()
             rows = [_row(self.tasks[t], self._keys[t]) for t in ids
@@ -237,7 +244,10 @@ class TaskIndex:
                         db.executemany("INSERT OR REPLACE INTO tasks VALUES "
                                        "(?,?,?,?,?,?,?,?,?,?,?)", rows)
                         db.executemany("DELETE FROM tasks WHERE id = ?", gone)
+                        db.execute("INSERT OR REPLACE INTO meta VALUES ('folder', ?)",
+                                   (self._folder_seen,))
                     saved = True
+                    self._folder_saved = self._folder_seen
             if not saved:
                 self._unsaved |= ids
             return saved
@@ -247,7 +257,8 @@ class TaskIndex:
         to date (key by key: no task is decoded but those whose files changed); from the
         view itself when the index cannot be used."""
         with self.lock:
-            self._full_scan(keys_only=True)
+            if not self._unchanged_since_saved():
+                self._full_scan(keys_only=True)
             with self._db() as db:
                 if db is not None and not self._unsaved:
                     counts = dict.fromkeys((s.value for s in Status), 0)
@@ -263,6 +274,17 @@ class TaskIndex:
                                         tokens=tokens, waiting=[(i, w) for i, w in waiting])
             self._full_scan()
             return totals(self.tasks.values())
+
+    def _unchanged_since_saved(self) -> bool:
+        """A fresh view whose index was saved by a full scan of ``.tasks/`` as it is now."""
+        if self._view != "none":
+            return False
+        now = self._folder_mtime()
+        with self._db() as db:
+            if db is not None and now is not None:
+                saved = db.execute("SELECT value FROM meta WHERE key = 'folder'").fetchone()
+                return saved is not None and saved[0] == now
+        return False
 
     @contextlib.contextmanager
     def _db(self) -> Iterator[sqlite3.Connection | None]:
@@ -290,8 +312,9 @@ class TaskIndex:
 
         for _ in range(2):
             try:
+                (self.dir / INDEX).parent.mkdir(exist_ok=True)
                 db = sqlite3.connect(self.dir / INDEX, timeout=5.0)
-            except sqlite3.Error:
+            except (sqlite3.Error, OSError):
                 return None
             try:
                 if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:
@@ -421,6 +444,8 @@ def _create(db: sqlite3.Connection) -> None:
         CREATE TABLE tasks (id TEXT PRIMARY KEY, num INTEGER, mtime INTEGER, size INTEGER,
                             ino INTEGER, status TEXT, priority INTEGER, cost INTEGER,
                             tokens INTEGER, waiting TEXT, data BLOB);
+        DROP TABLE IF EXISTS meta;
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER);
         PRAGMA user_version = {SCHEMA};
         COMMIT;
     """)

@@ -5,7 +5,7 @@ Every write happens under the task's lock file (``.tasks/.locks/<id>.lock``,
 ``flock``), re-reads the task file, checks the transition and the fencing
 token, and replaces the file atomically (temp + fsync + rename + fsync of the
 folder). The `TaskIndex` (the tasks as a stat-keyed scan last saw them, kept in
-``.tasks/.index.sqlite``) only chooses candidates; the file decides.
+``.tasks/.index/board.sqlite``) only chooses candidates; the file decides.
 
 The rest of the control plane hangs off the board: ``events`` (`EventLog`,
 ``events.jsonl`` with its seq and index), ``mailboxes``, ``logs``, ``team``,
@@ -132,6 +132,10 @@ class FileBoard:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def now(self) -> float:
+        """This machine's clock: the one the file board's leases expire by."""
+        return time.time()
 
     def close(self) -> None:
         """Stop the watchdog thread (a thread blocked in ``wait_for_*`` raises BoardClosed)

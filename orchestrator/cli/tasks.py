@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -166,6 +165,7 @@ def show(task_id: str, repo: Path | None = None, json_: bool = False) -> None:
         task = board.get(task_id)
         problem = board.problem(task.id)
         asked = _asked(board, task) if task.wait and task.wait.ident else None
+        now = board.now() if task.lease is not None else 0.0  # the clock leases expire by
     if json_:
         print_json(_with_problem(task, {task.id: problem} if problem else {}))
         return
@@ -184,7 +184,7 @@ def show(task_id: str, repo: Path | None = None, json_: bool = False) -> None:
     if task.forge is not None:
         _show_forge(task.forge)
     if task.lease is not None:
-        left = task.lease.expires_at - time.time()
+        left = task.lease.expires_at - now
         at = datetime.fromtimestamp(task.lease.expires_at, UTC).strftime("%H:%M:%S UTC")
         echo(f"lease: {task.lease.owner}, token {task.lease.token}, expires {at} "
                    f"({f'in {left:.0f}s' if left >= 0 else f'{-left:.0f}s ago'})")

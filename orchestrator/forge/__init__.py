@@ -4,13 +4,15 @@ same `Forge` Protocol).
     forge/__init__.py   the Protocol, the records it speaks in, its errors, `open_forge`
     forge/github.py     GitHub's REST API through githubkit (conditional requests, rate limits)
     forge/sync.py       one pass of the loop: a pull request per kept task, CI and review
-                        comments back to the agent, merged there = merged here, issues in
+                        comments back to the agent
+    forge/issues.py     labelled issues in as tasks
+    forge/merging.py    merged there = merged here; merge and land through the API
     forge/watcher.py    the lead's thread that runs `sync` with back-off, woken by webhooks
     forge/webhook.py    the web board's endpoint for the forge's webhooks (HMAC-checked)
     forge/standin.py    a GitHub stand-in on loopback over a real bare repository (tests,
-                        benchmarks, `docs/forge.md`'s try-out)
+                        benchmarks); forge/shapes.py its answers in GitHub's shapes
     forge/openapi.py    GitHub's OpenAPI description, pruned to what we use, checking every
-                        request we send and every response we read (tests)
+                        request the stand-in gets and every answer it gives (tests)
 
 Errors::
 
@@ -73,6 +75,8 @@ class PullRequest:
     base: str
     merge_commit: str | None = None
     node_id: str = ""
+    updated: str = ""
+    """When it last changed (a comment, a review, a push, a merge); GitHub's ``updated_at``."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,7 @@ class Forge(Protocol):
     def check(self) -> list[CheckLine]: ...
     def login(self) -> str: ...
     def find_pull(self, head: str) -> PullRequest | None: ...
+    def recent_pulls(self) -> list[PullRequest]: ...
     def open_pull(self, *, head: str, base: str, title: str, body: str,
                   draft: bool) -> PullRequest: ...
     def get_pull(self, number: int) -> PullRequest: ...

@@ -41,7 +41,7 @@ from orchestrator.forge import (
     Stats,
     cut,
 )
-from orchestrator.secrets import remember
+from orchestrator.secrets import redact, remember
 
 DETAIL_CHARS = 4_000
 """The tail of a failing check's output given to the agent."""
@@ -154,11 +154,19 @@ class GitHubForge:
         open_ = [p for p in found if p.state == "open"]
         return (open_ or found)[0] if found else None
 
+    def recent_pulls(self) -> list[PullRequest]:
+        """The 100 pull requests changed last, open or closed: one request (a 304 while
+        none changed) tells which need a closer look."""
+        data = self._call(lambda: self._gh.rest.pulls.list(
+            self.owner, self.name, state="all", sort="updated", direction="desc",
+            per_page=100).json())
+        return [_pull(p) for p in data]
+
     def open_pull(self, *, head: str, base: str, title: str, body: str,
                   draft: bool) -> PullRequest:
         return _pull(self._call(lambda: self._gh.rest.pulls.create(
-            self.owner, self.name, head=head, base=base, title=title, body=body,
-            draft=draft).json()))
+            self.owner, self.name, head=head, base=base, title=redact(title),
+            body=cut(redact(body)), draft=draft).json()))
 
     def get_pull(self, number: int) -> PullRequest:
         return _pull(self._call(lambda: self._gh.rest.pulls.get(
@@ -166,7 +174,8 @@ class GitHubForge:
 
     def edit_pull(self, number: int, *, title: str | None = None, body: str | None = None,
                   base: str | None = None, state: str | None = None) -> PullRequest:
-        fields = {k: v for k, v in (("title", title), ("body", body), ("base", base),
+        fields = {k: v for k, v in (("title", title and redact(title)),
+                                    ("body", body and cut(redact(body))), ("base", base),
                                     ("state", state)) if v is not None}
         return _pull(self._call(lambda: self._gh.rest.pulls.update(
             self.owner, self.name, number, data=cast(Any, fields)).json()))
@@ -250,11 +259,11 @@ class GitHubForge:
 
     def comment(self, number: int, body: str) -> None:
         self._call(lambda: self._gh.rest.issues.create_comment(
-            self.owner, self.name, number, body=cut(body)))
+            self.owner, self.name, number, body=cut(redact(body))))
 
     def reply(self, number: int, comment_id: int, body: str) -> None:
         self._call(lambda: self._gh.rest.pulls.create_reply_for_review_comment(
-            self.owner, self.name, number, comment_id, body=cut(body)))
+            self.owner, self.name, number, comment_id, body=cut(redact(body))))
 
     def issues(self, label: str) -> list[Issue]:
         data = self._call(lambda: self._gh.rest.issues.list_for_repo(
@@ -306,4 +315,5 @@ def _pull(p: dict[str, Any]) -> PullRequest:
                        merged=bool(p.get("merged") or p.get("merged_at")),
                        draft=bool(p.get("draft")), head=p["head"]["ref"],
                        head_sha=p["head"]["sha"], base=p["base"]["ref"],
-                       merge_commit=p.get("merge_commit_sha"), node_id=p.get("node_id", ""))
+                       merge_commit=p.get("merge_commit_sha"), node_id=p.get("node_id", ""),
+                       updated=p.get("updated_at") or "")

@@ -1,7 +1,13 @@
-"""``orchestrator merge``/``land`` on a board with a forge: the pull request is merged
-through the forge's API, so branch protection and required checks decide (the forge's
-answer is the refusal), and the task is then merged here as when someone merged it there
-(`orchestrator.forge.sync.mark_merged`). The base branch is never pushed by us."""
+"""Merged there, merged here.
+
+`mark_merged`: a pull request merged on the forge (a person, auto-merge, a merge queue)
+marks its task merged, brings the base branch here up to date when that touches no
+uncommitted work, and removes the worktree as ``merge`` does.
+
+``orchestrator merge``/``land`` on a board with a forge (`merge_on_forge`, `land_on_forge`):
+the pull request is merged through the forge's API, so branch protection and required
+checks decide (the forge's answer is the refusal), then `mark_merged`. The base branch
+is never pushed by us."""
 
 from __future__ import annotations
 
@@ -12,11 +18,12 @@ from typing import TYPE_CHECKING
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict
-from orchestrator.forge import ForgeError, open_forge
+from orchestrator.forge import ForgeError, PullRequest, open_forge
 from orchestrator.git import Git
 from orchestrator.layout import Layout
-from orchestrator.model import Status
+from orchestrator.model import ForgeLink, Status, Task
 from orchestrator.review.common import using_board
+from orchestrator.worktree.names import check_branch
 
 if TYPE_CHECKING:
     from orchestrator.review.landing import LandReport, Outcome
@@ -30,8 +37,6 @@ def merge_on_forge(layout: Layout, config: Config, task_id: str, strategy: str, 
     """Merge a task's pull request through the forge; the `MergeResult` of the task merged
     here. A refusal (checks not passed, review required, a moved head) is a `Conflict` with
     the forge's reason, and nothing changes."""
-    from orchestrator.forge.sync import mark_merged
-
     forge = open_forge(config.forge, layout.root)
     assert forge is not None
     method = config.forge.merge_method if strategy == "merge" else strategy
@@ -102,3 +107,44 @@ def land_on_forge(layout: Layout, config: Config, ids: Sequence[str] | None, *, 
                 progress(out)
     report.seconds = round(time.monotonic() - started, 3)
     return report
+
+
+def mark_merged(layout: Layout, config: Config, board: ControlPlane, task: Task,
+                pull: PullRequest, *, actor: str = "forge") -> MergeResult:
+    """A pull request merged on the forge: the base branch brought up to date here (when it
+    can be without touching uncommitted work), the task ``merged`` and its worktree removed
+    as ``merge`` does."""
+    from orchestrator.review.merging import MergeResult, cleanup
+
+    repo = Git(layout.root)
+    remote = config.forge.remote
+    check_branch(pull.base, "base branch")
+    tracking = f"refs/remotes/{remote}/{pull.base}"
+    repo.run("fetch", "--quiet", remote, f"+refs/heads/{pull.base}:{tracking}", check=False)
+    new = repo.commit_of(tracking) or pull.merge_commit or ""
+    _fast_forward(repo, pull.base, new)
+    tip = repo.commit_of(f"refs/heads/{task.branch}") if task.branch else None
+    kept = tip is not None and repo.ok("merge-base", "--is-ancestor", tip, new)
+    link = (task.forge or ForgeLink()).model_copy(update={"state": "merged", "note": None})
+    task = board.set_status(task.id, Status.MERGED, actor=actor, forge=link)
+    board.events.emit("merged", task.id, actor=actor, strategy="forge", into=pull.base,
+                      commit=pull.merge_commit or new, branch=task.branch, tip=tip,
+                      pr=pull.number)
+    result = MergeResult(task=task, strategy="merge" if kept else "squash", into=pull.base,
+                         commit=new, branch=task.branch or "", removed=False)
+    cleanup(layout, config, board, result)
+    return result
+
+
+def _fast_forward(repo: Git, branch: str, new: str) -> None:
+    """Move ``branch`` to ``new`` when that is a fast-forward: in the main working tree when
+    it is checked out there (``merge --ff-only`` refuses to overwrite changes), else the ref."""
+    old = repo.commit_of(f"refs/heads/{branch}")
+    if not new or old == new or (old is not None and not repo.ok("merge-base", "--is-ancestor",
+                                                                 old, new)):
+        return
+    head = repo.run("symbolic-ref", "-q", "--short", "HEAD", check=False).stdout.strip()
+    if head == branch:
+        repo.run("merge", "--quiet", "--ff-only", new, check=False)
+    else:
+        repo.run("update-ref", f"refs/heads/{branch}", new, old or "", check=False)

@@ -39,17 +39,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from orchestrator.forge.shapes import HOST, MINIMAL_REPO, STAMP, Shapes, now
+
 if TYPE_CHECKING:
     from orchestrator.forge.openapi import Validator
-
-STAMP = "2026-01-01T00:00:00Z"
-HOST = "https://github.example"
-"""Where the stand-in says its pages are (``html_url``)."""
-ANSWER_LIMIT = 2_000_000
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 @dataclass
@@ -66,8 +59,8 @@ class _Pull:
     merge_commit: str | None = None
     merged_by: str | None = None
     head_sha: str = ""
-    created: str = field(default_factory=_now)
-    updated: str = field(default_factory=_now)
+    created: str = field(default_factory=now)
+    updated: str = field(default_factory=now)
 
 
 @dataclass
@@ -78,11 +71,11 @@ class _Issue:
     user: str
     labels: list[str]
     state: str = "open"
-    created: str = field(default_factory=_now)
-    updated: str = field(default_factory=_now)
+    created: str = field(default_factory=now)
+    updated: str = field(default_factory=now)
 
 
-class StandIn:
+class StandIn(Shapes):
     """The stand-in's state and its server. ``with StandIn(bare, "acme/app") as gh:``."""
 
     def __init__(self, bare: Path, repo: str = "acme/app", *, port: int = 0) -> None:
@@ -266,170 +259,11 @@ class StandIn:
         except _Refused:
             return None
 
-    # --- JSON in GitHub's shapes -------------------------------------------------------------
-    def _api(self, path: str = "") -> str:
-        return f"{self.url}/repos/{self.repo}{path}"
-
-    def user_json(self, login: str) -> dict[str, Any]:
-        base = f"{self.url}/users/{login}"
-        uid = int(hashlib.sha256(login.encode()).hexdigest()[:6], 16)
-        return {"login": login, "id": uid, "node_id": f"U_{uid}", "type": "User",
-                "site_admin": False, "gravatar_id": "", "url": base,
-                "avatar_url": f"{HOST}/{login}.png", "html_url": f"{HOST}/{login}",
-                **{f"{k}_url": f"{base}/{k}" for k in (
-                    "events", "followers", "following", "gists", "organizations",
-                    "received_events", "repos", "starred", "subscriptions")}}
-
-    def repo_json(self, login: str | None = None) -> dict[str, Any]:
-        names = ("archive", "assignees", "blobs", "branches", "collaborators", "comments",
-                 "commits", "compare", "contents", "contributors", "deployments", "downloads",
-                 "events", "forks", "git_commits", "git_refs", "git_tags", "hooks",
-                 "issue_comment", "issue_events", "issues", "keys", "labels", "languages",
-                 "merges", "milestones", "notifications", "pulls", "releases", "stargazers",
-                 "statuses", "subscribers", "subscription", "tags", "teams", "trees")
-        out: dict[str, Any] = {
-            "id": 1, "node_id": "R_1", "name": self.name, "full_name": self.repo,
-            "owner": self.user_json(self.owner), "private": True, "fork": False,
-            "description": None, "url": self._api(), "html_url": f"{HOST}/{self.repo}",
-            "clone_url": str(self.bare), "git_url": str(self.bare), "ssh_url": str(self.bare),
-            "svn_url": f"{HOST}/{self.repo}", "mirror_url": None, "homepage": None,
-            "language": None, "default_branch": self.default_branch(), "forks": 0,
-            "forks_count": 0, "has_downloads": True, "has_issues": True, "has_projects": False,
-            "has_wiki": False, "has_pages": False, "has_discussions": False, "archived": False,
-            "disabled": False, "open_issues": 0, "open_issues_count": 0, "license": None,
-            "pushed_at": STAMP, "size": 1, "stargazers_count": 0, "watchers": 0,
-            "watchers_count": 0, "created_at": STAMP, "updated_at": STAMP,
-            "network_count": 0, "subscribers_count": 0,
-            **{f"{k}_url": f"{self._api()}/{k}" for k in names}}
-        if login is not None:
-            perm = self.permissions.get(login, "none")
-            out["permissions"] = {"admin": perm == "admin", "maintain": perm == "admin",
-                                  "push": perm in ("admin", "write"), "triage": perm != "none",
-                                  "pull": perm != "none"}
-        return out
-
     def default_branch(self) -> str:
         try:
             return self.git("symbolic-ref", "--short", "HEAD")
         except _Refused:
             return "main"
-
-    def pull_json(self, p: _Pull, *, full: bool = True) -> dict[str, Any]:
-        sha = self.head_of(p.head)
-        if sha is not None and p.state == "open":
-            p.head_sha = sha
-        api = self._api(f"/pulls/{p.number}")
-        html = f"{HOST}/{self.repo}/pull/{p.number}"
-
-        def end(ref: str, sha: str) -> dict[str, Any]:
-            return {"label": f"{self.owner}:{ref}", "ref": ref, "sha": sha,
-                    "user": self.user_json(self.owner), "repo": self.repo_json()}
-
-        out: dict[str, Any] = {
-            "url": api, "id": 5000 + p.number, "node_id": f"PR_{p.number}", "html_url": html,
-            "diff_url": f"{html}.diff", "patch_url": f"{html}.patch",
-            "issue_url": self._api(f"/issues/{p.number}"), "commits_url": f"{api}/commits",
-            "review_comments_url": f"{api}/comments",
-            "review_comment_url": self._api("/pulls/comments{/number}"),
-            "comments_url": self._api(f"/issues/{p.number}/comments"),
-            "statuses_url": self._api(f"/statuses/{p.head_sha}"), "number": p.number,
-            "state": p.state, "locked": False, "title": p.title, "user": self.user_json(p.user),
-            "body": p.body, "labels": [], "milestone": None, "active_lock_reason": None,
-            "created_at": p.created, "updated_at": p.updated,
-            "closed_at": p.updated if p.state == "closed" else None,
-            "merged_at": p.updated if p.merged else None, "merge_commit_sha": p.merge_commit,
-            "assignee": None, "assignees": [], "requested_reviewers": [],
-            "requested_teams": [], "head": end(p.head, p.head_sha),
-            "base": end(p.base, self.head_of(p.base) or ""),
-            "_links": {k: {"href": v} for k, v in (
-                ("self", api), ("html", html), ("issue", self._api(f"/issues/{p.number}")),
-                ("comments", self._api(f"/issues/{p.number}/comments")),
-                ("review_comments", f"{api}/comments"),
-                ("review_comment", self._api("/pulls/comments{/number}")),
-                ("commits", f"{api}/commits"),
-                ("statuses", self._api(f"/statuses/{p.head_sha}")))},
-            "author_association": "MEMBER", "auto_merge": None, "draft": p.draft}
-        if full:
-            out.update({"merged": p.merged, "mergeable": None, "rebaseable": None,
-                        "mergeable_state": "unknown",
-                        "merged_by": self.user_json(p.merged_by) if p.merged_by else None,
-                        "comments": sum(c["number"] == p.number for c in self.comments),
-                        "review_comments": sum(c["number"] == p.number for c in self.inline),
-                        "maintainer_can_modify": False, "commits": 1, "additions": 0,
-                        "deletions": 0, "changed_files": 0})
-        return out
-
-    def issue_json(self, i: _Issue) -> dict[str, Any]:
-        api = self._api(f"/issues/{i.number}")
-        return {
-            "id": 7000 + i.number, "node_id": f"I_{i.number}", "url": api,
-            "repository_url": self._api(), "labels_url": f"{api}/labels{{/name}}",
-            "comments_url": f"{api}/comments", "events_url": f"{api}/events",
-            "html_url": f"{HOST}/{self.repo}/issues/{i.number}", "number": i.number,
-            "state": i.state, "title": i.title, "body": i.body,
-            "user": self.user_json(i.user),
-            "labels": [{"id": abs(hash(n)) % 10**6, "node_id": f"L_{n}", "url": "", "name": n,
-                        "description": None, "color": "ededed", "default": False}
-                       for n in i.labels],
-            "assignee": None, "assignees": [], "milestone": None, "locked": False,
-            "active_lock_reason": None, "comments": 0, "closed_at": None,
-            "created_at": i.created, "updated_at": i.updated, "author_association": "MEMBER"}
-
-    def comment_json(self, c: dict[str, Any]) -> dict[str, Any]:
-        return {"id": c["id"], "node_id": f"IC_{c['id']}",
-                "url": self._api(f"/issues/comments/{c['id']}"),
-                "html_url": f"{HOST}/{self.repo}/pull/{c['number']}#issuecomment-{c['id']}",
-                "body": c["body"], "user": self.user_json(c["user"]),
-                "created_at": c["at"], "updated_at": c["at"],
-                "issue_url": self._api(f"/issues/{c['number']}"),
-                "author_association": "MEMBER"}
-
-    def review_json(self, r: dict[str, Any]) -> dict[str, Any]:
-        html = f"{HOST}/{self.repo}/pull/{r['number']}#pullrequestreview-{r['id']}"
-        return {"id": r["id"], "node_id": f"PRR_{r['id']}", "user": self.user_json(r["user"]),
-                "body": r["body"], "state": r["state"], "commit_id": r["commit"],
-                "html_url": html, "pull_request_url": self._api(f"/pulls/{r['number']}"),
-                "_links": {"html": {"href": html},
-                           "pull_request": {"href": self._api(f"/pulls/{r['number']}")}},
-                "submitted_at": r["at"], "author_association": "MEMBER"}
-
-    def inline_json(self, c: dict[str, Any]) -> dict[str, Any]:
-        api = self._api(f"/pulls/comments/{c['id']}")
-        html = f"{HOST}/{self.repo}/pull/{c['number']}#discussion_r{c['id']}"
-        pr = self._api(f"/pulls/{c['number']}")
-        out = {"id": c["id"], "node_id": f"PRRC_{c['id']}", "url": api, "body": c["body"],
-               "diff_hunk": "@@ -1 +1 @@", "path": c["path"], "position": c["line"],
-               "original_position": c["line"], "line": c["line"], "original_line": c["line"],
-               "side": "RIGHT", "commit_id": c["commit"], "original_commit_id": c["commit"],
-               "user": self.user_json(c["user"]), "pull_request_review_id": c["review"],
-               "html_url": html, "pull_request_url": pr, "author_association": "MEMBER",
-               "created_at": c["at"], "updated_at": c["at"],
-               "_links": {"self": {"href": api}, "html": {"href": html},
-                          "pull_request": {"href": pr}}}
-        if c.get("reply_to"):
-            out["in_reply_to_id"] = c["reply_to"]
-        return out
-
-    def run_json(self, r: dict[str, Any]) -> dict[str, Any]:
-        api = self._api(f"/check-runs/{r['id']}")
-        app = {"id": 1, "slug": "ci", "node_id": "A_1", "client_id": "Iv1.ci",
-               "owner": self.user_json(self.owner), "name": "CI", "description": None,
-               "external_url": HOST, "html_url": f"{HOST}/apps/ci", "created_at": STAMP,
-               "updated_at": STAMP, "permissions": {}, "events": []}
-        return {"id": r["id"], "node_id": f"CR_{r['id']}", "head_sha": r["head_sha"],
-                "external_id": "", "url": api, "html_url": f"{HOST}/{self.repo}/runs/{r['id']}",
-                "details_url": None, "status": r["status"], "conclusion": r["conclusion"],
-                "started_at": STAMP, "completed_at": r["at"] if r["conclusion"] else None,
-                "output": {"title": r["title"], "summary": r["summary"], "text": r["text"],
-                           "annotations_count": len(r["annotations"]),
-                           "annotations_url": f"{api}/annotations"},
-                "name": r["name"], "check_suite": {"id": 1}, "app": app, "pull_requests": []}
-
-    def status_json(self, s: dict[str, Any]) -> dict[str, Any]:
-        return {"url": self._api(f"/statuses/{s['sha']}"), "avatar_url": None, "id": s["id"],
-                "node_id": f"S_{s['id']}", "state": s["state"], "description": s["description"],
-                "target_url": s["target_url"], "context": s["context"],
-                "created_at": s["at"], "updated_at": s["at"], "creator": self.user_json(s["user"])}
 
     # --- endpoints --------------------------------------------------------------------------
     def get_user(self, req: Request, user: str, data: Any) -> Any:
@@ -448,8 +282,12 @@ class StandIn:
         q = req.query_params
         state = q.get("state", "open")
         head = q.get("head", "").split(":", 1)[-1]
-        return [self.pull_json(p, full=False) for p in self.pulls.values()
-                if (state == "all" or p.state == state) and (not head or p.head == head)]
+        found = [self.pull_json(p, full=False) for p in self.pulls.values()
+                 if (state == "all" or p.state == state) and (not head or p.head == head)]
+        if q.get("sort") == "updated":
+            found.sort(key=lambda x: (x["updated_at"], x["number"]),
+                       reverse=q.get("direction", "desc") == "desc")
+        return found[:int(q.get("per_page", 30))]
 
     def create_pull(self, req: Request, user: str, data: Any) -> Any:
         self._need(user, "write")
@@ -479,7 +317,7 @@ class StandIn:
         for key in ("title", "body", "base", "state"):
             if key in data:
                 setattr(p, key, str(data[key]))
-        p.updated = _now()
+        p.updated = now()
         self._deliver("pull_request", "edited", p.number)
         return self.pull_json(p)
 
@@ -517,7 +355,7 @@ class StandIn:
         sha = self.git("commit-tree", tree, *parents, "-m", msg)
         self.git("update-ref", f"refs/heads/{p.base}", sha, base)
         p.state, p.merged, p.merge_commit, p.merged_by = "closed", True, sha, user
-        p.head_sha, p.updated = head, _now()
+        p.head_sha, p.updated = head, now()
         self._deliver("pull_request", "closed", p.number)
         for n in re.findall(r"(?i)\b(?:closes|fixes|resolves) #(\d+)", p.body):
             if int(n) in self.issues:
@@ -535,14 +373,14 @@ class StandIn:
             event, "COMMENTED")
         r = {"id": next(self.ids), "number": p.number, "user": user, "state": state,
              "body": str(data.get("body") or ""), "commit": self.head_of(p.head) or p.head_sha,
-             "at": _now()}
+             "at": now()}
         self.reviews.append(r)
         for c in data.get("comments") or []:
             self.inline.append({"id": next(self.ids), "number": p.number, "user": user,
                                 "body": str(c.get("body", "")), "path": str(c.get("path", "")),
                                 "line": int(c.get("line") or 1), "commit": r["commit"],
                                 "review": r["id"], "at": r["at"]})
-        p.updated = _now()
+        p.updated = now()
         self._deliver("pull_request_review", "submitted", p.number)
         return self.review_json(r)
 
@@ -555,9 +393,9 @@ class StandIn:
         c = {"id": next(self.ids), "number": p.number, "user": user,
              "body": str(data.get("body", "")), "path": str(data.get("path", "")),
              "line": int(data.get("line") or 1), "commit": str(data.get("commit_id", "")),
-             "review": next(self.ids), "at": _now()}
+             "review": next(self.ids), "at": now()}
         self.inline.append(c)
-        p.updated = _now()
+        p.updated = now()
         self._deliver("pull_request_review_comment", "created", p.number)
         return self.inline_json(c)
 
@@ -567,9 +405,9 @@ class StandIn:
         if parent is None:
             raise _Refused(404, "Not Found")
         c = {**parent, "id": next(self.ids), "user": user, "body": str(data.get("body", "")),
-             "reply_to": parent["id"], "at": _now()}
+             "reply_to": parent["id"], "at": now()}
         self.inline.append(c)
-        p.updated = _now()
+        p.updated = now()
         self._deliver("pull_request_review_comment", "created", p.number)
         return self.inline_json(c)
 
@@ -594,7 +432,7 @@ class StandIn:
             i.state = str(data["state"])
         if "body" in data:
             i.body = str(data["body"] or "")
-        i.updated = _now()
+        i.updated = now()
         self._deliver("issues", "closed" if i.state == "closed" else "reopened", i.number)
         return self.issue_json(i)
 
@@ -607,10 +445,10 @@ class StandIn:
         if n not in self.pulls and n not in self.issues:
             raise _Refused(404, "Not Found")
         c = {"id": next(self.ids), "number": n, "user": user, "body": str(data.get("body", "")),
-             "at": _now()}
+             "at": now()}
         self.comments.append(c)
         if n in self.pulls:
-            self.pulls[n].updated = _now()
+            self.pulls[n].updated = now()
         self._deliver("issue_comment", "created", n)
         return self.comment_json(c)
 
@@ -624,7 +462,7 @@ class StandIn:
 
     def create_run(self, req: Request, user: str, data: Any) -> Any:
         r = {"id": next(self.ids), "name": str(data.get("name", "")),
-             "head_sha": str(data.get("head_sha", "")), "at": _now(),
+             "head_sha": str(data.get("head_sha", "")), "at": now(),
              "status": str(data.get("status", "queued")), "conclusion": data.get("conclusion")}
         self._output(r, data)
         if r["conclusion"]:
@@ -649,7 +487,7 @@ class StandIn:
         if "output" in data:
             self._output(r, data)
         if r["conclusion"]:
-            r["status"], r["at"] = "completed", _now()
+            r["status"], r["at"] = "completed", now()
         self._deliver("check_run", "completed", r["head_sha"])
         return self.run_json(r)
 
@@ -679,7 +517,7 @@ class StandIn:
             "pending" if "pending" in states or not sts else "success"
         return {"state": state, "sha": sha, "total_count": len(sts),
                 "statuses": [self.status_json(s) for s in sts],
-                "repository": {k: v for k, v in self.repo_json().items() if k in _MINIMAL_REPO},
+                "repository": {k: v for k, v in self.repo_json().items() if k in MINIMAL_REPO},
                 "commit_url": self._api(f"/commits/{sha}"),
                 "url": self._api(f"/commits/{sha}/status")}
 
@@ -688,7 +526,7 @@ class StandIn:
              "state": str(data.get("state", "pending")), "context": str(data.get("context",
                                                                                    "default")),
              "description": data.get("description"), "target_url": data.get("target_url"),
-             "at": _now(), "user": user}
+             "at": now(), "user": user}
         self.statuses.append(s)
         self._deliver("status", s["state"], s["sha"])
         return self.status_json(s)
@@ -714,7 +552,7 @@ class StandIn:
         p = next((x for x in self.pulls.values() if f"PR_{x.number}" == node), None)
         if p is None:
             return {"errors": [{"message": f"no pull request {node}"}]}
-        p.draft, p.updated = False, _now()
+        p.draft, p.updated = False, now()
         return {"data": {"markPullRequestReadyForReview": {"pullRequest": {"isDraft": False}}}}
 
     def _need(self, user: str, level: str) -> None:
@@ -732,18 +570,6 @@ class StandIn:
             sig = "sha256=" + hmac.new(secret.encode(), payload, hashlib.sha256).hexdigest()
             threading.Thread(target=_post, args=(url, payload, event, sig),
                              daemon=True).start()
-
-
-_MINIMAL_REPO = ("id", "node_id", "name", "full_name", "owner", "private", "html_url",
-                 "description", "fork", "url", "archive_url", "assignees_url", "blobs_url",
-                 "branches_url", "collaborators_url", "comments_url", "commits_url",
-                 "compare_url", "contents_url", "contributors_url", "deployments_url",
-                 "downloads_url", "events_url", "forks_url", "git_commits_url", "git_refs_url",
-                 "git_tags_url", "hooks_url", "issue_comment_url", "issue_events_url",
-                 "issues_url", "keys_url", "labels_url", "languages_url", "merges_url",
-                 "milestones_url", "notifications_url", "pulls_url", "releases_url",
-                 "stargazers_url", "statuses_url", "subscribers_url", "subscription_url",
-                 "tags_url", "teams_url", "trees_url")
 
 
 def _post(url: str, payload: bytes, event: str, sig: str) -> None:

@@ -29,14 +29,15 @@ ends the pass (the watcher backs off for the whole board).
 
 from __future__ import annotations
 
-import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
-from orchestrator.errors import Conflict, GitError, InvalidInput, InvalidTransition
+from orchestrator.errors import Conflict, GitError, InvalidInput
 from orchestrator.forge import (
     Check,
     CiState,
@@ -44,11 +45,12 @@ from orchestrator.forge import (
     Forge,
     ForgeDown,
     ForgeError,
-    Issue,
     PullRequest,
     RateLimited,
     cut,
 )
+from orchestrator.forge.issues import issues_in
+from orchestrator.forge.merging import mark_merged
 from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
@@ -57,15 +59,13 @@ from orchestrator.waits import CiExhausted
 from orchestrator.worktree.names import check_branch
 
 if TYPE_CHECKING:
-    from orchestrator.review.merging import MergeResult
+    pass
 
 ACTOR = "forge"
 COMMAND = "/orchestrator"
-BLOCKED_BY_RE = re.compile(r"\bblocked[ -]by:?\s+((?:#\d{1,9}[\s,and]*)+)", re.I)
 CI_WAIT = "ci_exhausted"
 """The wait (and the ``waiting`` event's reason) of a task whose CI failed
 ``checks.retries`` times."""
-MAX_SUBJECT = 200
 
 
 @dataclass
@@ -95,7 +95,9 @@ class ForgeSync:
         self.log = get_logger(actor=ACTOR)
         self._writers: dict[str, bool] = {}
         self._me: str | None = None
-        self._ignored_issues: set[int] = set()
+        self.ignored_issues: set[int] = set()
+        self._tips: dict[str, str] = {}
+        self._recent: dict[int, PullRequest] = {}
 
     # --- the pass ---------------------------------------------------------------------------
     def run(self) -> Outcome:
@@ -104,9 +106,13 @@ class ForgeSync:
         out = Outcome()
         self._writers.clear()
         if self.config.forge.issue_label:
-            self.issues_in(out)
+            issues_in(self, self.config.forge.issue_label, out)
         tasks = self.board.list()
         by_branch = {t.branch: t for t in tasks if t.branch}
+        kept = [t for t in tasks if t.status is Status.REVIEW and t.branch]
+        self._tips = self.tips() if kept else {}
+        self._recent = {p.number: p for p in self.forge.recent_pulls()} \
+            if any(t.forge and t.forge.pr for t in kept) else {}
         for task in tasks:
             try:
                 if task.status is Status.REVIEW and task.branch:
@@ -131,26 +137,36 @@ class ForgeSync:
         link = task.forge or ForgeLink()
         if link.note == line:
             return
-        self._save(task, note=line)
+        self.save(task, note=line)
         self.board.events.emit("forge_problem", task.id, actor=ACTOR, problem=line)
         self.log.warning("forge", task=task.id, problem=line)
 
-    def _save(self, task: Task, **changes: Any) -> Task:
+    def save(self, task: Task, **changes: Any) -> Task:
         link = (task.forge or ForgeLink()).model_copy(update=changes)
         return self.board.edit(task.id, actor=ACTOR, forge=link)
 
     # --- a pull request per kept task ----------------------------------------------------------
+    def tips(self) -> dict[str, str]:
+        """Every local branch's commit, from one git call."""
+        out = self.repo.run("for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/")
+        return {ref.removeprefix("refs/heads/"): sha for sha, _, ref in
+                (line.partition(" ") for line in out.stdout.splitlines())}
+
     def publish(self, task: Task, by_branch: dict[str, Task], out: Outcome) -> None:
         assert task.branch is not None
         check_branch(task.branch, "task branch")
         link = task.forge or ForgeLink()
-        tip = self.repo.commit_of(f"refs/heads/{task.branch}")
+        tip = self._tips.get(task.branch)
         if tip is None:
             raise InvalidInput(f"its branch {task.branch} is gone; nothing to push")
         base = self.target(task, by_branch)
+        pull = self._recent.get(link.pr) if link.pr else None
+        if pull is not None and _unchanged(link, pull, tip, base):
+            return  # nothing changed here or there since the last close look
         if link.pushed != tip:
             self.push(task.branch, link.pushed)
-        pull = self.forge.get_pull(link.pr) if link.pr else None
+        if link.pr and (pull is None or link.pushed != tip):
+            pull = self.forge.get_pull(link.pr)
         if pull is not None and pull.merged:
             by_branch[task.branch] = self.merged(task, pull, out)  # its dependants retarget
             return
@@ -173,13 +189,15 @@ class ForgeSync:
             raise Conflict(f"pull request #{pull.number}'s branch was changed on the forge "
                            f"({pull.head_sha[:12]}, not {tip[:12]}): orchestrator leaves it; "
                            "fetch it into the task or close the pull request")
+        looked = link.updated
         link = link.model_copy(update={"pr": pull.number, "url": pull.url, "pushed": tip,
-                                       "base": base, "state": pull.state})
+                                       "base": base, "state": pull.state,
+                                       "updated": _settled(pull.updated)})
         was = task.forge.state if task.forge else None
         if link != task.forge:
             task = self.board.edit(task.id, actor=ACTOR, forge=link)
         if pull.state == "open":
-            self.watch(task, pull, out)
+            self.watch(task, pull, out, comments=looked is None or looked != pull.updated)
         elif was != "closed":
             self.note(task, f"pull request #{pull.number} was closed on the forge without "
                             "merging: reopen it there, or discard the task", out)
@@ -249,7 +267,7 @@ class ForgeSync:
         return "\n".join(parts)
 
     # --- CI and comments back to the agent ----------------------------------------------------
-    def watch(self, task: Task, pull: PullRequest, out: Outcome) -> None:
+    def watch(self, task: Task, pull: PullRequest, out: Outcome, *, comments: bool) -> None:
         link = task.forge
         assert link is not None and link.pushed is not None
         if link.ci in ("none", "pending"):
@@ -257,7 +275,7 @@ class ForgeSync:
             state = ci_state(checks)
             out.waiting = out.waiting or state in ("none", "pending")
             if state != link.ci:
-                task = self._save(task, ci=state)
+                task = self.save(task, ci=state)
                 self.board.events.emit("pr_checks", task.id, actor=ACTOR, pr=pull.number,
                                        state=state, checks={c.name: c.conclusion
                                                             for c in checks})
@@ -269,7 +287,8 @@ class ForgeSync:
                 if state == "success" and pull.draft and self.config.forge.draft:
                     self.forge.ready_for_review(pull)
                     self.board.events.emit("pr_ready", task.id, actor=ACTOR, pr=pull.number)
-        self.comments(task, pull, out)
+        if comments:  # a review or comment changes the pull request's updated_at
+            self.comments(task, pull, out)
 
     def ci_failed(self, task: Task, pull: PullRequest, failed: list[Check], out: Outcome) -> None:
         link = task.forge
@@ -311,7 +330,7 @@ class ForgeSync:
                               author=cut(f.author, 100), pr=pull.number)
                 continue
             wanted.append(f)
-        task = self._save(task, seen=top)
+        task = self.save(task, seen=top)
         if not wanted:
             return
         lines = [f"Review on pull request #{pull.number}:"]
@@ -368,52 +387,31 @@ class ForgeSync:
         assert link is not None and link.pr is not None
         self.forge.comment(link.pr, f"{task.id} was {task.status} on the board; closing.")
         self.forge.edit_pull(link.pr, state="closed")
-        self._save(task, state="closed")
+        self.save(task, state="closed")
         self.board.events.emit("pr_closed", task.id, actor=ACTOR, pr=link.pr)
         out.closed.append(task.id)
 
-    # --- issues in --------------------------------------------------------------------------------
-    def issues_in(self, out: Outcome) -> None:
-        label = self.config.forge.issue_label
-        assert label
-        tasks = [t for t in self.board.list() if t.forge and t.forge.issue]
-        latest: dict[int, Task] = {}
-        for t in sorted(tasks, key=lambda t: t.created_at):
-            assert t.forge is not None and t.forge.issue is not None
-            latest[t.forge.issue] = t
-        for issue in self.forge.issues(label):
-            task = latest.get(issue.number)
-            if issue.state == "open" and (task is None or (task.forge is not None
-                                          and task.forge.state == "issue_closed")):
-                made = self.task_from(issue, latest)
-                if made is not None:
-                    latest[issue.number] = made
-                    out.created.append(made.id)
-            elif issue.state == "closed" and task is not None and not_started(task):
-                try:
-                    self.board.cancel(task.id, actor=ACTOR)
-                except InvalidTransition:
-                    continue
-                self._save(self.board.get(task.id), state="issue_closed")
-                self.board.events.emit("issue_closed", task.id, actor=ACTOR, issue=issue.number)
-                out.cancelled.append(task.id)
+SETTLE_SECONDS = 2.0
+"""``updated_at`` has whole seconds: a change in the same second as a close look would
+carry the stamp already seen, so a stamp is remembered only once it is this old."""
 
-    def task_from(self, issue: Issue, latest: dict[int, Task]) -> Task | None:
-        if not self.writer(issue.author):
-            if issue.number not in self._ignored_issues:
-                self._ignored_issues.add(issue.number)
-                self.log.info("issue ignored: its author has no write access",
-                              issue=issue.number, author=cut(issue.author, 100))
-            return None
-        blockers = [latest[n].id for n in blocked_by(issue.body) if n in latest]
-        subject = _one_line(issue.title) or f"Issue #{issue.number}"
-        task = self.board.add(
-            subject[:MAX_SUBJECT], description=f"{issue.body}\n\n(From issue #{issue.number}: "
-            f"{issue.url})", blocked_by=blockers, actor=ACTOR,
-            metadata={"labels": list(issue.labels), "issue_url": issue.url},
-            forge=ForgeLink(issue=issue.number))
-        self.board.events.emit("issue_taken", task.id, actor=ACTOR, issue=issue.number)
-        return task
+
+def _settled(updated: str) -> str | None:
+    """``updated`` when it is old enough to remember (see `SETTLE_SECONDS`), else None."""
+    try:
+        stamp = datetime.fromisoformat(updated.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+    return updated if time.time() - stamp > SETTLE_SECONDS else None
+
+
+def _unchanged(link: ForgeLink, pull: PullRequest, tip: str, base: str) -> bool:
+    """Whether a close look at this pull request can be skipped: nothing pushed here, the
+    forge's copy the same (head, base, state, and the settled updated_at last seen), and
+    no checks still running."""
+    return (link.pushed == tip and pull.head_sha == tip and pull.base == base
+            and not pull.merged and pull.state == link.state and link.updated is not None
+            and pull.updated == link.updated and link.ci not in ("none", "pending"))
 
 
 def ci_state(checks: Iterable[Check]) -> CiState:
@@ -425,66 +423,15 @@ def ci_state(checks: Iterable[Check]) -> CiState:
     return "success" if states else "none"
 
 
-def not_started(task: Task) -> bool:
-    return task.status is Status.PENDING and task.branch is None
 
 
-def blocked_by(body: str) -> list[int]:
-    """Issue numbers a body says it is blocked by (``blocked by #12``, ``Blocked by: #3, #4``)."""
-    out: list[int] = []
-    for m in BLOCKED_BY_RE.finditer(body[:20_000]):
-        out += [int(n) for n in re.findall(r"#(\d+)", m.group(1))]
-    return out
 
 
 def _num(feedback_id: str) -> int:
     return int(feedback_id.rsplit("-", 1)[1])
 
 
-def _one_line(text: str) -> str:
-    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
 
 
 def _title(task: Task) -> str:
     return f"{task.subject} ({task.id})"
-
-
-def mark_merged(layout: Layout, config: Config, board: ControlPlane, task: Task,
-                pull: PullRequest, *, actor: str = ACTOR) -> MergeResult:
-    """A pull request merged on the forge: the base branch brought up to date here (when it
-    can be without touching uncommitted work), the task ``merged`` and its worktree removed
-    as ``merge`` does."""
-    from orchestrator.review.merging import MergeResult, cleanup
-
-    repo = Git(layout.root)
-    remote = config.forge.remote
-    check_branch(pull.base, "base branch")
-    tracking = f"refs/remotes/{remote}/{pull.base}"
-    repo.run("fetch", "--quiet", remote, f"+refs/heads/{pull.base}:{tracking}", check=False)
-    new = repo.commit_of(tracking) or pull.merge_commit or ""
-    _fast_forward(repo, pull.base, new)
-    tip = repo.commit_of(f"refs/heads/{task.branch}") if task.branch else None
-    kept = tip is not None and repo.ok("merge-base", "--is-ancestor", tip, new)
-    link = (task.forge or ForgeLink()).model_copy(update={"state": "merged", "note": None})
-    task = board.set_status(task.id, Status.MERGED, actor=actor, forge=link)
-    board.events.emit("merged", task.id, actor=actor, strategy="forge", into=pull.base,
-                      commit=pull.merge_commit or new, branch=task.branch, tip=tip,
-                      pr=pull.number)
-    result = MergeResult(task=task, strategy="merge" if kept else "squash", into=pull.base,
-                         commit=new, branch=task.branch or "", removed=False)
-    cleanup(layout, config, board, result)
-    return result
-
-
-def _fast_forward(repo: Git, branch: str, new: str) -> None:
-    """Move ``branch`` to ``new`` when that is a fast-forward: in the main working tree when
-    it is checked out there (``merge --ff-only`` refuses to overwrite changes), else the ref."""
-    old = repo.commit_of(f"refs/heads/{branch}")
-    if not new or old == new or (old is not None and not repo.ok("merge-base", "--is-ancestor",
-                                                                 old, new)):
-        return
-    head = repo.run("symbolic-ref", "-q", "--short", "HEAD", check=False).stdout.strip()
-    if head == branch:
-        repo.run("merge", "--quiet", "--ff-only", new, check=False)
-    else:
-        repo.run("update-ref", f"refs/heads/{branch}", new, old or "", check=False)

@@ -238,7 +238,7 @@ class Lead:
     def timeout(self) -> float:
         """Until the next thing that is due without any event: a lease expiry, a restart."""
         due: list[float] = []
-        now_m, now_w = time.monotonic(), time.time()
+        now_m, now_w = time.monotonic(), self.board.now()  # leases are on the board's clock
         if self.cold_deadline is not None:
             due.append(self.cold_deadline - now_m)
         if self.pushes.due is not None:

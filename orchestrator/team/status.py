@@ -107,7 +107,8 @@ def team_status(layout: Layout, board: ControlPlane, counts: dict[str, int] | No
             mates.append({"name": st.name, "machine": st.host, "host": st.host, "state": state,
                           "pid": st.pid, "task": st.task if state != "gone" else None,
                           "seconds": _age(st.since, now),
-                          "heartbeat_seconds": _age(st.updated_at, now)})
+                          # stamped by the board's clock (another machine's may be off)
+                          "heartbeat_seconds": _age(st.updated_at, board.now())})
     return {
         "running": info is not None,
         "team_stopped": stopped_team,

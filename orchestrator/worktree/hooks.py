@@ -435,11 +435,30 @@ class HookIsolation:
         if ws.branch is not None:  # a git checkout: never commit the ref
             exclude = Path(Git(ws.path).out("rev-parse", "--git-path", "info/exclude"))
             exclude = exclude if exclude.is_absolute() else ws.path / exclude
+            if exclude.is_relative_to(ws.path):  # the workspace's own git folder: the agent's
+                self._exclude_beneath(ws.path, exclude.relative_to(ws.path).as_posix())
+                return
             text = exclude.read_text() if exclude.exists() else ""
             if f"/{TASK_REF}" not in text.splitlines():
                 exclude.parent.mkdir(parents=True, exist_ok=True)
                 with exclude.open("a") as fh:
                     fh.write(("" if not text or text.endswith("\n") else "\n") + f"/{TASK_REF}\n")
+
+    @staticmethod
+    def _exclude_beneath(root: Path, rel: str) -> None:
+        """Add ``/.task_ref`` to the exclude file ``root/rel`` without following a link
+        the agent put there or on the way (then the line is not added: .task_ref may show
+        as untracked, and the commit leaves it out anyway)."""
+        try:
+            text = read_beneath(root, rel, MAX_TASK_REF).decode("utf-8", "replace")
+        except FileNotFoundError:
+            text = ""
+        except OSError:
+            return
+        if f"/{TASK_REF}" not in text.splitlines():
+            with contextlib.suppress(OSError):
+                write_beneath(root, rel, text + ("" if not text or text.endswith("\n")
+                                                 else "\n") + f"/{TASK_REF}\n", make=True)
 
     def _common_dir(self) -> Path:
         common = Path(self.main.out("rev-parse", "--git-common-dir"))

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.beneath import copy_beneath
 from orchestrator.errors import InvalidInput, RunError
 from orchestrator.fsutil import atomic_write
 from orchestrator.git import Git
@@ -66,15 +67,16 @@ def included_files(git: Git, root: Path, skip: Sequence[str] = ()) -> list[str]:
 
 def copy_included(git: Git, root: Path, worktree: Path, skip: Sequence[str] = ()) -> list[str]:
     """Copy the included files into ``worktree``; a file already there is left alone
-    (a resumed task keeps its own edits). Symlinks are copied as links."""
+    (a resumed task keeps its own edits). Symlinks are copied as links. The worktree is
+    the agent's: a link on the way to a file's place is not followed, and that file is
+    not copied (`orchestrator.beneath.copy_beneath`)."""
     copied = []
     for rel in included_files(git, root, skip):
-        dst = worktree / rel
-        if dst.exists() or dst.is_symlink():
-            continue
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(root / rel, dst, follow_symlinks=False)
-        copied.append(rel)
+        try:
+            if copy_beneath(root / rel, worktree, rel):
+                copied.append(rel)
+        except OSError:
+            continue  # a link (or a file) where a folder should be: the agent's, not ours
     return copied
 
 

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestrator.beneath import read_beneath
 from orchestrator.config import SharedFolder, WorktreeConfig
 from orchestrator.errors import RunError
 from orchestrator.git import Git
@@ -60,22 +61,33 @@ def folders(config: WorktreeConfig) -> dict[str, SharedFolder]:
     return {n: f for n, f in chosen.items() if f.enabled}
 
 
+MAX_KEY_FILE = 64 << 20
+"""A key file (a lock file) larger than this is not read."""
+
+
 def cache_root(common_dir: Path) -> Path:
     return common_dir / "orchestrator" / "cache"
 
 
 def key_of(base: Path, name: str, spec: SharedFolder) -> str | None:
     """The cache key of folder ``name`` under ``base``: a hash of its key files' names and
-    content (None when none of them exists)."""
+    content (None when none of them exists). A worktree is the agent's: a key file is read
+    beneath ``base`` without following a link and up to `MAX_KEY_FILE` bytes (one that is
+    a link, a FIFO or larger does not count)."""
     parent = (base / name).parent
     patterns = spec.key_files or DEFAULT_KEY_FILES.get(Path(name).name, [])
-    files = sorted({p for pat in patterns for p in parent.glob(pat) if p.is_file()})
-    if not files:
+    found = []
+    for f in sorted({p for pat in patterns for p in parent.glob(pat)}):
+        try:
+            found.append((f, read_beneath(base, f.relative_to(base).as_posix(), MAX_KEY_FILE)))
+        except (OSError, ValueError):
+            continue
+    if not found:
         return None
     h = hashlib.sha256()
-    for f in files:
+    for f, data in found:
         h.update(f.relative_to(parent).as_posix().encode() + b"\0")
-        h.update(f.read_bytes() + b"\0")
+        h.update(data + b"\0")
     return h.hexdigest()[:KEY_LENGTH]
 
 

@@ -11,7 +11,7 @@ installed console script of this checkout's ``.venv``), timed from spawn to exit
   the plain output piped, and ``--json`` piped;
 - ``add``, ``show``, ``cancel`` and ``status`` at 100 and at 50,000 tasks (flat?);
 - the first command (``list``, piped) on a 10,000-task board with no index yet
-  (``.tasks/.index.sqlite`` deleted: every file is read);
+  (``.tasks/.index/`` deleted: every file is read);
 - ``events --task ID``, ``events --since SEQ`` and ``events`` on a terminal, on a
   1,000,000-line ``events.jsonl``;
 - intake of 2,000 files dropped into the inbox (one ``list --json`` picks them up), with
@@ -283,7 +283,7 @@ def cold(tmp: Path, n: int) -> None:
 
     def once(_: int) -> float:
         for suffix in ("", "-wal", "-shm"):
-            (layout.tasks / f".index.sqlite{suffix}").unlink(missing_ok=True)
+            (layout.tasks / f".index/board.sqlite{suffix}").unlink(missing_ok=True)
         return run_piped(["list"], layout.root)[0]
 
     verdict(f"first command (list), no index, {n:,} tasks", median(once), 1.0)

@@ -17,7 +17,7 @@ through the stand-in's REST API, like on GitHub.
   request (304s only).
 - **CI result -> agent restart**: from the moment a failing check run is created on the
   stand-in to the task's next ``task_claimed`` event, once per task; with polling
-  (``poll_seconds`` 5, the default) goal <= 5 s; with a signed webhook to ``orchestrator
+  (``poll_seconds`` 4, the default) goal <= 5 s; with a signed webhook to ``orchestrator
   ui`` (polling at 120 s, so only the webhook can explain it) goal <= 1 s. The forge's own
   part (the check's creation to the task back in ``pending``) is shown beside it.
 """
@@ -89,7 +89,7 @@ class Run:
         self.gh = StandIn(root / "remote.git", "acme/app").start()
         self.gh.add_user("orch-bot", BOT, "write")
         self.gh.add_user("person", PERSON, "write")
-        poll = 120 if webhook else 5
+        poll = 120 if webhook else 4
         (self.repo / "orchestrator.toml").write_text(
             f'[board]\nfsync = false\n[forge]\nkind = "github"\nrepo = "acme/app"\n'
             f'api_url = "{self.gh.url}"\ntoken_file = "{root / "token"}"\n'
@@ -228,7 +228,7 @@ def main() -> None:
           f"{(total - counted) / n:.1f} of them 304")
     print(f"quiet {args.quiet:.0f} s after the loop: {q_counted} counted requests (goal 0) "
           f"{mark(q_counted == 0)}; {q_total} sent, all 304")
-    for label, b, r, goal in (("polling, poll_seconds 5", back, restart, GOAL_POLL),
+    for label, b, r, goal in (("polling, poll_seconds 4", back, restart, GOAL_POLL),
                               ("webhook", h_back, h_restart, GOAL_HOOK)):
         print(f"CI result -> agent restart ({label}): median {statistics.median(r):.2f} s, "
               f"max {max(r):.2f} s (goal <= {goal:g} s) {mark(max(r) <= goal)}; "

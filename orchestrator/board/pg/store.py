@@ -101,6 +101,8 @@ READY = ("status = 'pending' AND (cardinality(t.blocked_by) = 0 OR NOT EXISTS (S
          "OR bt.status NOT IN ('review', 'merged')))")
 """A pending task whose every blocker exists and is in review or merged (graph.is_ready);
 one without blockers is that at once (no subquery to start for it: most are that)."""
+CLOCK_CHECK_SECONDS = 60.0
+"""How long `PgBoard.now` trusts the difference between the database's clock and ours."""
 CHANGE_CHANNELS = ["orch_tasks", "orch_messages", "orch_requests"]
 """What `wait_for_change` wakes on: tasks, mail and permission/plan requests."""
 
@@ -136,6 +138,8 @@ class PgBoard:
         """One per kind of wait: a teammate waits for changes in one thread (its waker's
         feed) and for ready tasks in another, and a connection serves one thread."""
         self._closed = False
+        self._offset: tuple[float, float] | None = None
+        """The database's clock minus this machine's, and when to read it again (`now`)."""
         self._claim_data: dict[str, tuple[dict[str, Any], str]] = {}
         """Each claimer's part of its ``task_claimed`` event, masked once, and as JSON."""
 
@@ -150,6 +154,22 @@ class PgBoard:
         for listener in self._listeners.values():
             listener.close()
         self.db.close()
+
+    def now(self) -> float:
+        """The database's clock: this machine's plus their difference, read at most once a
+        `CLOCK_CHECK_SECONDS` (one round trip), so a machine whose clock is off by minutes
+        times its lease expiries and the ages it shows by the database's."""
+        local = time.time()
+        if self._offset is None or time.monotonic() >= self._offset[1]:
+            def read(cur: Cursor) -> float:
+                cur.execute("SELECT extract(epoch FROM clock_timestamp())")
+                row = cur.fetchone()
+                assert row is not None
+                return float(str(row[0]))
+
+            self._offset = (self.db.statement(read, write=False) - local,
+                            time.monotonic() + CLOCK_CHECK_SECONDS)
+        return local + self._offset[0]
 
     # --- reading -----------------------------------------------------------------
     def get(self, task_id: str) -> Task:
