@@ -15,7 +15,6 @@ machine's, whatever the board: ``run`` (the lead's pid/log, port blocks), ``lock
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -99,63 +98,20 @@ class Layout:
 
 
 def find_root(start: Path | str | None = None) -> Path:
-    """The top of the git repository containing ``start`` (default: cwd).
+    """The top of the git repository containing ``start`` (default: cwd), as git finds it
+    (``rev-parse --show-toplevel``: linked worktrees, ``GIT_DIR``, ownership checks).
 
     Raises a UserError with one clear line when not inside a git repository.
     """
+    from orchestrator.git import Git
+
     start = Path(start or os.getcwd()).resolve()
     if not start.is_dir():
         raise UserError(f"no such folder: {start}")
-    found = _plain_toplevel(start)
-    if found is not None:
-        return found
-    from orchestrator.git import Git  # here: most repositories are found without git
-
     try:
         out = Git(start).run("rev-parse", "--show-toplevel", check=False)
     except GitError as exc:
         raise UserError(f"not inside a git repository: {start} ({exc})") from None
-    if out.returncode != 0:
+    if out.returncode != 0 or not out.stdout.strip():
         raise UserError(f"not inside a git repository: {start}")
     return Path(out.stdout.strip()).resolve()
-
-
-GIT_DISCOVERY_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES",
-                           "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_COMMON_DIR")
-
-
-def _plain_toplevel(start: Path) -> Path | None:
-    """What ``git rev-parse --show-toplevel`` answers, found without starting git (a
-    process of every command) in the plain case: no variable that changes git's search,
-    not inside a ``.git`` folder, and the nearest ``.git`` above ``start`` a folder with a
-    HEAD, or a ``gitdir:`` file (a linked worktree or submodule), owned by this user (git
-    checks the owner: safe.directory). Anything else: None, and git itself answers."""
-    if any(name in os.environ for name in GIT_DISCOVERY_VARIABLES) or ".git" in start.parts:
-        return None
-    for folder in (start, *start.parents):
-        marker = folder / ".git"
-        try:
-            st = marker.lstat()
-        except FileNotFoundError:
-            continue
-        except OSError:
-            return None
-        if st.st_uid != os.geteuid():
-            return None
-        if stat.S_ISDIR(st.st_mode):
-            return folder if (marker / "HEAD").is_file() else None
-        if stat.S_ISREG(st.st_mode):
-            try:  # opened without blocking and checked again: a FIFO swapped in meanwhile
-                fd = os.open(marker, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-            except OSError:  # cannot hang the read, it is only asked of git
-                return None
-            try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    return None
-                return folder if os.read(fd, 8) == b"gitdir: " else None
-            except OSError:
-                return None
-            finally:
-                os.close(fd)
-        return None
-    return None

@@ -97,8 +97,11 @@ def test_what_an_agent_wrote_reaches_the_terminal_with_its_control_characters_wr
     text as it is."""
     with open_board(Layout.at(repo)) as board:
         task = board.add("Fix it")
+        run = board.claim("alice", task_id=task.id)  # a request is open while its run is
+        assert run is not None and run.lease is not None
         board.requests.ask("permission", request_id="r-hostile", sender="alice",
-                           task=task.id, body="may I?", tool="bash", subject=f"ls; {HOSTILE}")
+                           task=task.id, body="may I?", tool="bash", subject=f"ls; {HOSTILE}",
+                           token=run.lease.token)
     log = TaskLog(Layout.at(repo), task.id, actor="alice")
     log.write("response", turn=1, content=[{"type": "text", "text": HOSTILE}])
     log.write("tool_result", id="t1", name="bash", content=HOSTILE, is_error=False)

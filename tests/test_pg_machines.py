@@ -222,6 +222,7 @@ def test_diff_discard_retry_approve_deny_plan_and_mcp_on_a_postgresql_board(
     assert not res[2].is_error and "+done by machine1" in text(res[2])  # B's work, fetched
     assert data(res[3])["status"] == "cancelled"
     assert [e["event"] for e in data(res[4])["events"]] == ["discarded"]
+
     events = [json.loads(x) for x in orch(b, "events", "--json").stdout.splitlines()]
     kinds = Counter(e["event"] for e in events)
     assert kinds["permission_answered"] == 2 and kinds["task_retried"] == 1
@@ -270,6 +271,16 @@ def test_down_stops_this_machines_team_and_down_all_every_machines(
             teams[0].communicate(timeout=60)
             time.sleep(2)  # what a stop request to every `alice` would have done by now
             assert teams[1].poll() is None and states()[machine_b] == "idle", states()
+
+            # a message for the other machine's alice says so (`send` is this machine's)
+            p = orch(a, "send", "alice", "hello over there", "--machine", machine_b)
+            assert p.returncode == 0 and p.stdout.endswith(f"to alice on {machine_b}\n")
+            with open_board(Layout.at(b), BoardConfig(url=pg_board_url)) as on_b:
+                assert [m.body for m in on_b.mailboxes.read("alice")][-1] == \
+                    "hello over there"
+            assert "hello over there" not in [m.body for m in board.mailboxes.read("alice")]
+            p = orch(a, "send", "alice", "x", "--machine", "nowhere")
+            assert p.returncode == 1 and "no machine 'nowhere'" in p.stderr
 
             p = orch(a, "down", "--all")
             assert p.returncode == 0, p.stderr
@@ -388,3 +399,23 @@ def test_a_command_agents_work_is_snapshotted_as_its_files_change(
         if team.poll() is None:
             team.kill()
             team.communicate()
+
+
+@pytest.mark.timeout(120)
+def test_an_agent_that_only_says_the_disk_is_full_still_burns_its_attempts(
+        tmp_path: Path, pg_board_url: str) -> None:
+    """What an agent prints is not proof of a machine fault: the disk is checked."""
+    _, (a,) = machines(tmp_path, pg_board_url, 1)
+    with (a / "orchestrator.toml").open("a") as f:
+        f.write("max_attempts = 2\n")
+    assert orch(a, "add", "liar").returncode == 0
+    team = up(a, "--burst", "-n", "1", "--command",
+              "echo 'fatal: No space left on device' >&2; exit 1")
+    try:
+        out = team.communicate(timeout=60)[0]
+    finally:
+        if team.poll() is None:
+            os.killpg(team.pid, signal.SIGKILL)
+            team.communicate()
+    task = json.loads(orch(a, "show", "1", "--json").stdout)
+    assert task["status"] == "failed" and task["attempts"] == 2, out

@@ -152,13 +152,28 @@ def send(
     kind: Annotated[SendKind, typer.Option(
         "--kind", help="message: delivered to the agent; shutdown_request: the teammate "
                        "finishes its step and stops.")] = SendKind.MESSAGE,
+    machine: Annotated[str | None, typer.Option(
+        "--machine", help="With a board shared across machines: the machine whose "
+                          "teammate (or lead) gets it (default: this one).")] = None,
     json_out: JsonOpt = False,
     repo: RepoOpt = None,
 ) -> None:
-    """Put a message in a teammate's mailbox (`shutdown_request` asks it to stop)."""
+    """Put a message in a teammate's mailbox (`shutdown_request` asks it to stop); this
+    machine's teammate unless `--machine` names another."""
     r = open_repo(repo, lenient=True)
     with open_board(r.layout, r.board, actor="cli") as board:
-        known = [m["name"] for m in status.team_status(r.layout, board)["teammates"]]
+        here = getattr(board, "machine", None)
+        mates = status.team_status(r.layout, board)["teammates"]
+        if machine is not None and machine != here:
+            machines = sorted({m["host"] for m in mates if m.get("host")})
+            if here is None or machine not in machines:
+                raise NotFound(f"no machine {machine!r} on this board" + (
+                    f" (choose from: {', '.join(machines)})" if machines else ""))
+            known = [m["name"] for m in mates if m.get("host") == machine]
+            where = {"machine": machine}
+        else:
+            known = [m["name"] for m in mates if not m.get("host")]
+            where = {}
         if name == "all":
             names = known
             if not names:
@@ -170,13 +185,14 @@ def send(
                 raise NotFound(f"no teammate {name!r} (choose from: all, {', '.join(valid)})")
             names = [name]
         extra = {"request_id": _rid()} if kind.endswith("_request") else {}
-        sent = [board.mailboxes.send(n, "cli", message, kind=str(kind), **extra)
+        sent = [board.mailboxes.send(n, "cli", message, kind=str(kind), **where, **extra)
                 for n in names]
     if json_out:
         print_json([m.to_dict() for m in sent])
     else:
         for m in sent:
-            typer.echo(f"sent {m.kind} {m.id} to {m.to}")
+            typer.echo(f"sent {m.kind} {m.id} to {m.to}"
+                       + (f" on {machine}" if where else ""))
 
 
 def _rid() -> str:

@@ -189,6 +189,11 @@ class Teammate:
                 self.warm.set()
                 self.cold.set()
 
+    def disks(self) -> list[Path]:
+        """Where a task's work is written: the worktrees and the repository (git's
+        objects)."""
+        return [self.layout.worktree_root, self.layout.root]
+
     def release_pending(self) -> None:
         """Hand back the claims of `unreleased` (a lease that ran out meanwhile: nothing to
         do); a board that still cannot be written keeps the rest for the next pass."""
@@ -304,7 +309,7 @@ class Teammate:
         except LeaseLost:
             claim.lost = True
         except Exception as exc:
-            fault = machine_fault(exc)
+            fault = machine_fault(exc, self.disks())
             if fault is not None:
                 # The machine, not the task (a full or read-only disk, git failing for
                 # either, too few open files, the board's database gone): hand it back
@@ -401,7 +406,7 @@ class Teammate:
                 claim.release("teammate stopping")
                 return
             if not result.ok:
-                if (fault := fault_in(result.error or "")) is not None:
+                if (fault := fault_in(result.error or "", self.disks())) is not None:
                     raise MachineFault(f"the agent failed: {fault}")
                 self.fail(claim, result.error or "backend failed", retry=result.retry)
                 return
@@ -685,27 +690,41 @@ WIP_EVERY = 1.0
 worktree (between the heartbeat's own, every third of the lease)."""
 FAULT_BACKOFF = 30.0
 """No claim on this machine for so long after a task was handed back for its fault."""
-MACHINE_FAULTS = ("No space left on device", "Read-only file system", "Disk quota exceeded",
-                  "Too many open files", "Cannot allocate memory")
-"""What git or an agent says when the machine, not the task, is at fault (LC_ALL=C)."""
+MACHINE_FAULTS = ("No space left on device", "Read-only file system", "Disk quota exceeded")
+"""What git or an agent says when a disk, not the task, is at fault (LC_ALL=C)."""
+LOW_SPACE = 16 * 1024 * 1024
+"""Free bytes below which a disk counts as full (git needs room for a task's objects)."""
 
 
 class MachineFault(OSError):
     """A task's run failed because of this machine (see `MACHINE_FAULTS`)."""
 
 
-def fault_in(text: str) -> str | None:
-    """The machine fault ``text`` (a git error, an agent's output) reports, if any."""
-    return next((f for f in MACHINE_FAULTS if f in text), None)
+def fault_in(text: str, disks: list[Path]) -> str | None:
+    """The disk fault ``text`` (a git error, an agent's output) reports, if one of
+    ``disks`` really is full or read-only: the text alone proves nothing (an agent can
+    print anything, and its sandbox's own read-only folders are not the machine's)."""
+    fault = next((f for f in MACHINE_FAULTS if f in text), None)
+    return fault if fault is not None and any(map(_disk_trouble, disks)) else None
 
 
-def machine_fault(exc: BaseException) -> str | None:
+def machine_fault(exc: BaseException, disks: list[Path]) -> str | None:
     """What is wrong with the machine when ``exc`` is its fault and not the task's: any
-    OSError, the board's database unreachable, or an error whose text reports one."""
+    OSError, the board's database unreachable, or an error reporting a disk fault that
+    one of ``disks`` confirms (`fault_in`)."""
     if isinstance(exc, OSError | BoardUnavailable):
         return f"{type(exc).__name__}: {exc}"
-    fault = fault_in(str(exc))
+    fault = fault_in(str(exc), disks)
     return None if fault is None else f"{type(exc).__name__}: {fault}: {exc}"
+
+
+def _disk_trouble(folder: Path) -> bool:
+    """Whether the file system of ``folder`` is read-only or all but full."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return True
+    return bool(st.f_flag & os.ST_RDONLY) or st.f_bavail * st.f_frsize < LOW_SPACE
 
 
 def _unchanged(path: Path, task: Task) -> bool:
