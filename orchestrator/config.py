@@ -260,6 +260,10 @@ class SandboxConfig(_Section):
     read_only: list[str] = Field(default_factory=list)
     """More folders bound read-only into the sandbox, for toolchains not found from `PATH`
     (e.g. `~/.nvm`). A folder that holds a Unix socket is refused."""
+    own_network: bool = False
+    """With the network allowed, give the sandbox a network namespace of its own
+    (slirp4netns, a NAT to the outside) instead of the host's: the host's loopback
+    services and abstract Unix sockets are then out of reach (bubblewrap runner)."""
     runner: Literal["bwrap", "podman", "docker"] = "bwrap"
     """What the sandbox is made with: `bwrap` (bubblewrap, light, the default), or a full
     container per command with `podman` (or `docker`, not as root), with the same binds."""

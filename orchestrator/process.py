@@ -10,6 +10,7 @@ SIGTERM, then SIGKILL after a grace period, so nothing it started survives.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import select
 import signal
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.protocols import TaskLogger
 from orchestrator.secrets import StreamMasker, redact
@@ -84,24 +85,22 @@ def run_streamed(
     process it starts ends with it, and what it committed is imported afterwards.
     """
     if sandbox is None or not sandbox.enabled:
-        return _run(["/bin/sh", "-c", cmd], cwd, env, log, kind, timeout, stop, on_start,
-                    log_limit)
+        return _run(functools.partial(subprocess.Popen, ["/bin/sh", "-c", cmd]), cwd, env, log,
+                    kind, timeout, stop, on_start, log_limit)
     with sandbox.session(["/bin/sh", "-c", cmd], cwd, dict(env)) as run:
-        res = _run(run.argv, cwd, env, log, kind, timeout, stop, on_start, log_limit)
+        res = _run(run.popen, cwd, env, log, kind, timeout, stop, on_start, log_limit)
     if run.note:
         with contextlib.suppress(OSError):
             log.write("sandbox", note=run.note)
     return res
 
 
-def _run(argv: list[str], cwd: Path, env: Mapping[str, str], log: TaskLogger, kind: str,
-         timeout: float | None, stop: threading.Event | None,
+def _run(start: Callable[..., subprocess.Popen[Any]], cwd: Path, env: Mapping[str, str],
+         log: TaskLogger, kind: str, timeout: float | None, stop: threading.Event | None,
          on_start: Callable[[int], None] | None, log_limit: int | None) -> ProcResult:
     started = time.monotonic()
-    proc = subprocess.Popen(
-        argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-    )
+    proc = start(cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                 stderr=subprocess.STDOUT, start_new_session=True)
     if on_start is not None:
         on_start(proc.pid)
     reader = _Reader(proc, log, kind, log_limit)

@@ -94,11 +94,14 @@ def test_run_env_replaces_the_key_and_drops_other_secrets_only_in_the_sandbox() 
 
 
 @needs_bwrap
-@pytest.mark.parametrize("network", [True, False])
+@pytest.mark.parametrize("network", ["host", "own", "none"])
 def test_the_key_is_in_no_process_a_sandboxed_run_can_see(
-        repo: Path, monkeypatch: pytest.MonkeyPatch, network: bool) -> None:
-    """With the network the run reaches the proxy on the host's loopback; without it,
-    through the proxy's Unix socket bound into the sandbox (the same URL inside)."""
+        repo: Path, monkeypatch: pytest.MonkeyPatch, network: str) -> None:
+    """With the host's network the run reaches the proxy on the host's loopback; with
+    one of its own (slirp4netns) or none, through the proxy's Unix socket bound into the
+    sandbox (the same URL inside)."""
+    if network == "own" and __import__("shutil").which("slirp4netns") is None:
+        pytest.skip("slirp4netns is not installed")
     wt = repo / ".worktrees/task_001"
     git(repo, "worktree", "add", "-q", "-b", "task/001-x", str(wt))
     layout = Layout.at(repo).ensure()
@@ -126,8 +129,8 @@ def test_the_key_is_in_no_process_a_sandboxed_run_can_see(
                              board=board, layout=layout,
                              log=TaskLog(layout, "task_001", actor="alice"),
                              stop=threading.Event(), timeout=60, command=command)
-            config = Config.load(repo, environ={},
-                                 overrides={"sandbox": {"network": network}})
+            config = Config.load(repo, environ={}, overrides={"sandbox": {
+                "network": network != "none", "own_network": network == "own"}})
             result = CommandBackend(config, layout).run(ctx)
         assert result.ok, result.error
         assert "through the proxy" in (result.summary or "")

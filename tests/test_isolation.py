@@ -238,3 +238,50 @@ def test_every_process_of_claude_code_ends_with_its_run(
         result = ClaudeCodeBackend(config, c.layout).run(ctx)
         assert not result.ok
         assert gone(m), why
+
+
+def _host_address() -> str | None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.254", 9))  # no packet is sent: only the route is looked up
+            addr = str(s.getsockname()[0])
+        except OSError:
+            return None
+    return None if addr.startswith("127.") else addr
+
+
+@pytest.mark.skipif(__import__("shutil").which("slirp4netns") is None,
+                    reason="slirp4netns is not installed")
+def test_a_network_of_its_own_keeps_the_host_s_loopback_and_abstract_sockets_out(
+        worktree: Path, repo: Path) -> None:
+    from orchestrator.agent.sandbox import task_sandbox
+
+    name = f"orch-test-{uuid.uuid4().hex}"
+    with socket.socket(socket.AF_UNIX) as abstract, socket.socket() as loop, \
+            socket.socket() as outside:
+        abstract.bind("\0" + name)
+        abstract.listen(4)
+        loop.bind(("127.0.0.1", 0))
+        loop.listen(4)
+        outside.bind(("0.0.0.0", 0))
+        outside.listen(4)
+        host = _host_address()
+        probe = (
+            "python3 -c \"import socket, sys\n"
+            "def tcp(h, p):\n"
+            "    try:\n"
+            "        socket.create_connection((h, int(p)), timeout=3).close(); return 'REACHED'\n"
+            "    except OSError: return 'refused'\n"
+            "u = socket.socket(socket.AF_UNIX)\n"
+            f"print('abstract', 'REACHED' if u.connect_ex('\\\\0{name}') == 0 else 'refused')\n"
+            f"print('loopback', tcp('127.0.0.1', {loop.getsockname()[1]}))\n"
+            f"print('outside', tcp('{host}', {outside.getsockname()[1]}) if '{host}' != 'None'"
+            " else 'REACHED')\n\"")
+        (worktree / "probe.sh").write_text(probe + "\n")
+        for own, want in ((False, ["abstract REACHED", "loopback REACHED", "outside REACHED"]),
+                          (True, ["abstract refused", "loopback refused", "outside REACHED"])):
+            config = Config.load(repo, environ={}, overrides={
+                "agent": {"sandbox": "on", "network": True},
+                "sandbox": {"own_network": own}})
+            out = bash(worktree, "sh probe.sh", task_sandbox(config, root=repo))
+            assert out.splitlines() == want, (own, out)

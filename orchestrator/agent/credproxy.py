@@ -183,7 +183,7 @@ def run_env(environ: dict[str, str], pass_env: Iterable[str] = (), *,
     with proxied(environ) as (env, proxy), tempfile.TemporaryDirectory(
             prefix="orch-proxy-") as tmp:
         keep = [*pass_env, *(KEY_NAMES if proxy is not None else ())]
-        if proxy is not None and not sandbox.network and sandbox.container is None:
+        if proxy is not None and not sandbox.host_network and sandbox.container is None:
             path = Path(tmp) / "proxy.sock"
             proxy.listen_unix(path)
             sandbox = sandbox.with_(writable=[tmp], launcher=[

@@ -49,12 +49,13 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.agent.container import Container
 from orchestrator.agent.git_confine import GitConfinement
+from orchestrator.agent.netns import OwnNetwork
 from orchestrator.errors import ConfigError
 from orchestrator.secrets import safe_env as safe_env  # re-exported for the tool runners
 
@@ -102,7 +103,15 @@ class Sandbox:
     """The container runner (`orchestrator.agent.container`); None: bubblewrap."""
     launcher: tuple[str, ...] = ()
     """Runs first inside, with ``--`` and the command after it (the credential proxy's
-    forwarder in a sandbox without the network)."""
+    forwarder in a sandbox without the host's network)."""
+    slirp: str | None = None
+    """slirp4netns, when the network is allowed in a namespace of the sandbox's own
+    (``sandbox.own_network``; `orchestrator.agent.netns`)."""
+
+    @property
+    def host_network(self) -> bool:
+        """Whether the sandbox shares the host's network (and so its loopback)."""
+        return self.enabled and self.network and self.slirp is None
 
     @classmethod
     def detect(cls, mode: str = "auto", network: bool = False,
@@ -134,7 +143,7 @@ class Sandbox:
         return Sandbox(self.enabled, self.network if network is None else network,
                        self.notice, self.bwrap, (*self.read_only, *read_only),
                        (*self.writable, *writable), (*self.files, *files), self.container,
-                       self.launcher if launcher is None else tuple(launcher))
+                       self.launcher if launcher is None else tuple(launcher), self.slirp)
 
     def confine_git(self, cwd: Path) -> GitConfinement | None:
         """What git may write for a command in ``cwd`` (see `git_confine`); pass it to
@@ -151,10 +160,14 @@ class Sandbox:
         what could not be carried over."""
         git = self.confine_git(cwd)
         name = f"orch-{uuid.uuid4().hex[:16]}"
-        s = Session(self.wrap(argv, cwd, git, env, name=name), git)
+        net = OwnNetwork.open(self.slirp) if (
+            self.enabled and self.network and self.slirp and self.container is None) else None
+        s = Session(self.wrap(argv, cwd, git, env, name=name, net=net), git, net)
         try:
             yield s
         finally:
+            if net is not None:
+                net.close()
             if self.container is not None and self.enabled:
                 self.container.remove(name)  # its client may have been killed: not it
             if git is not None:
@@ -162,7 +175,8 @@ class Sandbox:
                 s.note = git.finish(lambda a: offline.wrap(a, cwd, git, name=f"{name}-pack"))
 
     def wrap(self, argv: list[str], cwd: Path, git: GitConfinement | None = None,
-             env: dict[str, str] | None = None, *, name: str = "orch-command") -> list[str]:
+             env: dict[str, str] | None = None, *, name: str = "orch-command",
+             net: OwnNetwork | None = None) -> list[str]:
         """``argv`` as run inside the sandbox with ``cwd`` writable (unchanged when off);
         with ``git``, the repository's git folder is read-only but for what it opens.
         ``env`` is the command's environment (its ``PATH`` says which toolchains to bind;
@@ -173,8 +187,11 @@ class Sandbox:
         environ = env if env is not None else dict(os.environ)
         path = environ.get("PATH", os.defpath)
         system = self.container is None or self.container.image is None
-        args = [self.bwrap, *_base_args(self.network, path, self.read_only, str(Path.home()),
+        shared = self.network and (self.slirp is None or self.container is not None)
+        args = [self.bwrap, *_base_args(shared, path, self.read_only, str(Path.home()),
                                         system)]
+        if net is not None:
+            args += net.bwrap_args()
         bound = (*SYSTEM_DIRS, *_toolchains(path, self.read_only, str(Path.home())))
         for extra in {os.path.realpath(f) for f in self.files}:
             if not any(Path(extra).is_relative_to(b) for b in bound) and (
@@ -196,6 +213,17 @@ class Sandbox:
 
 def task_sandbox(config: Config, *, network: bool | None = None,
                  root: Path | None = None) -> Sandbox:
+    box = _task_sandbox(config, network=network, root=root)
+    if box.enabled and box.network and config.sandbox.own_network and box.container is None:
+        slirp = shutil.which("slirp4netns")
+        if slirp is None:
+            raise ConfigError("sandbox.own_network = true, but slirp4netns is not installed")
+        return replace(box, slirp=slirp)
+    return box
+
+
+def _task_sandbox(config: Config, *, network: bool | None = None,
+                  root: Path | None = None) -> Sandbox:
     """The sandbox of a task's commands as configured: `agent.sandbox` (auto, on, off),
     the network (``network``; default `agent.network`), `sandbox.read_only` and the
     runner (`sandbox.runner`, `sandbox.image`, or the devcontainer of the main checkout
@@ -230,8 +258,18 @@ def backend_sandbox(config: Config, command: str, writable: Sequence[Path] = (),
 class Session:
     argv: list[str]
     git: GitConfinement | None
+    net: OwnNetwork | None = None
     note: str | None = None
     """After the block: what could not be carried back from the sandbox (for the log)."""
+
+    def popen(self, **kwargs: Any) -> subprocess.Popen[Any]:
+        """Start the command (``subprocess.Popen`` arguments); with a network of its own,
+        it is attached before the command runs."""
+        if self.net is None:
+            return subprocess.Popen(self.argv, **kwargs)
+        proc = subprocess.Popen(self.argv, pass_fds=self.net.pass_fds, **kwargs)
+        self.net.attach()
+        return proc
 
 
 @functools.lru_cache(maxsize=16)

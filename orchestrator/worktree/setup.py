@@ -125,10 +125,8 @@ def run_setup(commands: Sequence[str], cwd: Path, env: Mapping[str, str], timeou
     for cmd in commands:
         with tempfile.TemporaryFile(mode="w+", errors="replace") as out, \
                 box.session(["/bin/sh", "-c", cmd], cwd, full) as run:
-            proc = subprocess.Popen(
-                run.argv, cwd=cwd, env=full, stdin=subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True, text=True,
-            )
+            proc = run.popen(cwd=cwd, env=full, stdin=subprocess.DEVNULL, stdout=out,
+                             stderr=subprocess.STDOUT, start_new_session=True, text=True)
             try:
                 code: int | None = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:

@@ -63,9 +63,9 @@ class BashTool:
         sandbox = ctx.sandbox if isinstance(ctx.sandbox, Sandbox) else Sandbox(enabled=False)
         with sandbox.session(argv, ctx.cwd, dict(ctx.env)) as run:
             try:
-                proc = subprocess.Popen(run.argv, cwd=ctx.cwd, env=dict(ctx.env),
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+                proc = run.popen(cwd=ctx.cwd, env=dict(ctx.env), stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
             except OSError as exc:
                 return ToolResult(f"bash: cannot start: {exc}", is_error=True)
             output, timed_out = _collect(proc, timeout)
