@@ -138,3 +138,15 @@ def test_a_rate_limit_pauses_the_whole_board_then_the_work_goes_on(repo: Path,
     finally:
         watcher.stop()
     assert tasks(repo)[0].status is before.status is Status.REVIEW
+    # the token is revoked: one line saying so, the board untouched
+    from tests.forge_support import BOT
+
+    gh.revoke(BOT)
+    watcher = ForgeWatcher(Layout.at(repo), config).start()
+    try:
+        wait_until(lambda: len(events(repo, "forge_backoff")) == 3, 20, "the refusal")
+    finally:
+        watcher.stop()
+    line = events(repo, "forge_backoff")[-1]["problem"]
+    assert "GitHub refused the token (401 Bad credentials)" in line and BOT not in line
+    assert tasks(repo)[0].status is Status.REVIEW

@@ -204,6 +204,25 @@ def test_diff_discard_retry_approve_deny_plan_and_mcp_on_a_postgresql_board(
     assert not res[2].is_error and "+done by machine1" in text(res[2])  # B's work, fetched
     assert data(res[3])["status"] == "cancelled"
     assert [e["event"] for e in data(res[4])["events"]] == ["discarded"]
+    # approve/deny answer requests a teammate on another machine asked
+    # (each asked by the run that holds its task: a request expires with its run)
+    with open_board(Layout.at(a), BoardConfig(url=pg_board_url), actor="alice") as board:
+        asking = board.claim("alice", task_id=board.add("asks").id)
+        assert asking is not None and asking.lease is not None
+        for rid in ("r-yes", "r-no"):
+            board.requests.ask("permission", request_id=rid, sender="alice", task=asking.id,
+                               body="bash(touch x)", tool="bash", subject="touch x",
+                               token=asking.lease.token)
+        p = orch(b, "approve", "r-yes", "-m", "fine")
+        assert p.returncode == 0 and "approved bash(touch x)" in p.stdout, p.stderr
+        p = orch(b, "deny", asking.id, "-m", "not here", "--json")
+        assert p.returncode == 0 and json.loads(p.stdout)["request_id"] == "r-no", p.stderr
+        yes, no = board.requests.answer_of("r-yes"), board.requests.answer_of("r-no")
+        assert yes is not None and (yes.approved, yes.message) == (True, "fine")
+        assert no is not None and (no.approved, no.message) == (False, "not here")
+        assert board.requests.pending() == []
+        p = orch(b, "deny", "r-no")
+        assert p.returncode == 1 and "no pending permission request" in p.stderr
 
     events = [json.loads(x) for x in orch(b, "events", "--json").stdout.splitlines()]
     kinds = Counter(e["event"] for e in events)
