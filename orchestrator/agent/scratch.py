@@ -15,6 +15,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from orchestrator.procutil import pid_alive
+
 
 def scratch(kind: str) -> Path:
     """A new private folder for this process (in ``/dev/shm`` where it can)."""
@@ -41,18 +43,8 @@ def _sweep(kind: str) -> None:
         m = pattern.match(entry.name)
         try:
             if m is None or entry.stat(follow_symlinks=False).st_uid != os.getuid() or \
-                    not entry.is_dir(follow_symlinks=False) or _alive(int(m.group(1))):
+                    not entry.is_dir(follow_symlinks=False) or pid_alive(int(m.group(1))):
                 continue
         except OSError:
             continue
         shutil.rmtree(entry.path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
