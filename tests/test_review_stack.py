@@ -175,3 +175,15 @@ def test_a_teammate_warms_review_as_its_task_reaches_it(repo: Path, tmp_path: Pa
     rows = review_rows(Layout.at(repo), Config.load(repo))
     assert len(rows) == 6 and all(r["merge"]["clean"] for r in rows)
     assert len(calls.read_text().split()) <= 4, calls.read_text()
+
+
+def test_a_review_cache_that_is_no_database_is_made_afresh(repo: Path) -> None:
+    keep(repo, "one", {"x.txt": "x\n"})
+    layout, config = Layout.at(repo), Config.load(repo)
+    first = review_rows(layout, config)
+    path = Path(git(repo, "rev-parse", "--absolute-git-dir")) / "orchestrator" / "review.sqlite"
+    path.write_bytes(b"not a database at all" * 100)
+    for wal in path.parent.glob("review.sqlite-*"):
+        wal.unlink()
+    assert [_same(r) for r in review_rows(layout, config)] == [_same(r) for r in first]
+    assert path.read_bytes().startswith(b"SQLite format 3")
