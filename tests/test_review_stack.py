@@ -158,25 +158,6 @@ def _same(row: dict[str, object]) -> dict[str, object]:
     return {k: v for k, v in row.items() if k != "age_seconds"}
 
 
-def test_a_teammate_warms_review_as_its_task_reaches_it(repo: Path, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first `review` after a team's run reads what each teammate computed as its task
-    reached review: it asks git a few times, not five times per branch."""
-    from tests.test_team_support import cli as team_cli
-    from tests.test_team_support import team_cleanup
-
-    for i in range(6):
-        assert team_cli(repo, "add", f"write {i}").returncode == 0
-    with team_cleanup(repo):
-        res = team_cli(repo, "up", "--burst", "-n", "2", "--command",
-                       'echo "$ORCH_TASK_ID" > "$ORCH_TASK_ID.txt"')
-    assert res.returncode == 0, res.stdout + res.stderr
-    calls = git_calls(tmp_path, monkeypatch)
-    rows = review_rows(Layout.at(repo), Config.load(repo))
-    assert len(rows) == 6 and all(r["merge"]["clean"] for r in rows)
-    assert len(calls.read_text().split()) <= 4, calls.read_text()
-
-
 def test_a_review_cache_that_is_no_database_is_made_afresh(repo: Path) -> None:
     keep(repo, "one", {"x.txt": "x\n"})
     layout, config = Layout.at(repo), Config.load(repo)
