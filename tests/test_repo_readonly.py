@@ -122,3 +122,23 @@ def test_a_command_wrapped_without_a_confinement_cannot_write_the_repository(
     out = subprocess.run(argv, cwd=wt, capture_output=True, text=True, timeout=60, check=False)
     assert "done" in out.stdout and "Read-only file system" in out.stderr, out.stderr
     assert snapshot(repo / ".git") == before
+
+
+def test_scratch_left_by_a_killed_process_is_removed_by_the_next() -> None:
+    from orchestrator.agent import scratch as scratch_mod
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    mine = scratch_mod.scratch("git")  # this process's: kept while it lives
+    left = mine.parent / f"orch-git-{dead.pid}-left"
+    left.mkdir()
+    (left / "objects").mkdir()
+    other_kind = mine.parent / f"orch-gitx-{dead.pid}-kept"
+    other_kind.mkdir()
+    try:
+        scratch_mod._sweep.cache_clear()
+        fresh = scratch_mod.scratch("git")
+        assert not left.exists() and mine.exists() and fresh.exists() and other_kind.exists()
+    finally:
+        for p in (mine, fresh, left, other_kind):
+            __import__("shutil").rmtree(p, ignore_errors=True)

@@ -30,10 +30,10 @@ import contextlib
 import hmac
 import http.client
 import secrets
+import shutil
 import socket
 import socketserver
 import sys
-import tempfile
 import threading
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
@@ -41,6 +41,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.agent.scratch import scratch
 from orchestrator.secrets import safe_env
 
 if TYPE_CHECKING:
@@ -180,15 +181,20 @@ def run_env(environ: dict[str, str], pass_env: Iterable[str] = (), *,
     if sandbox is None or not sandbox.enabled:
         yield environ, sandbox
         return
-    with proxied(environ) as (env, proxy), tempfile.TemporaryDirectory(
-            prefix="orch-proxy-") as tmp:
+    with proxied(environ) as (env, proxy):
         keep = [*pass_env, *(KEY_NAMES if proxy is not None else ())]
-        if proxy is not None and not sandbox.host_network and sandbox.container is None:
-            path = Path(tmp) / "proxy.sock"
+        if proxy is None or sandbox.host_network or sandbox.container is not None:
+            yield safe_env(env, keep), sandbox
+            return
+        folder = scratch("proxy")
+        try:
+            path = folder / "proxy.sock"
             proxy.listen_unix(path)
-            sandbox = sandbox.with_(writable=[tmp], launcher=[
+            yield safe_env(env, keep), sandbox.with_(writable=[str(folder)], launcher=[
                 sys.executable, "-c", FORWARDER, str(proxy.port), str(path)])
-        yield safe_env(env, keep), sandbox
+        finally:
+            proxy.close()  # before its folder goes
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 FORWARDER = """

@@ -41,12 +41,12 @@ import re
 import shutil
 import stat
 import subprocess
-import tempfile
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.agent.scratch import scratch
 from orchestrator.beneath import read_text_beneath
 from orchestrator.errors import GitError
 from orchestrator.git import Git, git_env
@@ -96,7 +96,7 @@ class GitConfinement:
         """bubblewrap arguments, to follow the worktree's own ``--bind`` (made once)."""
         if self._args is not None:
             return self._args
-        self.scratch = Path(tempfile.mkdtemp(prefix="orch-git-", dir=_scratch_root()))
+        self.scratch = scratch("git")
         args = ["--ro-bind", str(self.common), str(self.common)]
         args += _mask_sockets(self.common)  # git's fsmonitor daemon listens there
         args += self._admin_binds(self.scratch / "admin")
@@ -283,13 +283,6 @@ def _mask_sockets(folder: Path) -> list[str]:
     except OSError:
         pass
     return args
-
-
-def _scratch_root() -> str | None:
-    """``/dev/shm`` where it is usable (a memory file system: creating and removing the
-    scratch folders costs nothing there, while on a busy disk each rmdir can take ms)."""
-    shm = Path("/dev/shm")
-    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else None
 
 
 def _ro(paths: Iterable[Path]) -> list[str]:

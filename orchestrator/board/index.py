@@ -389,6 +389,21 @@ class TaskIndex:
         self._folder_seen = None if racy else mtime
         with self._dirty_lock:
             self._dirty.clear()
+        seen, strays = self._scan_folder()
+        for task_id in (set(self._keys) | set(self.tasks) | set(self.broken)) - seen:
+            self._drop(task_id)
+        self.dropped_here = strays
+        self.full_scans += 1
+        strays += _inbox_files(self.dir / "inbox")
+        if strays != self.strays:
+            self.generation += 1
+        self.strays = strays
+        self.save()
+        self._next_scan = time.monotonic() + self.rescan_seconds
+
+    def _scan_folder(self) -> tuple[set[str], int]:
+        """Stat every task file, read those whose key differs; the ids seen, and how many
+        files were dropped straight into the folder."""
         seen: set[str] = set()
         strays = 0
         todo: list[str] = []
@@ -419,21 +434,17 @@ class TaskIndex:
                 self.load(task_id, folder)
         finally:
             os.close(folder)
-        for task_id in (set(self._keys) | set(self.tasks) | set(self.broken)) - seen:
-            self._drop(task_id)
-        self.dropped_here = strays
-        self.full_scans += 1
-        try:
-            with os.scandir(self.dir / "inbox") as it:
-                strays += sum(not e.name.startswith(".") and not e.is_dir(follow_symlinks=False)
-                              for e in it)
-        except FileNotFoundError:
-            pass
-        if strays != self.strays:
-            self.generation += 1
-        self.strays = strays
-        self.save()
-        self._next_scan = time.monotonic() + self.rescan_seconds
+        return seen, strays
+
+
+def _inbox_files(inbox: Path) -> int:
+    """The files waiting in the inbox (not hidden, not folders)."""
+    try:
+        with os.scandir(inbox) as it:
+            return sum(not e.name.startswith(".") and not e.is_dir(follow_symlinks=False)
+                       for e in it)
+    except FileNotFoundError:
+        return 0
 
 
 def _create(db: sqlite3.Connection) -> None:

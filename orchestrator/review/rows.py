@@ -9,6 +9,7 @@ row also says whether the branch merges cleanly into the target right now
 
 from __future__ import annotations
 
+import contextlib
 import time
 from datetime import datetime
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 from orchestrator.budget import describe
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
-from orchestrator.errors import GitError
+from orchestrator.errors import GitError, OrchestratorError
 from orchestrator.forge import pull_request
 from orchestrator.git import Git
 from orchestrator.layout import Layout
@@ -100,6 +101,24 @@ def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = 
         ]
         rows.append(row)
     return rows
+
+
+def warm(layout: Layout, task: Task) -> None:
+    """Ask git now what review will ask about a task that just reached review (its fork,
+    changes and merge answer), and keep it: the first ``review`` of a big board then
+    reads what each task's teammate computed, instead of asking git thousands of times.
+    Best effort: a failure only leaves it to ``review``."""
+    with contextlib.suppress(OrchestratorError, OSError):
+        repo = Git(layout.root)
+        main = current_branch(repo)
+        cache = PairCache(_git_dir(repo))
+        try:
+            kept, _ = _kept(repo, [task], main, cache)
+            if task.id in kept:
+                _merges(repo, [(task, kept[task.id][0])], main, cache, kept)
+            cache.save()
+        finally:
+            cache.close()
 
 
 def _git_dir(repo: Git) -> Path | None:

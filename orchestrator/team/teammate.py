@@ -481,6 +481,10 @@ class Teammate:
         done = claim.complete(**fields)
         self.isolation.keep(done)
         self.log.info("completed", task=task.id, sha=sha)
+        if ws.branch and (ws.path / ".git").exists():
+            from orchestrator.review.rows import warm
+
+            warm(self.layout, done)  # so a person's first `review` reads it, not git
 
     def back_off(self, task: Task, stop: threading.Event) -> bool:
         """Wait before a failed task's next attempt (``team.retry_backoff``, doubled per
