@@ -44,7 +44,9 @@ def test_failures_say_why_fail_once_when_retrying_cannot_help_and_retries_get_th
     for args in (["not found"], ["locked"], ["waits on the first", "-b", "1"], ["fixable"],
                  ["never passes"]):
         assert cli(repo, "add", *args).returncode == 0
-    env = team_env(team_retry_backoff=0.5, checks_retries=1)
+    # the agent notes each prompt outside its worktree, which a sandboxed agent cannot
+    # (tests/test_sandbox*.py): here the backend runs on the host
+    env = team_env(team_retry_backoff=0.5, checks_retries=1, sandbox_backends="false")
     env["PROMPTS"] = str(prompts)
     out = cli(repo, "up", "--burst", "-n", "2", "--command", "./agent.sh", "--verify", VERIFY,
               env=env)

@@ -94,6 +94,8 @@ class CommandBackend:
             usage_file = Path(tmp) / "usage.json"
             watch = _UsageWatch(ctx, usage_file)
             box = backend_sandbox(self.config, cmd, [Path(tmp)], self.layout.root)
+            if box is not None and ctx.messages is not None and ctx.messages.is_file():
+                box = box.with_(files=[str(ctx.messages)])  # ORCH_MESSAGES, read-only
             env = {**task_env(ctx), USAGE_FILE_ENV: str(usage_file)}
             with run_env(env, self.config.agent.pass_env, sandbox=box) as (env, box):
                 res = run_streamed(
