@@ -170,7 +170,7 @@ class LandRejected(Wait, tag="land_rejected", kw_only=True):
 
 class MergeConflict(Wait, tag="merge_conflict", kw_only=True):
     into: TEXT
-    files: list[TEXT] = msgspec.field(default_factory=list)
+    files: Annotated[list[TEXT], Meta(max_length=100)] = msgspec.field(default_factory=list)
     label: ClassVar[str] = "merge conflict"
     actions = (RETRY, DISCARD)
     template = "would conflict with {into} in {files}"

@@ -111,12 +111,12 @@ def test_a_rate_limit_pauses_the_whole_board_then_the_work_goes_on(repo: Path,
                                                                    gh: StandIn) -> None:
     [one] = kept(repo, 1)
     config = Config.load(repo)
-    gh.rate_limit(1, status=429, retry_after=2)
+    gh.rate_limit(1, status=429, retry_after=3)
     watcher = ForgeWatcher(Layout.at(repo), config).start()
     try:
         wait_until(lambda: events(repo, "forge_backoff"), 20, "the back-off")
         [backoff] = events(repo, "forge_backoff")
-        assert "rate limit: retry after 2 s" in backoff["problem"]
+        assert "rate limit: retry after 3 s" in backoff["problem"]
         quiet = len(gh.served())
         time.sleep(1.0)
         assert len(gh.served()) == quiet  # nobody asks while the board waits

@@ -51,11 +51,12 @@ def board_tasks(repo: Path) -> list[Task]:
 
 
 def snapshot(repo: Path) -> dict[str, bytes]:
-    """Every file under .tasks and .worktrees (the board, events, logs)."""
+    """Every file under .tasks and .worktrees (the board, events, logs), but the board's
+    derived index (a cache of the task files that any read may bring up to date)."""
     out = {}
     for top in (repo / ".tasks", repo / ".worktrees"):
         for p in sorted(top.rglob("*")) if top.exists() else []:
-            if p.is_file():
+            if p.is_file() and ".index" not in p.relative_to(repo).parts:
                 out[str(p.relative_to(repo))] = p.read_bytes()
     return out
 

@@ -229,10 +229,8 @@ def test_a_cancelled_task_with_commits_can_be_cleaned_up(repo: Path) -> None:
         board.cancel(a.id)
         report = open_isolation(layout, config.worktree, board).gc(board.list())
     [skipped] = report.skipped
-    assert "1 commit" in skipped["reason"] and f"discard {a.id} --force" in skipped["reason"]
-    with pytest.raises(UnsafeRemoval, match="1 commit"):
-        discard_task(layout, config, a.id)
-    res = discard_task(layout, config, a.id, force=True)
+    assert "1 commit" in skipped["reason"] and f"discard {a.id} removes" in skipped["reason"]
+    res = discard_task(layout, config, a.id)  # its commits go to the snapshot: no --force
     assert res.task.status is Status.CANCELLED  # what happened to it stays; its leftovers go
     assert git(repo, "show", f"{res.snapshot}:c.txt") == "c"
     assert not Path(a.worktree or "").exists() and not git(repo, "branch", "--list",

@@ -116,13 +116,7 @@ def test_review_asks_git_once_per_pair_of_commits(repo: Path, tmp_path: Path,
              for i in range(12)]
     layout, config = Layout.at(repo), Config.load(repo)
     first = review_rows(layout, config)
-    shim = tmp_path / "bin"
-    shim.mkdir()
-    calls = tmp_path / "calls"
-    real = shutil.which("git")
-    (shim / "git").write_text(f'#!/bin/sh\necho "$1" >> {calls}\nexec {real} "$@"\n')
-    (shim / "git").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    calls = git_calls(tmp_path, monkeypatch)
     again = review_rows(layout, config)
     assert [_same(r) for r in again] == [_same(r) for r in first]
     assert len(calls.read_text().split()) <= 4, calls.read_text()  # not 5 per branch
@@ -147,5 +141,30 @@ def test_review_asks_git_once_per_pair_of_commits(repo: Path, tmp_path: Path,
     assert calls.read_text().split().count("merge-tree") == len(tasks)
 
 
+def git_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """From now on every git this test's process runs is the real one behind a shim that
+    writes its subcommand to the file returned, one a line."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    calls = tmp_path / "calls"
+    real = shutil.which("git")
+    (shim / "git").write_text(f'#!/bin/sh\necho "$1" >> {calls}\nexec {real} "$@"\n')
+    (shim / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    return calls
+
+
 def _same(row: dict[str, object]) -> dict[str, object]:
     return {k: v for k, v in row.items() if k != "age_seconds"}
+
+
+def test_a_review_cache_that_is_no_database_is_made_afresh(repo: Path) -> None:
+    keep(repo, "one", {"x.txt": "x\n"})
+    layout, config = Layout.at(repo), Config.load(repo)
+    first = review_rows(layout, config)
+    path = Path(git(repo, "rev-parse", "--absolute-git-dir")) / "orchestrator" / "review.sqlite"
+    path.write_bytes(b"not a database at all" * 100)
+    for wal in path.parent.glob("review.sqlite-*"):
+        wal.unlink()
+    assert [_same(r) for r in review_rows(layout, config)] == [_same(r) for r in first]
+    assert path.read_bytes().startswith(b"SQLite format 3")

@@ -574,7 +574,7 @@ class StandIn(Shapes):
 
 def _post(url: str, payload: bytes, event: str, sig: str) -> None:
     try:
-        httpx.post(url, content=payload, timeout=5, headers={
+        httpx.post(url, content=payload, timeout=10, headers={  # GitHub waits 10 s
             "X-GitHub-Event": event, "X-Hub-Signature-256": sig,
             "X-GitHub-Delivery": hashlib.sha1(payload).hexdigest(),
             "Content-Type": "application/json"})

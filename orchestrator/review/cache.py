@@ -44,8 +44,15 @@ class PairCache:
                                                             "merges": []}
         self.mem: dict[tuple[str, str, str], str] = {}
         if git_dir is not None:
-            with contextlib.suppress(sqlite3.Error, OSError):
-                self.db = _open(git_dir / "orchestrator" / FILE)
+            path = git_dir / "orchestrator" / FILE
+            try:
+                self.db = _open(path)
+            except sqlite3.DatabaseError:  # not a database (torn, overwritten): start afresh
+                with contextlib.suppress(sqlite3.Error, OSError):
+                    path.unlink(missing_ok=True)
+                    self.db = _open(path)
+            except (sqlite3.Error, OSError):
+                pass
 
     def get_many(self, table: str, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """The kept answers of ``pairs`` in ``table`` (missing pairs are left out)."""

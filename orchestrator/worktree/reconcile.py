@@ -121,7 +121,8 @@ def gc(m: Workspaces, tasks: list[Task], dry_run: bool = False) -> GcReport:
                 if kept is not None:
                     row["kept_ignored"] = str(kept)
         except (UnsafeRemoval, RunError, InvalidInput) as exc:
-            hint = (f" (orchestrator discard {task.id} --force removes it, keeping a snapshot)"
+            hint = (f" (orchestrator discard {task.id} removes it, keeping its commits in a "
+                    "snapshot; --force also for uncommitted changes)"
                     if isinstance(exc, UnsafeRemoval) and task.status is Status.CANCELLED
                     else "")
             report.skipped.append({**row, "reason": str(exc) + hint})
