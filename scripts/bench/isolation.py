@@ -2,7 +2,8 @@
 
     .venv/bin/python scripts/bench/isolation.py [--runs N]
 
-Issue 29, for each runner (bubblewrap, and podman when it is installed):
+Issue 29, for each runner (bubblewrap, with the host's network or one of its own through
+slirp4netns, and podman when it is installed):
 
 - per sandboxed command: `true` through `Sandbox.session` against the same command on
   the host (today's checks, setup and CLI backends ran there) — goal ≤ 50 ms;
@@ -36,6 +37,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -73,7 +75,7 @@ def sandboxed_ms(box: Sandbox, cwd: Path, env: dict[str, str], command: str,
                  runs: int) -> float:
     def once() -> None:
         with box.session(["/bin/sh", "-c", command], cwd, env) as run:
-            subprocess.run(run.argv, cwd=cwd, env=env, check=True)
+            assert run.popen(cwd=cwd, env=env).wait() == 0
         assert run.note is None, run.note
     return median_ms(once, runs)
 
@@ -130,6 +132,11 @@ def main() -> int:
             boxed = sandboxed_ms(box, wt, plain_env, "true", args.runs)
             print(f"  bwrap: `true` on the host {host:.1f} ms, in the sandbox {boxed:.1f} ms")
             line("bwrap: per sandboxed command (sandbox - host)", boxed - host, 50)
+            if shutil.which("slirp4netns"):
+                own = replace(box, network=True, slirp=shutil.which("slirp4netns"))
+                owned = sandboxed_ms(own, wt, plain_env, "true", args.runs)
+                line("bwrap + a network of its own (slirp4netns), per command (- host)",
+                     owned - host, 50)
             committing = sandboxed_ms(
                 box, wt, plain_env, "git commit -q --allow-empty -m x", args.runs)
             imported = committing - boxed
