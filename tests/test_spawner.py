@@ -250,3 +250,29 @@ def test_the_tail_of_the_events_log_skips_a_torn_line(repo: Path) -> None:
     assert [e["task"] for e in log.tail(300)] == [f"task_{i:03d}" for i in range(300)]
     assert [e["task"] for e in log.tail(2)] == ["task_298", "task_299"]
     assert [e.seq for e in log.tail(5, task="task_007")] == [8]
+
+
+LEAD_FORKS = """
+import sys
+from pathlib import Path
+from orchestrator.config import Config
+from orchestrator.layout import Layout
+from orchestrator.team.lead import Lead
+
+lead = Lead(Layout.at(Path(sys.argv[1])), Config.model_validate(
+    {"board": {"url": "postgresql:///nowhere?host=/nonexistent"}}))
+assert "psycopg" not in sys.modules, "imported before the fork: nothing to test"
+lead.start_spawner()
+assert lead.spawner is not None and lead.spawner.pid is not None
+print("psycopg" in sys.modules, flush=True)
+lead.spawner.close()
+"""
+
+
+def test_a_postgresql_lead_imports_its_driver_once_before_it_forks_the_spawner(
+        repo: Path) -> None:
+    # the lead opens the board right after the fork: imported before it, psycopg is paid
+    # once (shared by the spawner and every teammate), not again by the lead after it
+    out = subprocess.run([sys.executable, "-c", LEAD_FORKS, str(repo)], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    assert out == "True\n"
