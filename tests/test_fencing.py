@@ -171,6 +171,32 @@ def test_a_branch_the_remote_refused_is_pending_until_the_lead_pushes_it(
     assert not git(bare, "for-each-ref", wip_ref("task_001"))
 
 
+def test_a_wip_ref_the_remote_would_not_delete_is_dropped_by_the_lead_later(
+        setup: tuple[Path, Path, Path, PgBoard, PgBoard]) -> None:
+    """The branch lands, then the remote turns read-only before the WIP ref is deleted:
+    the task is pending until the lead's retry deletes it (it was left for good)."""
+    bare, a, _, board_a, _ = setup
+    log = get_logger()
+    hook = bare / "hooks" / "pre-receive"
+    task, claim, wt, _, _ = start(a, board_a, "alice", "done\n")
+    remote = Remote(a)  # the work is left uncommitted: finish's last snapshot holds it
+    # refuses only deletions (the zero id as the new value): the branch itself lands
+    hook.write_text("#!/bin/sh\nwhile read old new ref; do\n"
+                    "  case $new in *[!0]*) ;; *) echo read-only >&2; exit 1;; esac\n"
+                    "done\n")
+    hook.chmod(0o755)
+    pending = Pushes(remote, claim, task, log).finish(wt, BRANCH, "ma")
+    assert pending is not None and "WIP ref" in pending.reason
+    assert git(bare, "rev-parse", BRANCH)  # the branch landed
+    assert git(bare, "show", f"{wip_ref(task.id)}:a.txt") == "done"
+    claim.complete(push_pending=pending, branch=BRANCH)
+    assert retry_pending(board_a, remote, "ma", log) == (0, 1)  # still refused
+    hook.unlink()
+    assert retry_pending(board_a, remote, "ma", log) == (1, 0)
+    assert board_a.get(task.id).push_pending is None
+    assert not git(bare, "for-each-ref", wip_ref(task.id))
+
+
 def test_a_snapshot_needs_no_git_identity(tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     _bare, a, _ = clones(tmp_path)

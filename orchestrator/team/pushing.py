@@ -77,7 +77,8 @@ class Pushes:
                 raise
             except GitError as exc:
                 return PushPending(machine=machine, reason=str(exc))
-            self.remote.drop_wip(self.task_id)
+            if not self.remote.drop_wip(self.task_id):  # the lead drops it with the retries
+                return PushPending(machine=machine, reason=DROP_REFUSED)
             self.pushed.pop("wip", None)
             self.claim.update(pushed=self.pushed)
             return None
@@ -102,6 +103,9 @@ class Pushes:
             return commit
         raise PushRefused(f"{self.task_id}: the remote's {key} kept moving under this lease",
                           ref=key)
+
+
+DROP_REFUSED = "the remote refused to delete the task's WIP ref"
 
 
 class WorktreeWatch:
@@ -148,7 +152,10 @@ def retry_pending(board: ControlPlane, remote: Remote, machine: str,
             log.info("push still pending", task=task.id, reason=str(exc))
             left += 1
             continue
-        remote.drop_wip(task.id)
+        if not remote.drop_wip(task.id):
+            log.info("push still pending", task=task.id, reason=DROP_REFUSED)
+            left += 1
+            continue
         pushed = {k: v for k, v in task.pushed.items() if k != "wip"}
         board.edit(task.id, actor="lead", push_pending=None, pushed={**pushed,
                                                                      "branch": commit})

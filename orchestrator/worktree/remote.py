@@ -247,11 +247,13 @@ class Remote:
                               "another commit than this lease last pushed", ref=ref)
         raise GitError(f"push of {where} to {self.name} was rejected: {reason}")
 
-    def drop_wip(self, task_id: str) -> None:
+    def drop_wip(self, task_id: str) -> bool:
         """Forget the snapshot of a task that is done with (in review with its branch
-        pushed, merged or discarded)."""
+        pushed, merged or discarded); False when the remote still has it (it refused the
+        deletion: down, or read-only for a while)."""
         self.repo.run("update-ref", "-d", wip_ref(task_id), check=False)
-        self.repo.run("push", "--quiet", self.name, f":{wip_ref(task_id)}", check=False)
+        out = self.repo.run("push", "--quiet", self.name, f":{wip_ref(task_id)}", check=False)
+        return out.returncode == 0 or "remote ref does not exist" in out.stderr
 
     # --- review, diff, merge -------------------------------------------------------------
     def fetch_branches(self, branches: list[str]) -> list[str]:
