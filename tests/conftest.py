@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,3 +82,21 @@ def _no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
 def repo(tmp_path: Path) -> Path:
     """A real git repository with one commit, as a user would run orchestrator in."""
     return make_repo(tmp_path / "repo")
+
+
+@pytest.fixture(scope="session")
+def validator(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """GitHub's OpenAPI description, pruned once per session: checks every exchange of the
+    forge stand-in (`tests.forge_support`, which skips without the forge extra)."""
+    from tests.forge_support import load_validator
+
+    return load_validator(tmp_path_factory.mktemp("openapi"))
+
+
+@pytest.fixture
+def gh(repo: Path, validator: Any) -> Iterator[Any]:
+    """The GitHub stand-in over a bare clone of ``repo`` (`tests.forge_support.standin`)."""
+    from tests.forge_support import standin
+
+    with standin(repo, validator) as s:
+        yield s

@@ -3,7 +3,6 @@ every exchange is checked against GitHub's OpenAPI description."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,25 +21,13 @@ from tests.forge_support import (
     BOT,
     STRANGER,
     finish_check,
-    load_validator,
     person,
-    standin,
 )
 from tests.helpers import git
 from tests.test_team_support import add_tasks, cli, events, tasks, team_cleanup, team_env
 
 WRITE_FILE = 'echo "$ORCH_TASK_SUBJECT" > "$ORCH_TASK_ID.txt"'
 
-
-@pytest.fixture(scope="module")
-def validator(tmp_path_factory: pytest.TempPathFactory) -> Validator:
-    return load_validator(tmp_path_factory.mktemp("openapi"))
-
-
-@pytest.fixture
-def gh(repo: Path, validator: Validator) -> Iterator[StandIn]:
-    with standin(repo, validator) as s:
-        yield s
 
 
 def bot(s: StandIn) -> Forge:

@@ -4,33 +4,18 @@ log, nothing is lost, and the rest of the team's work goes on."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from orchestrator.board import open_board
 from orchestrator.config import Config
-from orchestrator.forge.openapi import Validator
 from orchestrator.forge.standin import StandIn
 from orchestrator.forge.watcher import ForgeWatcher
 from orchestrator.layout import Layout
 from orchestrator.model import Status
-from tests.forge_support import finish_check, load_validator, person, standin
+from tests.forge_support import finish_check, person
 from tests.helpers import git
 from tests.test_forge import WRITE_FILE, sync
 from tests.test_team_support import add_tasks, cli, events, tasks, team_cleanup, wait_until
-
-
-@pytest.fixture(scope="module")
-def validator(tmp_path_factory: pytest.TempPathFactory) -> Validator:
-    return load_validator(tmp_path_factory.mktemp("openapi"))
-
-
-@pytest.fixture
-def gh(repo: Path, validator: Validator) -> Iterator[StandIn]:
-    with standin(repo, validator) as s:
-        yield s
 
 
 def kept(repo: Path, n: int = 1) -> list[str]:

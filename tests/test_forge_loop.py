@@ -5,15 +5,12 @@ CI through the stand-in's REST API."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from orchestrator.forge.openapi import Validator
 from orchestrator.forge.standin import StandIn
 from orchestrator.model import Status
-from tests.forge_support import finish_check, load_validator, person, standin
+from tests.forge_support import finish_check, person, standin
 from tests.helpers import git
 from tests.test_team_support import (
     cli,
@@ -28,16 +25,6 @@ from tests.test_team_support import (
 AGENT = 'printf "%s\\n---\\n" "$ORCH_PROMPT" >> notes.md'
 """Each run appends its prompt (subject, description, feedback): a new commit every time."""
 
-
-@pytest.fixture(scope="module")
-def validator(tmp_path_factory: pytest.TempPathFactory) -> Validator:
-    return load_validator(tmp_path_factory.mktemp("openapi"))
-
-
-@pytest.fixture
-def gh(repo: Path, validator: Validator) -> Iterator[StandIn]:
-    with standin(repo, validator) as s:
-        yield s
 
 
 def head(gh: StandIn, number: int) -> str:
