@@ -33,6 +33,7 @@ import msgspec
 
 from orchestrator.clock import utcnow
 from orchestrator.errors import InvalidInput
+from orchestrator.events import BudgetWarning
 from orchestrator.model import Budget, InvalidRecord, Task, Usage
 
 if TYPE_CHECKING:
@@ -191,8 +192,9 @@ def warn(limits: list[Limit], before: Usage, after: Usage, events: Events, task_
     for limit in limits:
         if "budget_warning" in crossed(limit.budget, limit.spent.add(before),
                                        limit.spent.add(after)):
-            events.emit("budget_warning", task_id, actor=actor, limit=limit.label or "task",
-                        spent=describe(limit.budget, limit.spent.add(after)))
+            events.emit(BudgetWarning(limit=limit.label or "task",
+                                      spent=describe(limit.budget, limit.spent.add(after))),
+                        task_id, actor=actor)
 
 
 def minus(a: Usage, b: Usage) -> Usage:

@@ -21,6 +21,7 @@ from orchestrator import waits
 from orchestrator.board import open_board
 from orchestrator.budget import crossed, make_budget, parse_duration, reached, read_usage_file
 from orchestrator.errors import InvalidInput
+from orchestrator.events import Spend
 from orchestrator.layout import Layout
 from orchestrator.model import Budget, Status, Usage
 from orchestrator.team.hooks import hook_kind
@@ -289,8 +290,9 @@ def test_plan_and_teammate_limits(repo: Path) -> None:
             claimed = board.claim("alice", task_id=t.id)
             assert claimed is not None and claimed.lease is not None
             board.update(t.id, claimed.lease.token, usage=Usage(cost_usd=cost))
-            board.events.emit("spend", t.id, actor="alice", usage=Usage(cost_usd=cost).model_dump())
-        board.events.emit("spend", None, actor="bob", usage={"cost_usd": "bogus"})
+            board.events.emit(Spend(usage=Usage(cost_usd=cost).model_dump(), plan=None), t.id,
+                              actor="alice")
+        board.events.emit(Spend(usage={"cost_usd": "bogus"}, plan=None), None, actor="bob")
         config = BudgetConfig(plan_usd=3.0, teammate_daily_usd=10.0, daily_usd=3.4)
         limits = limits_for(board.get(a.id), "alice", config, board)
     labels = {lim.label: lim.reached(Usage()) for lim in limits}

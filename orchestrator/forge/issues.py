@@ -16,6 +16,7 @@ import re
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import InvalidTransition
+from orchestrator.events import IssueClosed, IssueTaken
 from orchestrator.forge import Issue, cut
 from orchestrator.model import ForgeLink, Status, Task
 
@@ -48,7 +49,7 @@ def issues_in(sync: ForgeSync, label: str, out: Outcome) -> None:
             except InvalidTransition:
                 continue
             sync.save(board.get(task.id), state="issue_closed")
-            board.events.emit("issue_closed", task.id, actor=ACTOR, issue=issue.number)
+            board.events.emit(IssueClosed(issue=issue.number), task.id, actor=ACTOR)
             out.cancelled.append(task.id)
 
 
@@ -66,7 +67,7 @@ def task_from(sync: ForgeSync, issue: Issue, latest: dict[int, Task]) -> Task | 
         f"{issue.url})", blocked_by=blockers, actor=ACTOR,
         metadata={"labels": list(issue.labels), "issue_url": issue.url},
         forge=ForgeLink(issue=issue.number))
-    sync.board.events.emit("issue_taken", task.id, actor=ACTOR, issue=issue.number)
+    sync.board.events.emit(IssueTaken(issue=issue.number), task.id, actor=ACTOR)
     return task
 
 

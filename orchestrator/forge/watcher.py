@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.config import Config
+from orchestrator.events import ForgeBackoff
 from orchestrator.forge import ForgeError, RateLimited, open_forge
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
@@ -128,5 +129,5 @@ class ForgeWatcher:
     def _trouble(self, sync: ForgeSync, line: str) -> None:
         if line.split(" (asking")[0] != (self.last_error or "").split(" (asking")[0]:
             self.log.warning("forge", problem=line)
-            sync.board.events.emit("forge_backoff", None, actor="forge", problem=line)
+            sync.board.events.emit(ForgeBackoff(problem=line), None, actor="forge")
         self.last_error = line

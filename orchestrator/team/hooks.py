@@ -33,6 +33,7 @@ from typing import Any
 from orchestrator.config import HooksConfig
 from orchestrator.controlplane import ActorEvents, ControlPlane
 from orchestrator.errors import OrchestratorError
+from orchestrator.events import HookFailed
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
 from orchestrator.waits import as_dict
@@ -169,8 +170,8 @@ class Hooks:
 
     def _failed(self, outcome: dict[str, Any], why: str, output: str) -> dict[str, Any]:
         self.log.warning("hook failed", **outcome, error=why, output=output)
-        self.events.emit("hook_failed", outcome.get("task"), hook=outcome["hook"],
-                         command=outcome["command"], error=why, output=output)
+        self.events.emit(HookFailed(hook=outcome["hook"], command=outcome["command"],
+                                    error=why, output=output), outcome.get("task"))
         return {**outcome, "ok": False, "error": why, "output": output}
 
 
