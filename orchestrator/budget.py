@@ -33,7 +33,7 @@ import msgspec
 
 from orchestrator.clock import utcnow
 from orchestrator.errors import InvalidInput
-from orchestrator.events import BudgetWarning
+from orchestrator.events import BudgetWarning, Spend
 from orchestrator.model import Budget, InvalidRecord, Task, Usage
 
 if TYPE_CHECKING:
@@ -173,10 +173,11 @@ def spent_today(events: Events) -> tuple[Usage, dict[str, Usage]]:
     for e in reversed(newest):
         if str(e.get("ts", ""))[:10] < today:
             break
-        if e.get("event") != "spend" or not isinstance(e.get("usage"), dict):
+        spend = e.decode()
+        if not isinstance(spend, Spend):
             continue
         try:
-            u = Usage.model_validate(e["usage"])
+            u = Usage.model_validate(spend.usage)
         except InvalidRecord:
             continue
         total = total.add(u)

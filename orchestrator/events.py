@@ -592,6 +592,11 @@ KINDS: tuple[type[EventKind], ...] = get_args(AnyEvent)
 """The kinds in the order the docs list them."""
 
 
+def names(*kinds: type[EventKind]) -> frozenset[str]:
+    """The names the log gives ``kinds`` (to match `Event.event` without decoding)."""
+    return frozenset(str(k.__struct_config__.tag) for k in kinds)
+
+
 def fields_of(kind: EventKind) -> tuple[str, dict[str, Any]]:
     """The event name and the fields written beside the columns. A value of the wrong
     type (one mypy could not see: read from a dict, a subprocess, the forge) raises

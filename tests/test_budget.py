@@ -21,7 +21,7 @@ from orchestrator import waits
 from orchestrator.board import open_board
 from orchestrator.budget import crossed, make_budget, parse_duration, reached, read_usage_file
 from orchestrator.errors import InvalidInput
-from orchestrator.events import Spend
+from orchestrator.events import BudgetWarning, Spend, TaskFailed
 from orchestrator.layout import Layout
 from orchestrator.model import Budget, Status, Usage
 from orchestrator.team.hooks import hook_kind
@@ -190,10 +190,10 @@ def test_reasons_thresholds_and_hooks() -> None:
                                                                     "budget_reached"]
     assert crossed(b, Usage(cost_usd=1.7), Usage(cost_usd=1.8)) == []
     assert crossed(Budget(), Usage(cost_usd=1.0), Usage(cost_usd=1e6)) == []
-    assert hook_kind({"event": "budget_warning"}) == "budget"
-    assert hook_kind({"event": "task_failed", "status": "failed",
-                      "error": "budget: $2.00 of $2.00 spent"}) is None
-    assert hook_kind({"event": "task_failed", "status": "failed", "error": "boom"}) == "failed"
+    assert hook_kind(BudgetWarning(limit="task", spent="$1.60/$2.00")) == "budget"
+    assert hook_kind(TaskFailed(token=1, status="failed", attempts=1,
+                                error="budget: $2.00 of $2.00 spent")) is None
+    assert hook_kind(TaskFailed(token=1, status="failed", attempts=3, error="boom")) == "failed"
 
 
 @pytest.mark.parametrize("content", [

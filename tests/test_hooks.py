@@ -8,7 +8,15 @@ from pathlib import Path
 from orchestrator.board import init_repo, open_board
 from orchestrator.board.eventlog import EventLog
 from orchestrator.config import HooksConfig
-from orchestrator.events import Merged, TaskClaimed, TaskCompleted, TaskFailed
+from orchestrator.events import (
+    LeaseExpired,
+    Merged,
+    PermissionRequested,
+    PlanSubmitted,
+    TaskClaimed,
+    TaskCompleted,
+    TaskFailed,
+)
 from orchestrator.layout import Layout
 from orchestrator.team.hooks import Hooks, hook_kind
 from tests.test_team_support import cli, team_cleanup, team_env
@@ -19,13 +27,16 @@ def lines(path: Path) -> list[dict]:
 
 
 def test_hook_kinds() -> None:
-    assert hook_kind({"event": "task_completed"}) == "review"
-    assert hook_kind({"event": "permission_requested"}) == "waiting"
-    assert hook_kind({"event": "plan_submitted"}) == "waiting"
-    assert hook_kind({"event": "task_failed", "status": "failed"}) == "failed"
-    assert hook_kind({"event": "lease_expired", "status": "failed"}) == "failed"
-    assert hook_kind({"event": "task_failed", "status": "pending"}) is None  # will be retried
-    assert hook_kind({"event": "task_claimed"}) is None
+    assert hook_kind(TaskCompleted(token=1)) == "review"
+    assert hook_kind(PermissionRequested(request_id="r", tool="Bash", subject="ls")) == "waiting"
+    assert hook_kind(PlanSubmitted(request_id="r", plan="p")) == "waiting"
+    assert hook_kind(TaskFailed(token=1, error="boom", attempts=3, status="failed")) == "failed"
+    assert hook_kind(LeaseExpired(owner="a", token=1, reason="lease expired", attempts=3,
+                                  status="failed")) == "failed"
+    assert hook_kind(TaskFailed(token=1, error="boom", attempts=1,
+                                status="pending")) is None  # will be retried
+    assert hook_kind(TaskClaimed(owner="a", token=1, attempt=1)) is None
+    assert hook_kind(None) is None  # a line of a kind this code does not know
 
 
 def test_a_hook_gets_the_event_on_stdin_only_for_new_events(repo: Path, tmp_path: Path) -> None:
@@ -78,7 +89,8 @@ def test_a_torn_last_line_waits_for_its_end(repo: Path, tmp_path: Path) -> None:
     layout = init_repo(repo)
     out = tmp_path / "hook.jsonl"
     hooks = Hooks(layout, HooksConfig(waiting=[f"cat >> {out}"]))
-    record = json.dumps({"seq": 1, "event": "permission_requested", "task": "task_001"})
+    record = json.dumps({"seq": 1, "event": "permission_requested", "task": "task_001",
+                         "request_id": "r1", "tool": "Bash", "subject": "make"})
     with layout.events.open("a") as fh:
         fh.write(record[:10])
     assert hooks.poll() == 0

@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.config import Config
-from orchestrator.events import ForgeBackoff
+from orchestrator.events import (
+    Discarded,
+    ForgeBackoff,
+    ForgeWebhook,
+    Merged,
+    TaskCancelled,
+    TaskCompleted,
+    TaskStatusSet,
+    names,
+)
 from orchestrator.forge import ForgeError, RateLimited, open_forge
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
@@ -27,8 +36,8 @@ from orchestrator.logging import get_logger
 if TYPE_CHECKING:
     from orchestrator.forge.sync import ForgeSync
 
-WAKE_EVENTS = frozenset({"forge_webhook", "task_completed", "discarded", "task_cancelled",
-                         "merged", "task_status"})
+WAKE_EVENTS = names(ForgeWebhook, TaskCompleted, Discarded, TaskCancelled, Merged,
+                    TaskStatusSet)
 EVENT_POLL_SECONDS = 0.2
 
 

@@ -63,6 +63,7 @@ from orchestrator.events import (
     LandSkipped,
     LandStarted,
     LandVerified,
+    Merged,
     TaskMerged,
 )
 from orchestrator.events import (
@@ -519,8 +520,9 @@ def _landed_tip(board: ControlPlane, task_id: str) -> str | None:
         return None
     tip = None
     for e in board.events.read(task=task_id):
-        if e.get("event") == "merged" and isinstance(e.get("tip"), str):
-            tip = e["tip"]
+        merged = e.decode()
+        if isinstance(merged, Merged) and merged.tip:
+            tip = merged.tip
     return tip
 
 
