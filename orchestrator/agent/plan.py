@@ -27,6 +27,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from orchestrator.agent.base import LimitExceeded, ToolContext, ToolResult
 from orchestrator.agent.loop import AgentLoop, Limits
 from orchestrator.agent.profiles import Profile, load_profiles
@@ -43,6 +45,7 @@ from orchestrator.controlplane import ControlPlane as Board
 from orchestrator.errors import BackendError, InvalidInput
 from orchestrator.layout import Layout
 from orchestrator.model import TASK_ID_RE, Task, Usage
+from orchestrator.record import convert
 
 LEAD = "lead"
 REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
@@ -91,7 +94,7 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         return {"goal": self.goal, "written": self.written, "summary": self.summary,
                 "tasks": [t.to_dict() for t in self.tasks],
-                "usage": self.usage.model_dump(mode="json")}
+                "usage": msgspec.to_builtins(self.usage)}
 
 
 class PlanTaskTool:
@@ -209,9 +212,8 @@ def write_plan(plan: Plan, board: Board) -> None:
     assert order is not None
     for t in order:  # everything is validated before the first task is written
         try:
-            Task.model_validate({"id": "task_000", "subject": t.subject,
-                                 "description": t.description, "priority": t.priority,
-                                 "agent": t.agent})
+            convert({"id": "task_000", "subject": t.subject, "description": t.description,
+                     "priority": t.priority, "agent": t.agent}, Task)
         except ValueError as exc:
             raise InvalidInput(f"plan refused: task {t.ref}: {exc}") from None
     ids: dict[str, str] = {}
