@@ -233,7 +233,8 @@ def test_a_fifo_under_a_settings_files_name_is_refused_without_blocking(repo: Pa
     error (or one problem line), never a hang."""
     import threading
 
-    from orchestrator.agent import permissions, profiles
+    from orchestrator import profiles
+    from orchestrator.agent import permissions
     from orchestrator.config import Config
     from orchestrator.errors import ConfigError
     from orchestrator.mcp import config as mcp_config

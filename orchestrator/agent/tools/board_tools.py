@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from orchestrator.adding import add_task
 from orchestrator.agent.base import ToolContext, ToolResult
 from orchestrator.agent.tools.common import obj, prop
 from orchestrator.errors import OrchestratorError
@@ -92,11 +93,13 @@ class TaskCreateTool(_BoardTool):
     )
 
     def act(self, board: Any, args: dict[str, Any], ctx: ToolContext) -> str:
-        actor = ctx.teammate or "agent"
+        if ctx.layout is None:
+            raise OrchestratorError("task_create needs the project (this run has none)")
         meta = {"parent": ctx.task_id} if ctx.task_id else {}
-        task = board.add(args["subject"], description=args.get("description", ""),
-                         blocked_by=args.get("blocked_by", []),
-                         priority=args.get("priority", 0), actor=actor, metadata=meta)
+        task = add_task(ctx.layout, None, board, args["subject"],
+                        description=args.get("description", ""),
+                        blocked_by=args.get("blocked_by", []), priority=args.get("priority", 0),
+                        actor=ctx.teammate or "agent", metadata=meta)
         return f"created {_line(task)}"
 
 

@@ -106,8 +106,10 @@ READY = ("status = 'pending' AND (cardinality(t.blocked_by) = 0 OR NOT EXISTS (S
 one without blockers is that at once (no subquery to start for it: most are that)."""
 CLOCK_CHECK_SECONDS = 60.0
 """How long `PgBoard.now` trusts the difference between the database's clock and ours."""
-CHANGE_CHANNELS = ["orch_tasks", "orch_messages", "orch_requests"]
-"""What `wait_for_change` wakes on: tasks, mail and permission/plan requests."""
+CHANGE_CHANNELS = ["orch_tasks", "orch_messages", "orch_requests", "orch_events"]
+"""What `wait_for_change` wakes on: tasks, mail, permission/plan requests and events (as
+the file board's feed does on an append to ``events.jsonl``: a ``forge_webhook`` event
+alone wakes the lead, which pokes its forge thread)."""
 
 
 def machine_name(layout: Layout, config: BoardSettings) -> str:
