@@ -27,6 +27,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from orchestrator.adding import add_task
 from orchestrator.agent.base import LimitExceeded, ToolContext, ToolResult
 from orchestrator.agent.loop import AgentLoop, Limits
@@ -44,6 +46,7 @@ from orchestrator.errors import BackendError, ConfigError, InvalidInput
 from orchestrator.layout import Layout
 from orchestrator.model import TASK_ID_RE, Task, Usage
 from orchestrator.profiles import Profile, check_task_profile, load_profiles
+from orchestrator.record import convert
 
 LEAD = "lead"
 REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
@@ -92,7 +95,7 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         return {"goal": self.goal, "written": self.written, "summary": self.summary,
                 "tasks": [t.to_dict() for t in self.tasks],
-                "usage": self.usage.model_dump(mode="json")}
+                "usage": msgspec.to_builtins(self.usage)}
 
 
 class PlanTaskTool:
@@ -210,9 +213,8 @@ def write_plan(plan: Plan, layout: Layout, config: Config, board: Board) -> None
     assert order is not None
     for t in order:  # everything is validated before the first task is written
         try:
-            Task.model_validate({"id": "task_000", "subject": t.subject,
-                                 "description": t.description, "priority": t.priority,
-                                 "agent": t.agent})
+            convert({"id": "task_000", "subject": t.subject, "description": t.description,
+                     "priority": t.priority, "agent": t.agent}, Task)
             if t.agent:
                 check_task_profile(layout.root, config, t.agent)
         except (ValueError, ConfigError) as exc:

@@ -16,6 +16,7 @@ from orchestrator.agent.base import ToolContext, ToolResult
 from orchestrator.agent.tools.common import obj, prop
 from orchestrator.errors import OrchestratorError
 from orchestrator.model import Status, Task
+from orchestrator.record import to_dict
 
 MAX_LISTED = 200
 _SHOWN_FIELDS = ("id", "subject", "status", "priority", "blocked_by", "owner", "branch",
@@ -70,7 +71,7 @@ class TaskGetTool(_BoardTool):
 
     def act(self, board: Any, args: dict[str, Any], ctx: ToolContext) -> str:
         task = board.get(args["task_id"])
-        data = task.model_dump(mode="json")
+        data = to_dict(task)
         return json.dumps({k: data[k] for k in _SHOWN_FIELDS if data.get(k) not in (None, [])},
                           indent=1, ensure_ascii=False)
 
