@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.agent.profiles import load_profiles, parse_agent_file
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError
+from orchestrator.profiles import load_profiles, parse_agent_file
 from tests import test_backend_agent as backend_tests
 from tests.loopback import LoopbackAPI, tool_use
 from tests.test_cli_board import ok, run

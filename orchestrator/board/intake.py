@@ -54,7 +54,7 @@ from orchestrator.errors import Conflict, InvalidInput, NotFound
 from orchestrator.fsutil import atomic_write, read_open_file
 from orchestrator.model import InvalidRecord, Status, Task, normalize_task_id
 from orchestrator.procutil import pid_alive
-from orchestrator.record import describe_error
+from orchestrator.record import convert, describe_error
 
 if TYPE_CHECKING:
     from orchestrator.board.store import FileBoard
@@ -585,7 +585,7 @@ def _repair(board: FileBoard, task_id: str, actor: str, moved: list[Path]) -> Ta
             draft = parse_drop(path.name, _read(path))
             if draft.task_id not in (None, task_id):
                 raise InvalidInput(f"id {draft.task_id} in the file does not match its name")
-            task = Task.model_validate({**draft.fields, "source": path.name, "id": task_id})
+            task = convert({**draft.fields, "source": path.name, "id": task_id}, Task)
         except Exception as exc:  # the file's or ours: rejected with the reason
             if problem is None and 0 <= time.time() - st.st_mtime < SETTLE_SECONDS:
                 return None

@@ -14,6 +14,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from orchestrator.budget import describe
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
@@ -341,7 +343,7 @@ def _row(task: Task, now: float) -> dict[str, Any]:
         "worktree": task.worktree, "base": task.base, "base_commit": task.base_commit,
         "commits": None, "diffstat": None, "merge": None, "warnings": [], "control_files": [],
         "checks": _checks(task.checks), "cost_usd": round(task.usage.cost_usd, 6),
-        "usage": task.usage.model_dump(), "budget": task.budget.model_dump(),
+        "usage": msgspec.to_builtins(task.usage), "budget": msgspec.to_builtins(task.budget),
         "spent": describe(task.budget, task.usage),
         "tokens": task.usage.input_tokens + task.usage.output_tokens,
         "attempts": task.attempts, "feedback": task.feedback,

@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from orchestrator import budget, delivery, waits
 from orchestrator.agent.sandbox import task_sandbox
 from orchestrator.backends import load_backend
@@ -561,10 +563,10 @@ class Teammate:
                        limits: list[budget.Limit]) -> tuple[Task, Usage]:
         """Add a run's usage and wall-clock time to the task, write the ``spend`` event
         the daily budgets add up, report a budget's 80 %; the task, and the run's usage."""
-        run = usage.model_copy(update={"seconds": usage.seconds + seconds})
+        run = msgspec.structs.replace(usage, seconds=usage.seconds + seconds)
         so_far = self.board.get(task.id).usage  # a backend may have counted live already
         updated = claim.update(usage=task.usage.add(run))
-        self.board.events.emit("spend", task.id, actor=self.name, usage=run.model_dump(),
+        self.board.events.emit("spend", task.id, actor=self.name, usage=msgspec.to_builtins(run),
                                plan=budget.plan_of(task))
         live = budget.minus(so_far, task.usage)  # what the backend already warned about
         budget.warn(limits, live, run, self.board.events, task.id, self.name)

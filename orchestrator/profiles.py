@@ -22,18 +22,21 @@ tasks that name it, with the file and the reason.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from orchestrator.agent.prompt import Prompt
 from orchestrator.config import Config, ProfileConfig
 from orchestrator.errors import ConfigError
 from orchestrator.fsutil import read_regular
+
+if TYPE_CHECKING:
+    from orchestrator.agent.prompt import Prompt
 
 AGENTS_DIR = ".claude/agents"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -82,8 +85,7 @@ class Profile:
             return prompt
         role = f"# Your role: the {self.name} agent\n{body}"
         first = {**prompt.system[0], "text": f"{prompt.system[0]['text']}\n\n{role}"}
-        return Prompt(system=[first, *prompt.system[1:]], tools=prompt.tools,
-                      first_message=prompt.first_message)
+        return dataclasses.replace(prompt, system=[first, *prompt.system[1:]])
 
     def to_dict(self) -> dict[str, Any]:
         s = self.settings
