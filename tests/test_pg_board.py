@@ -212,6 +212,24 @@ def test_an_idle_waiter_wakes_on_another_machines_add(tmp_path: Path, pg_board_u
         assert m2.claim("bob") is not None
 
 
+def test_a_waiting_lead_wakes_on_an_event_alone(tmp_path: Path, pg_board_url: str) -> None:
+    """A webhook's ``forge_webhook`` event changes no task: the lead still hears it (and
+    pokes its forge thread), as the file board's lead does on an append to events.jsonl."""
+    with board_at(tmp_path, pg_board_url, "m1") as m1, \
+            board_at(tmp_path, pg_board_url, "m2", rescan_seconds=30) as m2:
+        m2.wait_for_change(0.2)  # its listener's first connect counts as a change
+        assert m2.wait_for_change(0.2) is False
+        timer = threading.Timer(0.3, lambda: m1.events.emit("forge_webhook", None,
+                                                            hook="check_run"))
+        timer.start()
+        t0 = time.monotonic()
+        try:
+            assert m2.wait_for_change(20) is True
+        finally:
+            timer.join()
+        assert time.monotonic() - t0 < 2.0  # a NOTIFY, not the 30 s rescan
+
+
 def test_the_listener_sleeps_on_its_socket_until_a_wanted_notify_comes(
         pg_cluster: Cluster, pg_board_url: str) -> None:
     """An idle waiter costs nothing: over a quiet 1.5 s its thread sleeps once or twice

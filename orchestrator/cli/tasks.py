@@ -19,6 +19,7 @@ from orchestrator.budget import describe
 from orchestrator.cli.output import PIPED_WIDTH, echo, page_lines, plain, print_json
 from orchestrator.controlplane import ControlPlane
 from orchestrator.model import Budget, ForgeLink, Status, Task, Usage
+from orchestrator.record import to_dict
 from orchestrator.repo import open_repo, to_jsonable
 
 STATUS_STYLE = {
@@ -29,6 +30,8 @@ STATUS_STYLE = {
 _STATE_CELLS = {s: ((s._value_, style),) for s, style in STATUS_STYLE.items()}
 """The status cell of each status, on a terminal (one tuple shared by every row)."""
 _USAGE, _BUDGET, _TODOS = (attrgetter(name) for name in ("usage", "budget", "todos"))
+_SHOWN_ABOVE = frozenset({"id", "status", "subject", "description", "todos", "plan", "lease",
+                          "wait", "waiting_for", "forge", "usage", "budget"})
 
 
 def open_with_intake(repo: Path | None, *, one_task: bool = False) -> ControlPlane:
@@ -188,12 +191,8 @@ def show(task_id: str, repo: Path | None = None, json_: bool = False) -> None:
         at = datetime.fromtimestamp(task.lease.expires_at, UTC).strftime("%H:%M:%S UTC")
         echo(f"lease: {task.lease.owner}, token {task.lease.token}, expires {at} "
                    f"({f'in {left:.0f}s' if left >= 0 else f'{-left:.0f}s ago'})")
-    shown = task.model_dump(mode="json", exclude={"id", "status", "subject", "todos", "plan",
-                                                  "lease", "wait", "waiting_for", "forge",
-                                                  "usage", "budget"},
-                            exclude_defaults=True)
-    for key, value in shown.items():
-        if value not in (None, "", [], {}) and key != "description":
+    for key, value in to_dict(task, exclude_defaults=True).items():
+        if value not in (None, "", [], {}) and key not in _SHOWN_ABOVE:
             echo(f"{key}: {json.dumps(value) if isinstance(value, dict | list) else value}")
     if task.todos:
         echo(f"todos ({progress(task.todos)} done):")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from orchestrator import budget
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
@@ -54,5 +56,5 @@ def resume_task(layout: Layout, config: Config, task_id: str, *, usd: Any = None
                                    "--budget-tokens, --timeout), or --review")
             task = b.set_status(task.id, Status.PENDING, actor=actor, attempts=0, **fields)
         b.events.emit("task_resumed", task.id, actor=actor, to=str(task.status),
-                      budget=raised.model_dump(), feedback=note)
+                      budget=msgspec.to_builtins(raised), feedback=note)
     return task

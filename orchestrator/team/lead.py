@@ -122,6 +122,7 @@ class Lead:
         self.rejected = 0
         """Dropped files rejected during this run (a burst with any exits 1)."""
         self.lander: subprocess.Popen[bytes] | None = None
+        self.forge: ForgeWatcher | None = None  # [forge], not in a burst: pull requests
         """The running ``orchestrator land`` (``team.land``)."""
         self.pushes = PendingPushes()
         """Across machines: this machine's finished branches the remote has not taken."""
@@ -139,7 +140,6 @@ class Lead:
         self.pushes.remote = Remote.for_config(self.layout.root, self.config)
         self.live = LiveConfig(self.layout.root, self.config, self.overrides)
         watcher = ConfigWatcher(self.live.files, self.waker.notify).start()
-        forge = ForgeWatcher.for_config(self.layout, self.config)  # [forge]: pull requests
         try:
             self.waker.install_signals()
             self.recover()
@@ -147,8 +147,10 @@ class Lead:
             self.waker.follow_board(self.board, self.config.board.rescan_seconds)
             for child in self.children:
                 self.guarded("starting a teammate", self.spawn, child)
-            if forge is not None and not self.burst:
-                forge.start()
+            if not self.burst:
+                self.forge = ForgeWatcher.for_config(self.layout, self.config)
+                if self.forge is not None:
+                    self.forge.start()
             if not self.burst and not self.board.ready():
                 self.log.info("waiting for tasks",
                               add="orchestrator add 'SUBJECT' (or drop a file in the inbox)")
@@ -162,8 +164,8 @@ class Lead:
             return 1 if self.burst and (failed or self.rejected) else 0
         finally:
             watcher.stop()
-            if forge is not None:
-                forge.stop()
+            if self.forge is not None:
+                self.forge.stop()
             self.shutdown_children()
             if self.spawner is not None:
                 self.spawner.close()
@@ -231,6 +233,8 @@ class Lead:
                     return
                 continue
             self.tick()
+            if self.forge is not None and wake.notified:
+                self.forge.poke()  # the board changed: the forge thread reads what is new
             self.guarded("pushing a finished branch", self.pushes.retry, self.board, self.log)
             now = time.monotonic()
             for child in self.children:
