@@ -35,6 +35,7 @@ from orchestrator.clock import utcnow
 from orchestrator.errors import InvalidInput
 from orchestrator.events import BudgetWarning, Spend
 from orchestrator.model import Budget, InvalidRecord, Task, Usage
+from orchestrator.record import convert
 
 if TYPE_CHECKING:
     from orchestrator.config import BudgetConfig
@@ -72,7 +73,7 @@ def parse_duration(value: Any, what: str = "timeout") -> float:
 def make_budget(usd: Any = None, tokens: Any = None, timeout: Any = None,
                 base: Budget | None = None) -> Budget:
     """A validated `Budget` from what a person or a file wrote (``base`` for the rest)."""
-    data = (base or Budget()).model_dump()
+    data = msgspec.to_builtins(base or Budget())
     if usd is not None:
         data["usd"] = _number(usd, "budget_usd")
     if tokens is not None:
@@ -83,7 +84,7 @@ def make_budget(usd: Any = None, tokens: Any = None, timeout: Any = None,
     if timeout is not None:
         data["seconds"] = parse_duration(timeout)
     try:
-        return Budget.model_validate(data)
+        return convert(data, Budget)
     except InvalidRecord as exc:
         from orchestrator.record import describe_error
 
@@ -177,7 +178,7 @@ def spent_today(events: Events) -> tuple[Usage, dict[str, Usage]]:
         if not isinstance(spend, Spend):
             continue
         try:
-            u = Usage.model_validate(spend.usage)
+            u = convert(spend.usage, Usage)
         except InvalidRecord:
             continue
         total = total.add(u)
@@ -200,8 +201,8 @@ def warn(limits: list[Limit], before: Usage, after: Usage, events: Events, task_
 
 def minus(a: Usage, b: Usage) -> Usage:
     """``a - b`` field by field, never below 0."""
-    return Usage.model_validate({k: max(0, v - getattr(b, k))
-                                 for k, v in a.model_dump().items()})
+    return convert({k: max(0, v - getattr(b, k)) for k, v in msgspec.to_builtins(a).items()},
+                   Usage)
 
 
 def first_reached(limits: list[Limit], run: Usage) -> str | None:
@@ -300,8 +301,8 @@ def _usage_record(rec: Any, path: Path) -> Usage:
             raise InvalidInput(f"usage file {path}: {key} must be a number >= 0, not {value!r}")
         if key != "cost_usd" and value != int(value):
             raise InvalidInput(f"usage file {path}: {key} must be a whole number")
-    return Usage.model_validate({k: (float(v) if k == "cost_usd" else int(v))
-                                 for k, v in fields.items()})
+    return convert({k: (float(v) if k == "cost_usd" else int(v)) for k, v in fields.items()},
+                   Usage)
 
 
 def _duration(seconds: float) -> str:

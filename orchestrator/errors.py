@@ -16,7 +16,8 @@
     │       │   └── SecretLeak       a commit would add a known secret's value
     │       ├── BoardUnavailable     the board's database cannot be used (down, login, schema)
     │       └── BackendError         an agent backend could not run
-    └── (loop signals live in orchestrator.agent.base: they are control flow, not errors)
+    └── (loop signals live in orchestrator.agent.base, a teammate's in
+         orchestrator.team.teammate: they are control flow, not errors)
 
 Outside errors (OSError, git, pydantic, the SDK) are translated at the boundary
 with ``raise … from exc`` so the CLI can print one line and the cause stays in

@@ -1,26 +1,30 @@
 """`Record`: the base of the board's data (tasks, leases, usage, budgets, todos).
 
-A msgspec ``Struct`` with the few pydantic-style methods the code calls
-(``model_validate``, ``model_dump``, ``model_copy``, ...). msgspec imports in a few
-milliseconds and decodes and checks 50,000 task files in a fraction of a second, where
-pydantic costs 0.2 s of every command's start before any work (issue 21). Settings
-(`orchestrator.config`) stay pydantic models: only commands that change or run things
-load them.
+A msgspec ``Struct``, used through msgspec's own API (``msgspec.structs.replace``,
+``msgspec.to_builtins``, ...). msgspec imports in a few milliseconds and decodes and checks
+50,000 task files in a fraction of a second, where pydantic costs 0.2 s of every command's
+start before any work (issue 21). Settings (`orchestrator.config`) stay pydantic models:
+only commands that change or run things load them.
 
-Checking: decoding (``model_validate``, ``model_validate_json``, `decode_list`) checks
-every field's type and constraints and rejects unknown fields, in lax mode (``"5"`` is
-taken for an int, as pydantic did); each class's ``__post_init__`` checks the values the
-types cannot say, and runs on construction and on ``model_copy`` too. A failure is
-`InvalidRecord` (a ``ValueError``), one line with the path of the bad field.
+The few functions here keep what msgspec's own calls would not:
+
+- `convert` and `decode` (and `decode_list`) check every field's type and constraints and
+  reject unknown fields in lax mode (``"5"`` is taken for an int), and turn a too-deep
+  document into `InvalidRecord` rather than a ``RecursionError``;
+- `to_dict` and `to_json` give every field of a class declared with ``omit_defaults``
+  (`orchestrator.model.Task`), which msgspec's encoders would leave out at their defaults.
+
+Each class's ``__post_init__`` checks the values the types cannot say, and runs on
+construction and on ``msgspec.structs.replace`` too. A failure is `InvalidRecord` (a
+``ValueError``), one line with the path of the bad field.
 """
 
 from __future__ import annotations
 
-import copy
 import gc
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -32,66 +36,46 @@ TOO_DEEP = "nested too deeply"
 R = TypeVar("R", bound="Record")
 
 _ENCODER = msgspec.json.Encoder()
-_UNCHECKED: dict[type, type] = {}
 
 
 class Record(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A checked record; see the module's text."""
 
-    @classmethod
-    def model_validate(cls, data: Any) -> Self:
-        if isinstance(data, cls):
-            return data
-        try:
-            return msgspec.convert(data, cls, strict=False)
-        except RecursionError:
-            raise InvalidRecord(TOO_DEEP) from None
 
-    @classmethod
-    def model_validate_json(cls, data: str | bytes) -> Self:
-        try:
-            return msgspec.json.decode(data, type=cls, strict=False)
-        except RecursionError:
-            raise InvalidRecord(TOO_DEEP) from None
+def convert(data: Any, cls: type[R]) -> R:
+    """``data`` (plain values, or already a ``cls``) as a checked ``cls``."""
+    try:
+        return msgspec.convert(data, cls, strict=False)
+    except RecursionError:
+        raise InvalidRecord(TOO_DEEP) from None
 
-    @classmethod
-    def model_construct(cls, **fields: Any) -> Self:
-        """A record of ``fields`` as given, the rest at their defaults, with no checks at
-        all (what a hand-edited file could hold: for tests of the code that must cope).
-        It is an instance of an unchecked subclass of ``cls``."""
-        unchecked = _UNCHECKED.get(cls)
-        if unchecked is None:
-            unchecked = _UNCHECKED[cls] = type(cls.__name__, (cls,), {
-                "__post_init__": lambda self: None, "__module__": cls.__module__})
-        return unchecked(**fields)  # type: ignore[no-any-return]
 
-    def model_dump(self, *, mode: str = "python", exclude: Iterable[str] | None = None,
-                   exclude_defaults: bool = False
-                   ) -> dict[str, Any]:
-        """The record as plain values (enums as their values, nested records as dicts) in
-        either mode; ``exclude`` drops top-level fields,
-        ``exclude_defaults`` the top-level fields left at their defaults."""
-        out: dict[str, Any] = msgspec.to_builtins(
-            _without_defaults(self) if exclude_defaults else full(self))
-        if exclude:
-            for name in exclude:
-                out.pop(name, None)
-        return out
+def decode(data: str | bytes, cls: type[R]) -> R:
+    """A JSON document as a checked ``cls``."""
+    try:
+        return msgspec.json.decode(data, type=cls, strict=False)
+    except RecursionError:
+        raise InvalidRecord(TOO_DEEP) from None
 
-    def model_dump_json(self, *, indent: int | None = None) -> str:
-        raw = _ENCODER.encode(full(self))
-        if indent:
-            raw = msgspec.json.format(raw, indent=indent)
-        return raw.decode()
 
-    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Self:
-        return msgspec.structs.replace(copy.deepcopy(self) if deep else self, **(update or {}))
+def to_dict(record: Record, *, exclude_defaults: bool = False) -> dict[str, Any]:
+    """The record as plain values (enums as their values, nested records as dicts), every
+    field, or with ``exclude_defaults`` the top-level fields not at their defaults."""
+    out: dict[str, Any] = msgspec.to_builtins(
+        _without_defaults(record) if exclude_defaults else full(record))
+    return out
+
+
+def to_json(record: Record, *, indent: int = 0) -> str:
+    """The record as JSON text with every field."""
+    raw = _ENCODER.encode(full(record))
+    return (msgspec.json.format(raw, indent=indent) if indent else raw).decode()
 
 
 def full(record: Record) -> Record | dict[str, Any]:
     """What encodes as every field of ``record``: a class declared with ``omit_defaults``
     (`orchestrator.model.Task`: its copy in the index is a third of the size) leaves fields at
-    their defaults out of its own encoding, but every dump and output has them all."""
+    their defaults out of its own encoding, but every output has them all."""
     if record.__struct_config__.omit_defaults:
         return msgspec.structs.asdict(record)
     return record
@@ -117,7 +101,7 @@ def describe_error(exc: Exception) -> str:
 
 
 def decode_list(data: str | bytes | memoryview, cls: type[R]) -> list[R]:
-    """A JSON array of ``cls`` records, checked like `Record.model_validate_json`.
+    """A JSON array of ``cls`` records, checked like `decode`.
 
     The cycle collector is paused meanwhile: decoding makes millions of objects (none of
     them in a cycle), and its passes over them took half the time of a 50,000-task

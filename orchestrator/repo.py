@@ -188,10 +188,10 @@ def to_jsonable(obj: Any) -> Any:
     if "msgspec" in sys.modules:  # a record can only exist once msgspec is imported
         import msgspec
 
-        from orchestrator.record import Record
+        from orchestrator.record import Record, to_dict
 
         if isinstance(obj, Record):
-            return obj.model_dump()
+            return to_dict(obj)
         if isinstance(obj, msgspec.Struct):
             return msgspec.to_builtins(obj)
     if "pydantic" in sys.modules:  # a model can only exist once pydantic is imported

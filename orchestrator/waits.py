@@ -253,7 +253,7 @@ def text_of(value: object) -> str:
 def as_dict(wait: Wait, task_id: str) -> dict[str, object]:
     """The wait as the JSON faces give it (MCP, ``--json``, hooks): its fields, ``label``,
     ``text`` and the ``actions`` with their commands."""
-    return {**wait.model_dump(), "label": wait.label, "text": wait.text,
+    return {**msgspec.to_builtins(wait), "label": wait.label, "text": wait.text,
             "actions": [{"name": a.name, "label": a.label,
                          "command": a.line(wait.ident or task_id), "field": a.field}
                         for a in wait.actions]}

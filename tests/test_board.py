@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from orchestrator.board import FileBoard, init_repo, open_board
@@ -16,6 +17,7 @@ from orchestrator.board.eventlog import EventLog
 from orchestrator.config import BoardConfig
 from orchestrator.errors import LeaseLost, NotFound
 from orchestrator.model import Status
+from orchestrator.record import convert, to_dict, to_json
 from tests.helpers import count_task_reads
 
 
@@ -52,8 +54,8 @@ def test_ids_step_over_files_already_on_disk(board: FileBoard) -> None:
     a task file written by hand is never overwritten, its id is stepped over."""
     board.add("one")
     for tid in ("task_002", "task_041"):
-        other = board.get("task_001").model_copy(update={"id": tid})
-        board.layout.task_file(tid).write_text(other.model_dump_json())
+        other = msgspec.structs.replace(board.get("task_001"), id=tid)
+        board.layout.task_file(tid).write_text(to_json(other))
     assert board.add("after").id == "task_003"
     assert board.get("task_002").subject == "one"  # untouched
     board.layout.seq.write_text("40\n")
@@ -76,7 +78,7 @@ def test_a_task_id_is_task_and_three_or_more_digits_and_nothing_else(bad: object
     with pytest.raises(ValueError, match="not a task id"):
         Task(id=bad, subject="x")  # type: ignore[arg-type]
     with pytest.raises(InvalidRecord):
-        Task.model_validate({"id": bad, "subject": "x"})
+        convert({"id": bad, "subject": "x"}, Task)
     with pytest.raises(ValueError, match="line"):
         Task(id="task_007", subject="two\u2028lines")
 
@@ -107,8 +109,8 @@ def test_secrets_never_reach_the_events_log(repo: Path, monkeypatch: pytest.Monk
 def test_hand_edits_are_seen_by_the_periodic_rescan(board: FileBoard) -> None:
     t = board.add("x")
     assert board.list()[0].priority == 0
-    edited = t.model_copy(update={"priority": 9})
-    board.layout.task_file(t.id).write_text(edited.model_dump_json())  # no journal line
+    edited = msgspec.structs.replace(t, priority=9)
+    board.layout.task_file(t.id).write_text(to_json(edited))  # no journal line
     deadline = time.monotonic() + 10
     while board.list()[0].priority != 9:
         assert time.monotonic() < deadline, "rescan never saw the edit"
@@ -190,14 +192,14 @@ def test_a_cold_start_from_the_index_still_sees_every_change(
     n = 40
     for i in range(1, n + 1):
         t = Task(id=format_task_id(i), subject=f"t{i}")
-        atomic_write(board.layout.task_file(t.id), t.model_dump_json(), durable=False)
+        atomic_write(board.layout.task_file(t.id), to_json(t), durable=False)
     assert len(board.list()) == n
     assert (board.layout.tasks / INDEX).exists()
     reads = count_task_reads(monkeypatch)
-    edited = board.get("task_003").model_copy(update={"subject": "edited by hand"})
+    edited = msgspec.structs.replace(board.get("task_003"), subject="edited by hand")
     with board.layout.task_file("task_003").open("r+") as fh:  # in place: same inode
         fh.truncate(0)
-        fh.write(edited.model_dump_json())
+        fh.write(to_json(edited))
     board.layout.task_file("task_004").unlink()
     reads.clear()
     with open_board(board.layout) as cold:
@@ -205,8 +207,7 @@ def test_a_cold_start_from_the_index_still_sees_every_change(
         assert reads == ["task_003.json"]  # the one file changed; the rest from the index
         assert len(tasks) == n - 1 and tasks["task_003"].subject == "edited by hand"
         assert cold.claim("w").id == "task_001"
-        assert tasks["task_002"].model_dump(mode="json") == board.get("task_002").model_dump(
-            mode="json")
+        assert to_dict(tasks["task_002"]) == to_dict(board.get("task_002"))
         assert cold.summary().counts["pending"] == n - 2
     for damage in ("garbage", "gone"):
         for suffix in ("", "-wal", "-shm"):
@@ -320,7 +321,7 @@ def test_summary_reads_only_what_changed(repo: Path,
     layout = init_repo(repo)
     for i in range(1, 61):
         t = Task(id=f"task_{i:03d}", subject=f"t{i}")
-        layout.task_file(t.id).write_text(t.model_dump_json())
+        layout.task_file(t.id).write_text(to_json(t))
     reads = count_task_reads(monkeypatch)
 
     def fresh() -> tuple[dict[str, int], dict[str, int], list[str]]:
@@ -344,7 +345,7 @@ def test_summary_reads_only_what_changed(repo: Path,
     merged = Task(id="task_010", subject="t10", status=Status.MERGED)
     with layout.task_file("task_010").open("r+") as fh:  # in place: no folder change
         fh.truncate(0)
-        fh.write(merged.model_dump_json())
+        fh.write(to_json(merged))
     got, want, seen = fresh()
     assert got == want and sum(got.values()) == 60 and got["merged"] == 1
     assert seen == ["task_010.json"]
@@ -372,7 +373,7 @@ def test_summary_reads_only_what_changed(repo: Path,
     for suffix in ("", "-wal", "-shm"):
         (layout.tasks / f"{INDEX}{suffix}").unlink(missing_ok=True)
     (layout.tasks / INDEX).mkdir()  # an index that cannot be opened: counted from the files
-    layout.task_file("task_011").write_text(merged.model_copy(
-        update={"id": "task_011"}).model_dump_json())
+    layout.task_file("task_011").write_text(
+        to_json(msgspec.structs.replace(merged, id="task_011")))
     got, want, seen = fresh()
     assert got == want and got["merged"] == 2 and len(seen) == 60

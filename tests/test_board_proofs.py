@@ -20,6 +20,7 @@ from orchestrator.errors import InvalidTransition, LeaseLost
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task, format_task_id
+from orchestrator.record import to_json
 
 CLAIM_SCRIPT = """
 import json, sys
@@ -45,7 +46,7 @@ def test_eight_processes_claim_two_thousand_tasks_exactly_once(tmp_path: Path) -
     total = 2000
     for n in range(1, total + 1):  # written directly: the test is about claiming
         task = Task(id=format_task_id(n), subject=f"task {n}", priority=n % 7)
-        atomic_write(layout.task_file(task.id), task.model_dump_json(), durable=False)
+        atomic_write(layout.task_file(task.id), to_json(task), durable=False)
     procs = [subprocess.Popen([sys.executable, "-c", CLAIM_SCRIPT, str(tmp_path), f"w{i}"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
              for i in range(8)]

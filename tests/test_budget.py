@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from orchestrator import waits
@@ -290,8 +291,8 @@ def test_plan_and_teammate_limits(repo: Path) -> None:
             claimed = board.claim("alice", task_id=t.id)
             assert claimed is not None and claimed.lease is not None
             board.update(t.id, claimed.lease.token, usage=Usage(cost_usd=cost))
-            board.events.emit(Spend(usage=Usage(cost_usd=cost).model_dump(), plan=None), t.id,
-                              actor="alice")
+            board.events.emit(Spend(usage=msgspec.to_builtins(Usage(cost_usd=cost)), plan=None),
+                              t.id, actor="alice")
         board.events.emit(Spend(usage={"cost_usd": "bogus"}, plan=None), None, actor="bob")
         config = BudgetConfig(plan_usd=3.0, teammate_daily_usd=10.0, daily_usd=3.4)
         limits = limits_for(board.get(a.id), "alice", config, board)

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from orchestrator.backends.claude_code import (
@@ -151,7 +152,7 @@ def test_turns_and_dollars_come_from_the_task_then_the_config(claim: ClaimFn  # 
     c = claim(metadata={"max_turns": 7, "max_cost_usd": 2.0})
     cfg = config(c.layout.root, agent={"max_turns": 30, "max_cost_usd": 9.0})
     assert budget(c.task, cfg) == (7, 2.0)
-    spent = c.task.model_copy(update={"usage": Usage(cost_usd=1.5), "metadata": {}})
+    spent = msgspec.structs.replace(c.task, usage=Usage(cost_usd=1.5), metadata={})
     assert budget(spent, cfg) == (30, 7.5)
     assert budget(spent, config(c.layout.root)) == (50, None)
 

@@ -14,6 +14,8 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+import msgspec
+
 from orchestrator.board.tasklogs import read_jsonl
 from orchestrator.model import Status, Task
 from orchestrator.prompting import build_prompt, last_failure
@@ -106,8 +108,8 @@ def test_every_backends_retry_prompt_says_what_went_wrong() -> None:
     fresh = Task(id="task_001", subject="Fix it")
     assert last_failure(fresh) is None and "went wrong" not in build_prompt(fresh)
     output = "\n".join(f"line {i}" for i in range(100))
-    failed = fresh.model_copy(update={
-        "attempts": 1, "error": f"verification failed (exit code 1): pytest -q\n{output}"})
+    failed = msgspec.structs.replace(
+        fresh, attempts=1, error=f"verification failed (exit code 1): pytest -q\n{output}")
     for prompt in (build_prompt(failed), task_text(failed), resume_prompt(failed)):
         assert "verification failed (exit code 1)" in prompt
         assert "line 99" in prompt and "line 3\n" not in prompt  # the tail, bounded

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from orchestrator.board import open_board
@@ -330,9 +331,10 @@ def test_every_face_shows_the_pull_request_and_its_ci(repo: Path, gh: StandIn) -
     assert f'<a href="{url}" rel="noopener noreferrer" target="_blank">#1</a>' in page
     assert "CI failure" in page and "#1</a>" in board
     # a link that is not http(s) is shown as a number, never as a link
+    assert t.forge is not None
     with open_board(Layout.at(repo)) as b:
-        b.edit(task.id, actor="test", forge=t.forge.model_copy(  # type: ignore[union-attr]
-            update={"url": "javascript:alert(1)"}))
+        b.edit(task.id, actor="test",
+               forge=msgspec.structs.replace(t.forge, url="javascript:alert(1)"))
     with TestClient(create_app(Layout.at(repo), Config.load(repo), Guard("127.0.0.1", 8321)),
                     base_url="http://127.0.0.1:8321") as client:
         page = client.get(f"/task/{task.id}").text

@@ -31,7 +31,8 @@ def test_hostile_issues_become_plain_tasks_and_closing_cancels(repo: Path, gh: S
     p.rest.issues.create("acme", "app", title="First", body="the base", labels=["orchestrator"])
     title = "Fix \u202eevil\u202c\nrm -rf /\x1b[2J" + "x" * 600
     body = "<script>alert(1)</script>\n\n/orchestrator merge everything\n\nBlocked by #1, #99"
-    p.rest.issues.create("acme", "app", title=title, body=body, labels=["orchestrator", "bug"])
+    p.rest.issues.create("acme", "app", title=title, body=body, labels=[
+        "orchestrator", "bug", "good first issue", "\u202eevil", "bug"])
     from tests.forge_support import STRANGER
 
     person(gh, STRANGER).rest.issues.create("acme", "app", title="From a stranger",
@@ -44,6 +45,7 @@ def test_hostile_issues_become_plain_tasks_and_closing_cancels(repo: Path, gh: S
     assert "\n" not in second.subject and "\u202e" not in second.subject
     assert second.description.startswith(body)  # kept as text: data, never a command
     assert second.blocked_by == [first.id]  # #99 has no task
+    # added as every face adds a task: only label names are labels (`adding.check_labels`)
     assert second.metadata["labels"] == ["orchestrator", "bug"]
     assert second.forge is not None and second.forge.issue == 2
     assert sync(repo).created == []  # taken once

@@ -24,6 +24,7 @@ import pytest
 from orchestrator.board import FileBoard, init_repo, open_board
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task, Todo, Usage
+from orchestrator.record import decode, to_json
 from tests.test_team_support import cli, start, team_cleanup, team_env, wait_until, working_on
 
 SETTLED = time.time() - 60
@@ -60,7 +61,7 @@ def hostile_inbox(inbox: Path, tmp: Path) -> dict[str, str]:
     drop(inbox, "nul.md", b"# title\x00\n")
     drop(inbox, b"name-\xff.json", b'{"title": "bad name"}')
     return {"n" * 100: "over the 150-byte limit", "deep.json": "nested more than",
-            "deep40.json": "nested more than", "deep.md": "nested more than",
+            "deep40.json": "nested more than", "deep.md": "a list inside a list",
             "fifo.json": "a FIFO", "sock.json": "a socket", "zero.json": "symlink to /dev/zero",
             "x.json": "a folder", "huge.json": "over the 1 MiB limit",
             "latin.json": "not UTF-8", "nul.md": "NUL", "name-\ufffd.json": "not UTF-8"}
@@ -115,16 +116,17 @@ def test_bad_task_files_in_tasks_do_not_stop_the_board(board: FileBoard) -> None
 
 def test_an_error_of_ours_for_one_file_rejects_that_file_only(
         board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.model import Task
+    from orchestrator.board import intake, store
 
-    real = Task.model_validate
+    real = intake.convert
 
-    def validate(data):  # type: ignore[no-untyped-def]
+    def validate(data, cls):  # type: ignore[no-untyped-def]
         if data.get("subject") == "trips a bug":
             raise RuntimeError("a bug in intake")
-        return real(data)
+        return real(data, cls)
 
-    monkeypatch.setattr(Task, "model_validate", validate)
+    monkeypatch.setattr(intake, "convert", validate)  # a task file's
+    monkeypatch.setattr(store, "convert", validate)  # a dropped file's
     drop(board.layout.inbox, "a.json", b'{"title": "trips a bug"}')
     drop(board.layout.inbox, "b.json", b'{"title": "fine"}')
     assert [t.subject for t in board.intake()] == ["fine"]
@@ -231,7 +233,8 @@ def test_a_fifo_under_a_settings_files_name_is_refused_without_blocking(repo: Pa
     error (or one problem line), never a hang."""
     import threading
 
-    from orchestrator.agent import permissions, profiles
+    from orchestrator import profiles
+    from orchestrator.agent import permissions
     from orchestrator.config import Config
     from orchestrator.errors import ConfigError
     from orchestrator.mcp import config as mcp_config
@@ -289,7 +292,7 @@ def test_wrong_types_in_a_task_file_never_reach_the_board(
     tasks = board.list()
     assert "a real task" in [t.subject for t in tasks]
     for t in tasks:
-        assert Task.model_validate_json(t.model_dump_json()) == t
+        assert decode(to_json(t), Task) == t
         assert isinstance(t.priority, int) and abs(t.priority) <= 10**9
         assert all(isinstance(x, Todo) for x in t.todos) and isinstance(t.usage, Usage)
         assert t.lease is None and t.status is Status.PENDING

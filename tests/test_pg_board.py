@@ -21,6 +21,7 @@ from orchestrator.board import open_board
 from orchestrator.board.pg.store import PgBoard
 from orchestrator.config import BoardConfig
 from orchestrator.errors import LeaseLost, NotFound
+from orchestrator.events import ForgeWebhook
 from orchestrator.layout import Layout
 from orchestrator.model import Status
 from tests.pg import Cluster, db_of
@@ -212,6 +213,23 @@ def test_an_idle_waiter_wakes_on_another_machines_add(tmp_path: Path, pg_board_u
         assert m2.claim("bob") is not None
 
 
+def test_a_waiting_lead_wakes_on_an_event_alone(tmp_path: Path, pg_board_url: str) -> None:
+    """A webhook's ``forge_webhook`` event changes no task: the lead still hears it (and
+    pokes its forge thread), as the file board's lead does on an append to events.jsonl."""
+    with board_at(tmp_path, pg_board_url, "m1") as m1, \
+            board_at(tmp_path, pg_board_url, "m2", rescan_seconds=30) as m2:
+        m2.wait_for_change(0.2)  # its listener's first connect counts as a change
+        assert m2.wait_for_change(0.2) is False
+        timer = threading.Timer(0.3, lambda: m1.events.emit(ForgeWebhook(hook="check_run")))
+        timer.start()
+        t0 = time.monotonic()
+        try:
+            assert m2.wait_for_change(20) is True
+        finally:
+            timer.join()
+        assert time.monotonic() - t0 < 2.0  # a NOTIFY, not the 30 s rescan
+
+
 def test_the_listener_sleeps_on_its_socket_until_a_wanted_notify_comes(
         pg_cluster: Cluster, pg_board_url: str) -> None:
     """An idle waiter costs nothing: over a quiet 1.5 s its thread sleeps once or twice
@@ -356,6 +374,34 @@ def test_what_a_claimer_was_told_survives_a_server_crash_right_after(
             [(t.id, t.fence) for t in told] and len(told) == 30
         claimed = [e.task for e in b.events.read() if e.event == "task_claimed"]
         assert claimed == [t.id for t in told]
+
+
+def test_a_teammates_status_and_transcript_do_not_wait_for_the_disk(
+        tmp_path: Path, pg_cluster: Cluster, pg_board_url: str) -> None:
+    """A teammate's status and its transcript lines are not fsynced on the file board; on
+    PostgreSQL they commit without waiting for the disk either (a few per task, each ~5 ms
+    on a real server). Shown with a synchronous standby that never comes: a commit that
+    waits for its flush waits for it forever, one that does not returns."""
+    pg_cluster.sql(f'ALTER DATABASE "{db_of(pg_board_url)}" SET synchronous_commit = on')
+    done = threading.Event()
+    with board_at(tmp_path, pg_board_url, actor="alice") as b:
+        b.add("a task")  # connected, and a durable commit made before the standby is named
+        pg_cluster.sql("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+        pg_cluster.sql("SELECT pg_reload_conf()")
+        try:
+            def hints() -> None:
+                b.team.publish("alice", "working", task="task_001", pid=os.getpid())
+                b.logs.append("task_001", "output", text="step 1")
+                done.set()
+
+            threading.Thread(target=hints, daemon=True).start()
+            assert done.wait(5), "a status or transcript write waited for the disk"
+        finally:  # releases a commit still waiting for the standby
+            pg_cluster.sql("ALTER SYSTEM RESET synchronous_standby_names")
+            pg_cluster.sql("SELECT pg_reload_conf()")
+        assert done.wait(10)
+        assert b.team.get("alice").task == "task_001"  # type: ignore[union-attr]
+        assert [r.kind for r in b.logs.read("task_001")] == ["output"]
 
 
 def test_a_claim_that_fails_in_the_database_leaves_the_board_usable(

@@ -212,3 +212,20 @@ def test_a_subject_the_lead_model_wrote_reaches_the_terminal_written_out(
     assert "\x1b" not in out and "\x07" not in out
     assert "Add it \\x1b]52;c;cHduZWQ=\\x07\\x1b[2J now" in out
     assert [t.subject for t in board_tasks(repo)] == [hostile]
+
+
+def test_a_plan_naming_a_broken_profile_is_refused_as_add_refuses_it(
+        capsys: pytest.CaptureFixture[str], repo: Path, tmp_path: Path) -> None:
+    """The plan adds its tasks through `add_task`, the one path of every face: a profile
+    whose file is broken is refused before anything is written, with add's reason."""
+    agents = repo / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "scout.md").write_text("no front matter here\n")
+    ok(capsys, repo, "init")
+    code, _, add_err = run(capsys, repo, "add", "A", "--agent", "scout")
+    assert code == 1 and "agent profile 'scout' is broken" in add_err
+    steps = [[create("a", "A"), create("b", "B", agent="scout")], "done"]
+    code, out, err = run(capsys, repo, "plan", GOAL, "--script", script(tmp_path, steps))
+    assert code == 1 and out == ""
+    assert err == f"error: plan refused: task b: {add_err.removeprefix('error: ')}"
+    assert board_tasks(repo) == []

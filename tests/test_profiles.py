@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.agent.profiles import load_profiles, parse_agent_file
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError
+from orchestrator.profiles import load_profiles, parse_agent_file
 from tests import test_backend_agent as backend_tests
 from tests.loopback import LoopbackAPI, tool_use
 from tests.test_cli_board import ok, run
@@ -62,9 +62,9 @@ def test_front_matter_lists_quotes_and_blocks() -> None:
 
 @pytest.mark.parametrize(("text", "message"), [
     ("no front matter", r"x\.md: no front matter"),
-    ("---\nname: a\n", r"x\.md: the front matter has no closing '---' line"),
-    ("---\nname a\n---\n", r"x\.md:2: expected 'key: value', got 'name a'"),
-    ("---\ntools: [Read, Grep\n---\n", r"x\.md:2: a list must close on the same line"),
+    ("---\nname: a\n", r"x\.md: the front matter opened with '---' is never closed"),
+    ("---\nname a\n---\n", r"x\.md: line 2: expected 'key: value', got 'name a'"),
+    ("---\ntools: [Read, Grep\n---\n", r"x\.md: line 2: a list must close on the same line"),
 ])
 def test_bad_front_matter_is_a_clear_error(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

@@ -156,7 +156,6 @@ def test_bad_requests_are_clear_errors_for_the_model(
 
 
 def test_a_named_sub_agent_uses_its_profile(claim: ClaimFn, api: LoopbackAPI) -> None:  # noqa: F811
-    pytest.importorskip("orchestrator.agent.profiles")
     c = claim(agent=MODEL)
     agents = c.layout.root / ".claude" / "agents"  # the main checkout's: the person's
     agents.mkdir(parents=True)

@@ -209,7 +209,7 @@ def test_board_tools_on_a_real_board(repo: Path) -> None:
     with open_board(layout) as board:
         first = board.add("Set up the project")
         ctx = ToolContext(cwd=repo, env={}, task_id=first.id,
-                          board=board, teammate="alice")
+                          board=board, teammate="alice", layout=layout)
         r = run(ctx, "task_create", subject="Write the docs", description="All of them.",
                 blocked_by=[first.id], priority=2)
         assert r.content == f"created task_002 [pending] Write the docs (blocked by {first.id})"

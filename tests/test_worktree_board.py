@@ -6,6 +6,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from orchestrator.board import FileBoard, init_repo, open_board
@@ -109,7 +110,7 @@ def test_merged_blocker_means_plain_base(board: FileBoard, wm: WorktreeManager) 
 def test_unknown_blocker_is_a_clear_error(board: FileBoard, wm: WorktreeManager) -> None:
     t = board.add("Orphaned dependant")
     with pytest.raises(NotFound, match="no task task_099"):
-        wm.create(t.model_copy(update={"blocked_by": ["task_099"]}))
+        wm.create(msgspec.structs.replace(t, blocked_by=["task_099"]))
 
 
 # --- reconcile ---------------------------------------------------------------------

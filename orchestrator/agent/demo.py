@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator.adding import add_task
 from orchestrator.board import init_repo, open_board
 from orchestrator.errors import Conflict, GitError
 from orchestrator.git import Git
@@ -114,9 +115,10 @@ def create_project(path: Path | None = None) -> Layout:
     try:
         ids: list[str] = []
         for spec in TASKS:
-            task = board.add(spec["subject"], description=spec.get("description", ""),
-                             blocked_by=[ids[i] for i in spec.get("blocked_by", [])],
-                             metadata={"script": spec["script"]}, actor="demo")
+            task = add_task(layout, None, board, spec["subject"],
+                            description=spec.get("description", ""),
+                            blocked_by=[ids[i] for i in spec.get("blocked_by", [])],
+                            metadata={"script": spec["script"]}, actor="demo")
             ids.append(task.id)
     finally:
         board.close()

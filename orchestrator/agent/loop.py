@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import msgspec
+
 from orchestrator.agent.base import (
     BudgetReached,
     Finished,
@@ -88,7 +90,7 @@ class Limits:
         u = state.usage
         used = u.tokens
         elapsed = time.monotonic() - state.started
-        run = u.model_copy(update={"seconds": elapsed})
+        run = msgspec.structs.replace(u, seconds=elapsed)
         for limit in self.budgets:
             reason = limit.reached(run)
             if reason:
@@ -156,7 +158,7 @@ class AgentLoop:
         finally:
             self.log.write("agent_end", outcome=outcome, turns=self.state.turns,
                            compactions=self.state.compactions,
-                           usage=self.state.usage.model_dump())
+                           usage=msgspec.to_builtins(self.state.usage))
 
     def query(self) -> ModelResponse:
         if self.stop.is_set():
@@ -177,7 +179,7 @@ class AgentLoop:
         self.state.turns += 1
         self.state.usage = self.state.usage.add(response.usage)
         self.log.write("response", turn=self.state.turns, content=response.content,
-                       stop_reason=response.stop_reason, usage=response.usage.model_dump())
+                       stop_reason=response.stop_reason, usage=msgspec.to_builtins(response.usage))
         if self.on_usage is not None:
             self.on_usage(self.state.usage)
         return response

@@ -27,9 +27,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
+from orchestrator.adding import add_task
 from orchestrator.agent.base import LimitExceeded, ToolContext, ToolResult
 from orchestrator.agent.loop import AgentLoop, Limits
-from orchestrator.agent.profiles import Profile, load_profiles
 from orchestrator.agent.prompt import (
     EPHEMERAL,
     Prompt,
@@ -40,10 +42,12 @@ from orchestrator.agent.prompt import (
 from orchestrator.agent.tools.common import obj, prop
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane as Board
-from orchestrator.errors import BackendError, InvalidInput
+from orchestrator.errors import BackendError, ConfigError, InvalidInput
 from orchestrator.events import PlanWritten
 from orchestrator.layout import Layout
 from orchestrator.model import TASK_ID_RE, Task, Usage
+from orchestrator.profiles import Profile, check_task_profile, load_profiles
+from orchestrator.record import convert
 
 LEAD = "lead"
 REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
@@ -92,7 +96,7 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         return {"goal": self.goal, "written": self.written, "summary": self.summary,
                 "tasks": [t.to_dict() for t in self.tasks],
-                "usage": self.usage.model_dump(mode="json")}
+                "usage": msgspec.to_builtins(self.usage)}
 
 
 class PlanTaskTool:
@@ -204,26 +208,26 @@ def _cycle(plan: Plan) -> list[str]:
     return [t.ref for t in plan.tasks]
 
 
-def write_plan(plan: Plan, board: Board) -> None:
+def write_plan(plan: Plan, layout: Layout, config: Config, board: Board) -> None:
     """Add the (checked) plan to the board, blockers first; fills in each task's ``id``."""
     order = topological(plan)
     assert order is not None
     for t in order:  # everything is validated before the first task is written
         try:
-            Task.model_validate({"id": "task_000", "subject": t.subject,
-                                 "description": t.description, "priority": t.priority,
-                                 "agent": t.agent})
-        except ValueError as exc:
+            convert({"id": "task_000", "subject": t.subject, "description": t.description,
+                     "priority": t.priority, "agent": t.agent}, Task)
+            if t.agent:
+                check_task_profile(layout.root, config, t.agent)
+        except (ValueError, ConfigError) as exc:
             raise InvalidInput(f"plan refused: task {t.ref}: {exc}") from None
     ids: dict[str, str] = {}
     plan_id = f"plan-{uuid.uuid4().hex[:8]}"  # what [budget] plan_usd counts together
     for t in order:
         blockers = [ids.get(b, b) for b in t.blocked_by]
-        extra = {"agent": t.agent} if t.agent else {}
-        task = board.add(t.subject, description=t.description, blocked_by=blockers,
-                         priority=t.priority, actor=LEAD, **extra,
-                         metadata={"plan": {"id": plan_id, "goal": plan.goal[:500],
-                                            "ref": t.ref}})
+        task = add_task(layout, config, board, t.subject, description=t.description,
+                        blocked_by=blockers, priority=t.priority, agent=t.agent, actor=LEAD,
+                        metadata={"plan": {"id": plan_id, "goal": plan.goal[:500],
+                                           "ref": t.ref}})
         ids[t.ref] = t.id = task.id
     for t in plan.tasks:
         t.blocked_by = [ids.get(b, b) for b in t.blocked_by]
@@ -302,6 +306,6 @@ def make_plan(goal: str, layout: Layout, config: Config, board: Board, model: An
         assert_done()
     check_plan(plan, {t.id for t in board.list()})
     if not dry_run:
-        write_plan(plan, board)
+        write_plan(plan, layout, config, board)
     return plan
 

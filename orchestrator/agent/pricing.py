@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
+
 from orchestrator.model import Usage
 
 PER_MILLION = 1_000_000
@@ -62,4 +64,4 @@ def cost_usd(model: str, usage: Usage) -> float:
 
 def priced(model: str, usage: Usage) -> Usage:
     """``usage`` with its ``cost_usd`` filled in."""
-    return usage.model_copy(update={"cost_usd": cost_usd(model, usage)})
+    return msgspec.structs.replace(usage, cost_usd=cost_usd(model, usage))

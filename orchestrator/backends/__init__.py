@@ -20,7 +20,8 @@ Backends are imported lazily (``module:Class``) so a teammate that runs the
 ``Class(config, layout)`` and implements `orchestrator.protocols.Backend`: a
 ``name`` and ``run(ctx: RunContext) -> RunResult``.
 
-Adding a backend is one new module here plus one line in `BACKENDS`::
+Adding a backend is one new module here plus one line in
+`orchestrator.config.BACKENDS` (names as data, below every layer)::
 
     # orchestrator/backends/mine.py
     class MineBackend:
@@ -28,7 +29,8 @@ Adding a backend is one new module here plus one line in `BACKENDS`::
         def __init__(self, config: Config, layout: Layout) -> None: ...
         def run(self, ctx: RunContext) -> RunResult: ...
 
-    BACKENDS["mine"] = "orchestrator.backends.mine:MineBackend"
+    # orchestrator/config.py
+    BACKENDS = {..., "mine": "orchestrator.backends.mine:MineBackend"}
 
 ``--backend``, ``team.backend``, the teammate and the spawner's preload all go by
 the registry; nothing else needs to know the new name.
@@ -39,31 +41,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from orchestrator.config import BACKENDS, Config, check_backend
 from orchestrator.errors import ConfigError
 
-if TYPE_CHECKING:  # the registry itself is read by `add --backend` with nothing heavy
-    from orchestrator.config import Config
+if TYPE_CHECKING:
     from orchestrator.layout import Layout
     from orchestrator.protocols import Backend
-
-BACKENDS: dict[str, str] = {
-    "command": "orchestrator.backends.command:CommandBackend",
-    "anthropic": "orchestrator.backends.agent:AnthropicBackend",
-    "scripted": "orchestrator.backends.agent:ScriptedBackend",
-    "claude-code": "orchestrator.backends.claude_code:ClaudeCodeBackend",
-    "aider": "orchestrator.backends.presets:AiderBackend",
-    "codex": "orchestrator.backends.presets:CodexBackend",
-    "gemini": "orchestrator.backends.presets:GeminiBackend",
-    "cli": "orchestrator.backends.presets:PresetBackend",
-}
-
-
-def check_backend(name: str) -> str:
-    """``name`` if it is a backend; else a `ConfigError` listing the ones there are."""
-    if name not in BACKENDS:
-        raise ConfigError(f"unknown backend {name!r} (choose from: {', '.join(BACKENDS)})")
-    return name
-
 
 def backend_module(name: str) -> str:
     """The module a backend lives in ("" for an unknown name)."""

@@ -5,7 +5,7 @@ the worktree (bash in the sandbox, secrets stripped from its environment), the
 ``agent`` tool for sub-agents sharing the task's budget, plan mode and
 ``submit_plan`` for plan-first tasks, the prompt for this task, the permission
 flow to the lead, live usage on the task, and the task's agent profile (model,
-permission mode, turns, tools, prompt: `orchestrator.agent.profiles`); only the
+permission mode, turns, tools, prompt: `orchestrator.profiles`); only the
 model differs. Signals map
 to the `RunResult` the teammate acts on:
 
@@ -32,8 +32,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator import budget, delivery
-from orchestrator.agent import plan_first, profiles
+from orchestrator import budget, delivery, profiles
+from orchestrator.agent import plan_first
 from orchestrator.agent.base import BudgetReached, LimitExceeded, Model, Stopped, ToolContext
 from orchestrator.agent.loop import AgentLoop, Limits
 from orchestrator.agent.permission_flow import PermissionFlow

@@ -30,6 +30,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+import msgspec
+
 from orchestrator import budget as budgets
 from orchestrator.agent.credproxy import run_env
 from orchestrator.agent.sandbox import backend_sandbox
@@ -130,7 +132,7 @@ class CommandBackend:
                 ctx.log.write("usage_rejected", error=str(exc))
             return Usage()
         if usage != Usage() and not quiet:
-            ctx.log.write("usage", **usage.model_dump())
+            ctx.log.write("usage", **msgspec.to_builtins(usage))
         return usage
 
 

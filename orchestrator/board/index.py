@@ -43,7 +43,7 @@ import msgspec
 from orchestrator.controlplane import BoardSummary
 from orchestrator.fsutil import atomic_write, read_open_file
 from orchestrator.model import InvalidRecord, Status, Task, task_number
-from orchestrator.record import decode_list, describe_error
+from orchestrator.record import decode, decode_list, describe_error
 
 if TYPE_CHECKING:
     import sqlite3
@@ -99,7 +99,7 @@ def read_task_file(path: Path | str, dir_fd: int | None = None) -> tuple[Task, K
     finally:
         os.close(fd)
     try:
-        task = Task.model_validate_json(data)
+        task = decode(data, Task)
     except InvalidRecord as exc:
         raise ValueError(describe_error(exc)) from exc
     base = os.path.basename(path)

@@ -71,7 +71,7 @@ from orchestrator.model import (
     task_number,
     utcnow,
 )
-from orchestrator.record import describe_error
+from orchestrator.record import convert, describe_error, to_dict, to_json
 from orchestrator.waits import from_text
 
 if TYPE_CHECKING:
@@ -257,8 +257,8 @@ class FileBoard:
                 out[i] = InvalidInput(f"cannot set {', '.join(sorted(bad))} on a new task")
                 continue
             try:
-                draft = Task.model_validate({**fields, "id": "task_000"})  # before an id is spent
-                size = len(draft.model_dump_json(indent=2).encode())
+                draft = convert({**fields, "id": "task_000"}, Task)  # before an id is spent
+                size = len(to_json(draft, indent=2).encode())
             except InvalidRecord as exc:
                 out[i] = InvalidInput(f"invalid task: {describe_error(exc)}")
                 continue
@@ -287,7 +287,7 @@ class FileBoard:
                     out[i] = exc
                     continue
                 ids.add(new_id)
-                made.append((i, draft.model_copy(update={"id": new_id})))
+                made.append((i, msgspec.structs.replace(draft, id=new_id)))
             # The events first: once a file is written a teammate may claim the task,
             # and its task_claimed must come after this in the log.
             self.events.emit_many([(TaskCreated(subject=t.subject, source=items[i][2] or UNSET),
@@ -439,8 +439,8 @@ class FileBoard:
 
         def extend(t: Task) -> None:
             assert t.lease is not None
-            t.lease = t.lease.model_copy(update={"expires_at": time.time() + seconds,
-                                                 "renewed_at": utcnow()})
+            t.lease = msgspec.structs.replace(t.lease, expires_at=time.time() + seconds,
+                                           renewed_at=utcnow())
 
         return self._fenced(task_id, token, extend, forgettable=True)
 
@@ -629,7 +629,7 @@ class FileBoard:
         """
         task.updated_at = utcnow()
         path = self.layout.task_file(task.id)
-        text = task.model_dump_json(indent=2) + "\n"
+        text = to_json(task, indent=2) + "\n"
         if len(text.encode()) > MAX_TASK_BYTES:
             # Written, it would be a file every reader refuses: the task would vanish.
             raise InvalidInput(f"{task.id}: the task would be over the "
@@ -738,7 +738,7 @@ def _assign(task: Task, fields: dict[str, Any]) -> None:
         if name not in Task.__struct_fields__:
             raise InvalidInput(f"{task.id}: unknown field {name!r}")
     try:
-        checked = Task.model_validate(task.model_dump() | msgspec.to_builtins(fields))
+        checked = convert(to_dict(task) | msgspec.to_builtins(fields), Task)
     except InvalidRecord as exc:
         raise InvalidInput(f"{task.id}: {describe_error(exc)}") from None
     for name in fields:

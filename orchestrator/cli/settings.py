@@ -153,8 +153,8 @@ def plan_cmd(
 ) -> None:
     """The lead reads the repository and turns GOAL into tasks with dependencies."""
     from orchestrator.agent.plan import make_plan
-    from orchestrator.agent.profiles import load_profiles
     from orchestrator.board import open_board
+    from orchestrator.profiles import load_profiles
 
     r = open_repo(repo)
     profile = load_profiles(r.layout.root, r.config).get(agent) if agent else None

@@ -2,12 +2,13 @@
 
 An open issue with ``[forge] issue_label`` written by someone with write access becomes a
 task: its title a one-line subject (control and format characters become spaces, 200
-characters), its body the description, its labels in ``metadata``, and ``blocked by #N``
-a blocker when issue N has a task. The task records the issue (``Task.forge.issue``), so
-its pull request says "Closes #N". Closing the issue cancels the task while it has not
-started; reopening it after that makes a new task. Anyone can open an issue, and an issue
-template can add a label: an issue by someone without write access is ignored (one log
-line per issue).
+characters), its body the description, those of its labels that are label names
+(`orchestrator.adding.LABEL_RE`) its labels, and ``blocked by #N`` a blocker when issue N
+has a task. It is added by `orchestrator.adding.add_task`, as from every face. The task
+records the issue (``Task.forge.issue``), so its pull request says "Closes #N". Closing
+the issue cancels the task while it has not started; reopening it after that makes a new
+task. Anyone can open an issue, and an issue template can add a label: an issue by
+someone without write access is ignored (one log line per issue).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from orchestrator.adding import MAX_LABELS, add_task, label_names
 from orchestrator.errors import InvalidTransition
 from orchestrator.events import IssueClosed, IssueTaken
 from orchestrator.forge import Issue, cut
@@ -62,11 +64,11 @@ def task_from(sync: ForgeSync, issue: Issue, latest: dict[int, Task]) -> Task | 
         return None
     blockers = [latest[n].id for n in blocked_by(issue.body) if n in latest]
     subject = one_line(issue.title) or f"Issue #{issue.number}"
-    task = sync.board.add(
-        subject[:MAX_SUBJECT], description=f"{issue.body}\n\n(From issue #{issue.number}: "
-        f"{issue.url})", blocked_by=blockers, actor=ACTOR,
-        metadata={"labels": list(issue.labels), "issue_url": issue.url},
-        forge=ForgeLink(issue=issue.number))
+    task = add_task(
+        sync.layout, sync.config, sync.board, subject[:MAX_SUBJECT],
+        description=f"{issue.body}\n\n(From issue #{issue.number}: {issue.url})",
+        blocked_by=blockers, labels=label_names(issue.labels)[:MAX_LABELS],
+        metadata={"issue_url": issue.url}, forge=ForgeLink(issue=issue.number), actor=ACTOR)
     sync.board.events.emit(IssueTaken(issue=issue.number), task.id, actor=ACTOR)
     return task
 

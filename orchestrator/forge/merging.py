@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict
@@ -126,7 +128,7 @@ def mark_merged(layout: Layout, config: Config, board: ControlPlane, task: Task,
     _fast_forward(repo, pull.base, new)
     tip = repo.commit_of(f"refs/heads/{task.branch}") if task.branch else None
     kept = tip is not None and repo.ok("merge-base", "--is-ancestor", tip, new)
-    link = (task.forge or ForgeLink()).model_copy(update={"state": "merged", "note": None})
+    link = msgspec.structs.replace(task.forge or ForgeLink(), state="merged", note=None)
     task = board.set_status(task.id, Status.MERGED, actor=actor, forge=link)
     board.events.emit(Merged(strategy="forge", into=pull.base, commit=pull.merge_commit or new,
                              branch=task.branch, tip=tip, pr=pull.number), task.id, actor=actor)

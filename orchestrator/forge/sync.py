@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError, InvalidInput
@@ -152,7 +154,7 @@ class ForgeSync:
         self.log.warning("forge", task=task.id, problem=line)
 
     def save(self, task: Task, **changes: Any) -> Task:
-        link = (task.forge or ForgeLink()).model_copy(update=changes)
+        link = msgspec.structs.replace(task.forge or ForgeLink(), **changes)
         return self.board.edit(task.id, actor=ACTOR, forge=link)
 
     # --- a pull request per kept task ----------------------------------------------------------
@@ -192,7 +194,7 @@ class ForgeSync:
             self.board.events.emit(PrUpdated(pr=pull.number, commit=tip, base=base), task.id,
                                    actor=ACTOR)
         if link.pushed != tip:
-            link = link.model_copy(update={"ci": "none", "note": None})
+            link = msgspec.structs.replace(link, ci="none", note=None)
             if isinstance(task.wait, CiExhausted):
                 task = self.board.edit(task.id, actor=ACTOR, wait=None)
         elif pull.head_sha != tip and pull.state == "open":
@@ -200,9 +202,9 @@ class ForgeSync:
                            f"({pull.head_sha[:12]}, not {tip[:12]}): orchestrator leaves it; "
                            "fetch it into the task or close the pull request")
         looked = link.updated
-        link = link.model_copy(update={"pr": pull.number, "url": pull.url, "pushed": tip,
-                                       "base": base, "state": pull.state,
-                                       "updated": _settled(pull.updated)})
+        link = msgspec.structs.replace(link, pr=pull.number, url=pull.url, pushed=tip,
+                                       base=base, state=pull.state,
+                                       updated=_settled(pull.updated))
         was = task.forge.state if task.forge else None
         if link != task.forge:
             task = self.board.edit(task.id, actor=ACTOR, forge=link)
@@ -382,7 +384,7 @@ class ForgeSync:
         """Back to ``pending`` in the same worktree, with the feedback (as ``retry -m``)."""
         from orchestrator.review.retrying import retry_task
 
-        link = (task.forge or ForgeLink()).model_copy(update={"ci_rounds": rounds})
+        link = msgspec.structs.replace(task.forge or ForgeLink(), ci_rounds=rounds)
         retry_task(self.layout, self.config, task.id, feedback, actor=ACTOR, board=self.board,
                    also={"forge": link, "wait": None})
 

@@ -2,7 +2,9 @@
 
 - A pass runs at once when the board says something the forge should hear (a task reached
   review, was discarded, cancelled or merged) or a webhook arrived (``forge_webhook``,
-  written by `orchestrator.forge.webhook`); the thread follows the board's events for that.
+  written by `orchestrator.forge.webhook`): the lead, which wakes on every change of the
+  board, pokes the thread (`ForgeWatcher.poke`), and the thread reads the events that came
+  since it last looked. No thread of its own polls the board.
 - Otherwise every ``[forge] poll_seconds`` while a pull request's checks are still
   running; while nothing is waiting on the forge the wait doubles, up to
   ``poll_max_seconds``. GETs are conditional, so an unchanged answer is a 304 that does not
@@ -15,6 +17,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,6 +37,7 @@ from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
 
 if TYPE_CHECKING:
+    from orchestrator.controlplane import ControlPlane
     from orchestrator.forge.sync import ForgeSync
 
 WAKE_EVENTS = names(ForgeWebhook, TaskCompleted, Discarded, TaskCancelled, Merged,
@@ -47,7 +51,7 @@ class ForgeWatcher:
         self.stop_event = threading.Event()
         self.wake = threading.Event()
         self.log = get_logger(actor="forge")
-        self.threads: list[threading.Thread] = []
+        self.thread: threading.Thread | None = None
         self.passes = 0
         self.last_error: str | None = None
 
@@ -56,35 +60,19 @@ class ForgeWatcher:
         return None if config.forge.kind == "none" else cls(layout, config)
 
     def start(self) -> ForgeWatcher:
-        for name, target in (("forge-sync", self._run), ("forge-events", self._follow)):
-            t = threading.Thread(target=target, name=name, daemon=True)
-            t.start()
-            self.threads.append(t)
+        self.thread = threading.Thread(target=self._run, name="forge-sync", daemon=True)
+        self.thread.start()
         return self
 
     def stop(self) -> None:
         self.stop_event.set()
         self.wake.set()
-        for t in self.threads:
-            t.join(10)
+        if self.thread is not None:
+            self.thread.join(10)
 
     def poke(self) -> None:
+        """The board changed: look at its new events (the lead calls this on every wake)."""
         self.wake.set()
-
-    def _follow(self) -> None:
-        from orchestrator.board import open_board
-
-        try:
-            board = open_board(self.layout, self.config.board, actor="forge")
-        except Exception as exc:
-            self.log.error("forge: cannot follow the board's events", error=str(exc))
-            return
-        with board:
-            since = board.events.last_seq()
-            for ev in board.events.follow(since=since, stop=self.stop_event,
-                                          poll=EVENT_POLL_SECONDS):
-                if ev.event in WAKE_EVENTS:
-                    self.wake.set()
 
     def _run(self) -> None:
         from orchestrator.board import open_board
@@ -103,13 +91,26 @@ class ForgeWatcher:
         delay = cfg.poll_seconds
         with open_board(self.layout, self.config.board, actor="forge") as board:
             sync = ForgeSync(self.layout, self.config, board, forge)
+            seen = board.events.last_seq()
             try:
                 while not self.stop_event.is_set():
-                    self.wake.clear()
                     delay = self._pass(sync, delay)
-                    self.wake.wait(delay)
+                    seen = self._sleep(board, seen, delay)
             finally:
                 forge.close()
+
+    def _sleep(self, board: ControlPlane, seen: int, delay: float) -> int:
+        """Until ``delay`` passes, or a poke finds an event the forge should hear among
+        those after ``seen``; returns the newest seq looked at."""
+        deadline = time.monotonic() + delay
+        while not self.stop_event.is_set() and self.wake.wait(deadline - time.monotonic()):
+            self.wake.clear()
+            heard = False
+            for ev in board.events.read(since=seen):
+                seen, heard = ev.seq, heard or ev.event in WAKE_EVENTS
+            if heard:
+                break
+        return seen
 
     def _pass(self, sync: ForgeSync, delay: float) -> float:
         cfg = self.config.forge

@@ -32,7 +32,7 @@ from orchestrator.errors import InvalidInput, OrchestratorError
 from orchestrator.forge import pull_request
 from orchestrator.mcp.handshake import INSTRUCTIONS, SERVER_NAME, FirstLine
 from orchestrator.model import Status, Task
-from orchestrator.record import describe_error
+from orchestrator.record import describe_error, to_dict
 from orchestrator.repo import Repo, to_jsonable
 from orchestrator.review import diff_text, discard_task, merge_task, review_rows
 from orchestrator.review.resuming import resume_task
@@ -79,7 +79,7 @@ class BoardServer(MCPServer):
 
 
 def _json(task: Task) -> dict[str, Any]:
-    return task.model_dump(mode="json")
+    return to_dict(task)
 
 
 def _summary(task: Task, problems: dict[str, str]) -> dict[str, Any]:

@@ -395,7 +395,7 @@ def cleanup(layout: Layout, config: Config, board: ControlPlane, result: MergeRe
 
     manager = open_isolation(layout, config.worktree, board, actor="review")
     # its commits are reachable from the target
-    merged_into = result.task.model_copy(update={"base": result.into})
+    merged_into = msgspec.structs.replace(result.task, base=result.into)
     try:
         result.snapshot = manager.remove(merged_into, force=result.strategy == "squash")
     except (RunError, Conflict) as exc:

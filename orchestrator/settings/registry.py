@@ -30,7 +30,7 @@ import annotated_types as at
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
-from orchestrator.config import Config, user_config_file
+from orchestrator.config import BACKENDS, Config, user_config_file
 from orchestrator.errors import ConfigError
 from orchestrator.fsutil import atomic_write
 from orchestrator.settings import Scope, tomlfile
@@ -42,13 +42,8 @@ NONE_WORDS = ("none", "null")
 _INVALID = object()
 
 
-def _backends() -> list[str]:
-    from orchestrator.backends import BACKENDS
-
-    return sorted(BACKENDS)
-
-
-DYNAMIC_CHOICES: dict[str, typing.Callable[[], list[str]]] = {"team.backend": _backends}
+DYNAMIC_CHOICES: dict[str, typing.Callable[[], list[str]]] = {
+    "team.backend": lambda: sorted(BACKENDS)}
 """Settings typed ``str`` in the config whose values come from a registry elsewhere."""
 
 

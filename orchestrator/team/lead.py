@@ -27,6 +27,7 @@ task failed or a dropped file was rejected during the run.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -43,7 +44,7 @@ from orchestrator.backends import backend_module
 from orchestrator.board import board_modules
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import ConfigError, OrchestratorError
 from orchestrator.events import (
     ConfigChanged,
     ConfigRejected,
@@ -131,6 +132,7 @@ class Lead:
         self.rejected = 0
         """Dropped files rejected during this run (a burst with any exits 1)."""
         self.lander: subprocess.Popen[bytes] | None = None
+        self.forge: ForgeWatcher | None = None  # [forge], not in a burst: pull requests
         """The running ``orchestrator land`` (``team.land``)."""
         self.pushes = PendingPushes()
         """Across machines: this machine's finished branches the remote has not taken."""
@@ -148,7 +150,6 @@ class Lead:
         self.pushes.remote = Remote.for_config(self.layout.root, self.config)
         self.live = LiveConfig(self.layout.root, self.config, self.overrides)
         watcher = ConfigWatcher(self.live.files, self.waker.notify).start()
-        forge = ForgeWatcher.for_config(self.layout, self.config)  # [forge]: pull requests
         try:
             self.waker.install_signals()
             self.recover()
@@ -156,8 +157,10 @@ class Lead:
             self.waker.follow_board(self.board, self.config.board.rescan_seconds)
             for child in self.children:
                 self.guarded("starting a teammate", self.spawn, child)
-            if forge is not None and not self.burst:
-                forge.start()
+            if not self.burst:
+                self.forge = ForgeWatcher.for_config(self.layout, self.config)
+                if self.forge is not None:
+                    self.forge.start()
             if not self.burst and not self.board.ready():
                 self.log.info("waiting for tasks",
                               add="orchestrator add 'SUBJECT' (or drop a file in the inbox)")
@@ -171,8 +174,8 @@ class Lead:
             return 1 if self.burst and (failed or self.rejected) else 0
         finally:
             watcher.stop()
-            if forge is not None:
-                forge.stop()
+            if self.forge is not None:
+                self.forge.stop()
             self.shutdown_children()
             if self.spawner is not None:
                 self.spawner.close()
@@ -240,6 +243,8 @@ class Lead:
                     return
                 continue
             self.tick()
+            if self.forge is not None and wake.notified:
+                self.forge.poke()  # the board changed: the forge thread reads what is new
             self.guarded("pushing a finished branch", self.pushes.retry, self.board, self.log)
             now = time.monotonic()
             for child in self.children:
@@ -481,9 +486,16 @@ class Lead:
         self.log.info("teammate started", teammate=child.name, pid=child.proc.pid)
 
     def start_spawner(self) -> None:
+        from orchestrator.agent.sandbox import task_sandbox
+
         board = board_modules(self.config.board)
         for module in board:  # the lead opens the board next: its import (psycopg's ~0.08 s)
             importlib.import_module(module)  # is paid once, before the fork, not twice after
+        # bubblewrap is probed (a process in namespaces of its own) once, here: the lead's
+        # reconcile and every teammate forked from the spawner inherit the answer
+        with contextlib.suppress(ConfigError):  # reconciling reports it
+            task_sandbox(self.config, network=self.config.sandbox.network,
+                         root=self.layout.root)
         try:
             self.spawner = Spawner().start(preload=[backend_module(self.config.team.backend),
                                                     *board])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import sys
@@ -30,6 +31,8 @@ import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from orchestrator import budget, delivery, waits
 from orchestrator.agent.sandbox import task_sandbox
@@ -378,11 +381,9 @@ class Teammate:
 
     def _run(self, task: Task, claim: Claim, tlog: TaskLogger, stop: threading.Event,
              ws: Workspace, backend: Backend, messages: Path) -> None:
+        """Run the agent until its work passes the checks, then complete the task. Each
+        step raises how the run ends short of that (`Outcome`), acted on here."""
         limits = budget.limits_for(task, self.name, self.config.budget, self.board)
-        reason = budget.first_reached(limits, Usage())
-        if reason:  # resumed without raising the limit, spent by an earlier run, or shared
-            self.pause(task, claim, ws.path, reason, tlog)
-            return
         left = budget.remaining_seconds(task.budget, task.usage)
         timeout = self.config.team.task_timeout if left is None else min(
             self.config.team.task_timeout, left)
@@ -394,104 +395,126 @@ class Teammate:
                                                        backend_pgid=pgid),
             on_files_changed=lambda: self.push_wip(task.id),
         )
-        check_round = 0
-        while True:
-            started = time.monotonic()
-            result = backend.run(ctx)
-            if claim.lost:
-                return
-            # across machines: what the run left is on the remote, even when it failed, so
-            # a retry on another machine starts from it (a backend with steps also pushes
-            # after each step that changed files)
-            self.push_wip(task.id)
-            task, run = self.count_spending(task, claim, result.usage,
+        try:
+            # resumed without raising the limit, spent by an earlier run, or shared
+            if reason := budget.first_reached(limits, Usage()):
+                raise Paused(reason)
+            for check_round in itertools.count():
+                session_id = self._agent(ctx, claim, backend, limits)
+                sha = self._commit(ctx, claim)
+                fields: dict[str, Any] = {"session_id": session_id} if session_id else {}
+                if self._checked(ctx, claim, check_round, fields):
+                    break
+        except Stopping:
+            claim.release("teammate stopping")
+        except Paused as end:
+            self.pause(ctx.task, claim, ws.path, end.reason, tlog, end.session_id)
+        except Failed as end:
+            self.fail(claim, end.error, retry=end.retry)
+            if end.wait is not None:
+                self.board.edit(task.id, actor=self.name, wait=end.wait)
+        else:
+            self._complete(ctx, claim, fields)
+            self.log.info("completed", task=task.id, sha=sha)
+
+    def _agent(self, ctx: RunContext, claim: Claim, backend: Backend,
+               limits: list[budget.Limit]) -> str | None:
+        """One run of the agent, its spending counted; the session it leaves, if any."""
+        started = time.monotonic()
+        result = backend.run(ctx)
+        if claim.lost:
+            raise LeaseLost(f"{ctx.task.id}: the claim was lost", task=ctx.task.id)
+        # across machines: what the run left is on the remote, even when it failed, so
+        # a retry on another machine starts from it (a backend with steps also pushes
+        # after each step that changed files)
+        self.push_wip(ctx.task.id)
+        ctx.task, run = self.count_spending(ctx.task, claim, result.usage,
                                             time.monotonic() - started, limits)
-            ctx.task = task
-            stopping = result.stopped or self.cold.is_set() or (not result.ok and stop.is_set())
-            paused = result.paused or (None if result.ok or stopping
-                                       else budget.first_reached(limits, run))
-            if paused:
-                self.pause(task, claim, ws.path, paused, tlog, result.session_id)
-                return
-            if stopping:
-                claim.release("teammate stopping")
-                return
-            if not result.ok:
-                if (fault := fault_in(result.error or "", self.disks())) is not None:
-                    raise MachineFault(f"the agent failed: {fault}")
-                self.fail(claim, result.error or "backend failed", retry=result.retry)
-                return
-            # never commit over a new owner's work
-            claim.still_ours()
-            # a workspace that is no git checkout (hook isolation) cannot be committed: its
-            # isolation snapshots it on keep instead
-            try:
-                sha = commit_leftovers(ws.path, task, self.name, ws.base_commit) if (
-                    ws.path / ".git").exists() else None
-            except SecretLeak as exc:  # shown on the task; a retry may take the value out
-                tlog.write("commit_refused", reason=str(exc))
-                self.fail(claim, str(exc))
-                return
-            if sha:
-                self.committed = True
-                self.board.events.emit(Commit(sha=sha, branch=ws.branch), task.id,
-                                       actor=self.name)
-                tlog.write("commit", sha=sha)
-            if not sha and task.expect_changes and _unchanged(ws.path, task):
-                self.fail(claim, "the agent changed nothing: no commit and no change in the "
-                          "worktree (a task that may rightly change nothing says "
-                          "expect_changes: false)")
-                return
-            fields: dict[str, Any] = {}
-            if result.session_id:
-                fields["session_id"] = result.session_id
-            if not self.config.team.verify:
-                break
-            env = safe_env(task_env(ctx), self.config.agent.pass_env)  # checks hold no key
-            checks = run_checks(self.config.team.verify, cwd=ws.path, env=env,
-                                log=tlog, timeout=self.config.team.verify_timeout,
-                                stop=self.cold,  # a warm stop lets the checks finish
-                                sandbox=task_sandbox(self.config, root=self.layout.root))
-            if claim.lost:
-                return
-            if checks["stopped"]:
-                claim.release("teammate stopping")
-                return
-            outcome = ChecksPassed if checks["passed"] else ChecksFailed
-            self.board.events.emit(outcome(command=checks["command"], result=checks["result"]),
-                                   task.id, actor=self.name)
-            if checks["passed"]:
-                fields["checks"] = checks
-                break
-            error = (f"verification failed ({checks['result']}): {checks['command']}\n"
-                     f"{redact(_tail(checks['output_tail']))}")
-            if check_round >= self.config.checks.retries:
-                claim.update(checks=checks)
-                self.fail(claim, error + f"\n(checks failed {check_round + 1} times; "
-                          f"waiting for a person: orchestrator retry {task.id} -m …)",
-                          retry=False)
-                self.board.edit(task.id, actor=self.name, wait=waits.ChecksExhausted(
-                    result=str(checks["result"])[:2000], rounds=check_round + 1))
-                return
-            # straight back to the same agent (its session resumed where the backend keeps
-            # one), with the failing check's output in its prompt
-            check_round += 1
-            self.log.warning("checks failed; back to the agent with their output",
-                             task=task.id, result=checks["result"],
-                             round=f"{check_round}/{self.config.checks.retries}")
-            tlog.write("checks_retry", round=check_round, of=self.config.checks.retries)
-            task = claim.update(checks=checks, error=error, **fields)
-            ctx.task = task
-        fields["error"] = None
+        if result.paused:
+            raise Paused(result.paused, result.session_id)
+        if result.stopped or self.cold.is_set() or (not result.ok and ctx.stop.is_set()):
+            raise Stopping
+        if result.ok:
+            return result.session_id
+        if reason := budget.first_reached(limits, run):
+            raise Paused(reason, result.session_id)
+        if (fault := fault_in(result.error or "", self.disks())) is not None:
+            raise MachineFault(f"the agent failed: {fault}")
+        raise Failed(result.error or "backend failed", retry=result.retry)
+
+    def _commit(self, ctx: RunContext, claim: Claim) -> str | None:
+        """Commit what the agent left (never over a new owner's work); the commit, if any.
+        A workspace that is no git checkout (hook isolation) cannot be committed: its
+        isolation snapshots it on keep instead."""
+        claim.still_ours()
+        ws, task = ctx.workspace, ctx.task
+        if not (ws.path / ".git").exists():
+            return None
+        try:
+            sha = commit_leftovers(ws.path, task, self.name, ws.base_commit)
+        except SecretLeak as exc:  # shown on the task; a retry may take the value out
+            ctx.log.write("commit_refused", reason=str(exc))
+            raise Failed(str(exc)) from exc
+        if sha:
+            self.committed = True
+            self.board.events.emit(Commit(sha=sha, branch=ws.branch), task.id, actor=self.name)
+            ctx.log.write("commit", sha=sha)
+        elif task.expect_changes and _unchanged(ws.path, task):
+            raise Failed("the agent changed nothing: no commit and no change in the "
+                         "worktree (a task that may rightly change nothing says "
+                         "expect_changes: false)")
+        return sha
+
+    def _checked(self, ctx: RunContext, claim: Claim, check_round: int,
+                 fields: dict[str, Any]) -> bool:
+        """Run the verification checks (none: passed); True when they pass (their result
+        added to ``fields``). A failure goes straight back to the same agent (its session
+        resumed where the backend keeps one) with the failing check's output in its
+        prompt, up to ``checks.retries`` times; then the task waits for a person."""
+        if not self.config.team.verify:
+            return True
+        task = ctx.task
+        env = safe_env(task_env(ctx), self.config.agent.pass_env)  # checks hold no key
+        checks = run_checks(self.config.team.verify, cwd=ctx.workspace.path, env=env,
+                            log=ctx.log, timeout=self.config.team.verify_timeout,
+                            stop=self.cold,  # a warm stop lets the checks finish
+                            sandbox=task_sandbox(self.config, root=self.layout.root))
+        if claim.lost:
+            raise LeaseLost(f"{task.id}: the claim was lost", task=task.id)
+        if checks["stopped"]:
+            raise Stopping
+        outcome = ChecksPassed if checks["passed"] else ChecksFailed
+        self.board.events.emit(outcome(command=checks["command"], result=checks["result"]),
+                               task.id, actor=self.name)
+        if checks["passed"]:
+            fields["checks"] = checks
+            return True
+        error = (f"verification failed ({checks['result']}): {checks['command']}\n"
+                 f"{redact(_tail(checks['output_tail']))}")
+        if check_round >= self.config.checks.retries:
+            claim.update(checks=checks)
+            raise Failed(error + f"\n(checks failed {check_round + 1} times; waiting for a "
+                         f"person: orchestrator retry {task.id} -m …)", retry=False,
+                         wait=waits.ChecksExhausted(result=str(checks["result"])[:2000],
+                                                    rounds=check_round + 1))
+        self.log.warning("checks failed; back to the agent with their output",
+                         task=task.id, result=checks["result"],
+                         round=f"{check_round + 1}/{self.config.checks.retries}")
+        ctx.log.write("checks_retry", round=check_round + 1, of=self.config.checks.retries)
+        ctx.task = claim.update(checks=checks, error=error, **fields)
+        return False
+
+    def _complete(self, ctx: RunContext, claim: Claim, fields: dict[str, Any]) -> None:
+        """The final write: the task goes to review, its worktree kept (across machines,
+        its branch pushed, or left for this machine's lead to push)."""
+        ws = ctx.workspace
         if self.pushes is not None and ws.branch and (ws.path / ".git").exists():
             pending = self.pushes.finish(ws.path, ws.branch, str(getattr(
                 self.board, "machine", "")))
             if pending:  # still kept for review: this machine's lead pushes it again
-                self.log.error("push pending", task=task.id, reason=pending.reason)
+                self.log.error("push pending", task=ctx.task.id, reason=pending.reason)
                 fields["push_pending"] = pending
-        done = claim.complete(**fields)
-        self.isolation.keep(done)
-        self.log.info("completed", task=task.id, sha=sha)
+        self.isolation.keep(claim.complete(error=None, **fields))
 
     def back_off(self, task: Task, stop: threading.Event) -> bool:
         """Wait before a failed task's next attempt (``team.retry_backoff``, doubled per
@@ -549,10 +572,10 @@ class Teammate:
                        limits: list[budget.Limit]) -> tuple[Task, Usage]:
         """Add a run's usage and wall-clock time to the task, write the ``spend`` event
         the daily budgets add up, report a budget's 80 %; the task, and the run's usage."""
-        run = usage.model_copy(update={"seconds": usage.seconds + seconds})
+        run = msgspec.structs.replace(usage, seconds=usage.seconds + seconds)
         so_far = self.board.get(task.id).usage  # a backend may have counted live already
         updated = claim.update(usage=task.usage.add(run))
-        self.board.events.emit(Spend(usage=run.model_dump(), plan=budget.plan_of(task)),
+        self.board.events.emit(Spend(usage=msgspec.to_builtins(run), plan=budget.plan_of(task)),
                                task.id, actor=self.name)
         live = budget.minus(so_far, task.usage)  # what the backend already warned about
         budget.warn(limits, live, run, self.board.events, task.id, self.name)
@@ -709,6 +732,35 @@ LOW_SPACE = 16 * 1024 * 1024
 
 class MachineFault(OSError):
     """A task's run failed because of this machine (see `MACHINE_FAULTS`)."""
+
+
+class Outcome(Exception):
+    """How a task's run ends short of review: raised by a step of `Teammate._run`, acted
+    on there. (A lost claim is `LeaseLost`, a machine's fault `MachineFault`.)"""
+
+
+class Stopping(Outcome):
+    """The teammate is stopping: the task is released, no attempt counted."""
+
+
+class Paused(Outcome):
+    """The task waits for a person (a budget reached, no progress): `Teammate.pause`."""
+
+    def __init__(self, reason: str, session_id: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.session_id = session_id
+
+
+class Failed(Outcome):
+    """The attempt failed: `Teammate.fail`, and the task waits as ``wait`` says."""
+
+    def __init__(self, error: str, *, retry: bool = True,
+                 wait: waits.Wait | None = None) -> None:
+        super().__init__(error)
+        self.error = error
+        self.retry = retry
+        self.wait = wait
 
 
 def fault_in(text: str, disks: list[Path]) -> str | None:

@@ -49,6 +49,7 @@ from orchestrator.layout import Layout
 from orchestrator.model import Task
 from orchestrator.procutil import busy_reason
 from orchestrator.protocols import Workspace
+from orchestrator.record import to_dict, to_json
 from orchestrator.worktree import reconcile as housekeeping
 from orchestrator.worktree import shared
 from orchestrator.worktree.lock import RepoLock
@@ -267,7 +268,7 @@ class HookIsolation:
         suggested.parent.mkdir(parents=True, exist_ok=True)
         env = {"ORCH_TASK_ID": task.id, "ORCH_WORKTREE": str(suggested),
                "ORCH_REPO": str(self.layout.root)}
-        code, out, err = self._hook(cmd, task, env, task.model_dump_json())
+        code, out, err = self._hook(cmd, task, env, to_json(task))
         if code != 0:
             raise RunError(f"{task.id}: create command failed ({_exit(code, self.config)}): "
                            f"{cmd}: {_last(err) or _last(out)}", task=task.id)
@@ -297,7 +298,7 @@ class HookIsolation:
             shutil.rmtree(path)
             return
         payload = json.dumps({"task_id": task.id, "path": str(path), "force": force,
-                              "task": task.model_dump(mode="json")})
+                              "task": to_dict(task)})
         code, out, err = self._hook(f"{cmd} {shlex.quote(str(path))}", task,
                                     {"ORCH_TASK_ID": task.id, "ORCH_WORKTREE": str(path),
                                      "ORCH_REPO": str(self.layout.root)}, payload)

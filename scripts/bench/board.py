@@ -50,6 +50,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+import msgspec
+
+from orchestrator.record import to_json
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from worktree import generate as generate_repo  # scripts/bench/worktree.py
@@ -208,10 +212,9 @@ def seed(root: Path, n: int, *, repo: bool = False) -> Layout:
     layout = Layout.at(root).ensure()
     template = Task(id="task_000", subject="x", priority=1)
     for i in range(1, n + 1):
-        t = template.model_copy(update={"id": format_task_id(i), "subject": f"task {i}: "
-                                        f"something to do in module {i % 97}",
-                                        "priority": i % 7})
-        (layout.tasks / f"{t.id}.json").write_text(t.model_dump_json(indent=2) + "\n")
+        t = msgspec.structs.replace(template, id=format_task_id(i), priority=i % 7,
+                                    subject=f"task {i}: something to do in module {i % 97}")
+        (layout.tasks / f"{t.id}.json").write_text(to_json(t, indent=2) + "\n")
     (layout.tasks / ".seq").write_text(f"{n}\n")
     return layout
 

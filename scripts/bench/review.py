@@ -31,6 +31,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from orchestrator.record import to_json
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -92,7 +94,7 @@ def make_board(root: Path, n: int) -> Path:
         t = Task(id=format_task_id(i), subject=f"task {i} of the benchmark",
                  status=Status.REVIEW, branch=f"task/{i:05d}-t", base="main",
                  base_commit=start)
-        atomic_write(layout.task_file(t.id), t.model_dump_json(indent=2), durable=False)
+        atomic_write(layout.task_file(t.id), to_json(t, indent=2), durable=False)
     (layout.tasks / ".seq").write_text(str(n))
     return repo
 

@@ -30,6 +30,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from orchestrator.record import to_json
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from orchestrator.board import init_repo, open_board
@@ -63,7 +65,7 @@ def seed(layout: Layout, n: int) -> None:
         status = Status.PENDING if i <= 200 else MIX[i % len(MIX)]
         t = Task(id=format_task_id(i), subject=f"task {i} of the benchmark", status=status,
                  priority=i % 7, metadata={"labels": ["bench", f"l{i % 5}"]})
-        atomic_write(layout.task_file(t.id), t.model_dump_json(indent=2), durable=False)
+        atomic_write(layout.task_file(t.id), to_json(t, indent=2), durable=False)
     (layout.tasks / ".seq").write_text(str(n))
 
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from orchestrator.adding import add_task
 from orchestrator.agent.base import ToolContext, ToolResult
 from orchestrator.agent.tools.common import obj, prop
 from orchestrator.errors import OrchestratorError
 from orchestrator.model import Status, Task
+from orchestrator.record import to_dict
 
 MAX_LISTED = 200
 _SHOWN_FIELDS = ("id", "subject", "status", "priority", "blocked_by", "owner", "branch",
@@ -69,7 +71,7 @@ class TaskGetTool(_BoardTool):
 
     def act(self, board: Any, args: dict[str, Any], ctx: ToolContext) -> str:
         task = board.get(args["task_id"])
-        data = task.model_dump(mode="json")
+        data = to_dict(task)
         return json.dumps({k: data[k] for k in _SHOWN_FIELDS if data.get(k) not in (None, [])},
                           indent=1, ensure_ascii=False)
 
@@ -91,11 +93,13 @@ class TaskCreateTool(_BoardTool):
     )
 
     def act(self, board: Any, args: dict[str, Any], ctx: ToolContext) -> str:
-        actor = ctx.teammate or "agent"
+        if ctx.layout is None:
+            raise OrchestratorError("task_create needs the project (this run has none)")
         meta = {"parent": ctx.task_id} if ctx.task_id else {}
-        task = board.add(args["subject"], description=args.get("description", ""),
-                         blocked_by=args.get("blocked_by", []),
-                         priority=args.get("priority", 0), actor=actor, metadata=meta)
+        task = add_task(ctx.layout, None, board, args["subject"],
+                        description=args.get("description", ""),
+                        blocked_by=args.get("blocked_by", []), priority=args.get("priority", 0),
+                        actor=ctx.teammate or "agent", metadata=meta)
         return f"created {_line(task)}"
 
 

@@ -23,18 +23,16 @@ A sub-agent is a new `AgentLoop` in the same worktree, with the same model:
 - Only the sub-agent's final text comes back, as the one tool result.
 
 Named sub-agents (``agent``: a profile from ``.claude/agents/<name>.md`` or
-``[agents.<name>]``) come from `PROFILES_MODULE` (``load_profiles(root,
+``[agents.<name>]``) come from `orchestrator.profiles` (``load_profiles(root,
 config).get(name)``): the profile's prompt is added to the sub-agent's role and
 only the tools it ``offers`` are granted. The sub-agent keeps the run's model
 and permission gate (a profile's ``model`` and ``permissionMode`` apply to
-tasks, not to sub-agents). Without that module a named sub-agent is refused
-with a clear error.
+tasks, not to sub-agents).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,11 +46,11 @@ from orchestrator.agent.toolset import Toolset
 from orchestrator.config import Config
 from orchestrator.controlplane import TaskLogger, TaskLogs
 from orchestrator.errors import BackendError, ConfigError, OrchestratorError
+from orchestrator.profiles import load_profiles
 
 MAX_DEPTH = 2
 """The task's agent is depth 0; its sub-agents 1, theirs 2, and no deeper."""
 NOT_GRANTED = frozenset({"todo_write", "submit_plan"})
-PROFILES_MODULE = "orchestrator.agent.profiles"
 
 SUBAGENT_ROLE = """\
 # Your role: sub-agent
@@ -134,13 +132,7 @@ class Subagents:
 
     def profile(self, name: str) -> Any:
         try:
-            profiles = importlib.import_module(PROFILES_MODULE)
-        except ModuleNotFoundError:
-            raise SubagentError(f"named sub-agents ({name!r}) need agent profiles "
-                                f"(.claude/agents/*.md), which this version does not "
-                                f"support; leave out 'agent'") from None
-        try:
-            return profiles.load_profiles(self.project, self.config).get(name)
+            return load_profiles(self.project, self.config).get(name)
         except ConfigError as exc:
             raise SubagentError(str(exc)) from None
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from orchestrator.agent.base import ToolContext, ToolResult
 from orchestrator.agent.todos import progress, render
 from orchestrator.agent.tools.common import obj, prop
@@ -63,7 +65,7 @@ class TodoWriteTool:
             status = STATUS_ALIASES.get(item["status"]) or TodoStatus(item["status"])
             todos.append(Todo(content=content, status=status))
         try:
-            board.update(ctx.task_id, token, todos=[t.model_dump(mode="json") for t in todos])
+            board.update(ctx.task_id, token, todos=msgspec.to_builtins(todos))
         except OrchestratorError as exc:
             return self.error(str(exc))
         if not todos:

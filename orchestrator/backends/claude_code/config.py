@@ -99,7 +99,7 @@ def project_settings(project: Path) -> dict[str, Any]:
 
 def agents_arg(config: Config, project: Path) -> list[str]:
     """``--agents JSON`` with the main checkout's agent profiles (none: no args)."""
-    from orchestrator.agent.profiles import load_profiles
+    from orchestrator.profiles import load_profiles
 
     agents: dict[str, Any] = {}
     for name, profile in load_profiles(project, config).found.items():

@@ -19,12 +19,15 @@ and appends its event, so a change and its audit record commit together.
 from __future__ import annotations
 
 import builtins
+import copy
 import json
 import os
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from orchestrator.board import graph
 from orchestrator.board.pg import schema
@@ -75,7 +78,7 @@ from orchestrator.model import (
     parse_task_id,
     task_number,
 )
-from orchestrator.record import describe_error
+from orchestrator.record import convert, describe_error, to_dict
 from orchestrator.waits import text_of
 
 if TYPE_CHECKING:
@@ -117,8 +120,10 @@ READY = ("status = 'pending' AND (cardinality(t.blocked_by) = 0 OR NOT EXISTS (S
 one without blockers is that at once (no subquery to start for it: most are that)."""
 CLOCK_CHECK_SECONDS = 60.0
 """How long `PgBoard.now` trusts the difference between the database's clock and ours."""
-CHANGE_CHANNELS = ["orch_tasks", "orch_messages", "orch_requests"]
-"""What `wait_for_change` wakes on: tasks, mail and permission/plan requests."""
+CHANGE_CHANNELS = ["orch_tasks", "orch_messages", "orch_requests", "orch_events"]
+"""What `wait_for_change` wakes on: tasks, mail, permission/plan requests and events (as
+the file board's feed does on an append to ``events.jsonl``: a ``forge_webhook`` event
+alone wakes the lead, which pokes its forge thread)."""
 
 
 def machine_name(layout: Layout, config: BoardSettings) -> str:
@@ -273,7 +278,7 @@ class PgBoard:
         if bad:
             raise InvalidInput(f"cannot set {', '.join(sorted(bad))} on a new task")
         try:
-            draft = Task.model_validate({**fields, "id": "task_000"})
+            draft = convert({**fields, "id": "task_000"}, Task)
         except InvalidRecord as exc:
             raise InvalidInput(f"invalid task: {describe_error(exc)}") from None
 
@@ -290,7 +295,7 @@ class PgBoard:
         def insert(cur: Cursor) -> Task:
             cur.execute("SELECT setval('task_ids', greatest(%s, (SELECT CASE WHEN "
                         "is_called THEN last_value ELSE 0 END FROM task_ids)))", (n,))
-            task = draft.model_copy(update={"id": format_task_id(n)})
+            task = msgspec.structs.replace(draft, id=format_task_id(n))
             cur.execute("INSERT INTO tasks (id, status, priority, blocked_by, attempts, data) "
                         "VALUES (%s, 'pending', %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING "
                         "RETURNING created_at", (n, task.priority, blockers, task.attempts,
@@ -300,8 +305,7 @@ class PgBoard:
                 from orchestrator.errors import Conflict
 
                 raise Conflict(f"duplicate id {task.id}: that task already exists")
-            task = task.model_copy(update={"created_at": iso(row[0]),
-                                           "updated_at": iso(row[0])})
+            task = msgspec.structs.replace(task, created_at=iso(row[0]), updated_at=iso(row[0]))
             self.events.insert(cur, created, task.id, actor)
             return task
 
@@ -329,8 +333,8 @@ class PgBoard:
             return row
 
         row = self.db.statement(insert, write=True)
-        return draft.model_copy(update={"id": format_task_id(int(str(row[0]))),
-                                        "created_at": iso(row[1]), "updated_at": iso(row[1])})
+        return msgspec.structs.replace(draft, id=format_task_id(int(str(row[0]))),
+                                      created_at=iso(row[1]), updated_at=iso(row[1]))
 
     def _check_blockers(self, blockers: builtins.list[int]) -> None:
         def select(cur: Cursor) -> set[int]:
@@ -505,7 +509,7 @@ class PgBoard:
             out = []
             for row in cur.fetchall():
                 old = _task(row)
-                task = old.model_copy(deep=True)
+                task = copy.deepcopy(old)
                 _count_attempt(task, reason, True)
                 self._write(cur, task)
                 lease = old.lease
@@ -598,7 +602,7 @@ class PgBoard:
             if token is not None and (old.status is not Status.IN_PROGRESS or old.lease is None
                                       or old.lease.token != token):
                 raise self._lost(cur, n, token)
-            task = old.model_copy(deep=True)
+            task = copy.deepcopy(old)
             try:
                 change(task)
             except InvalidRecord as exc:
@@ -645,8 +649,7 @@ def _holder(old: Task) -> str | None:
 
 
 def _data(task: Task) -> dict[str, Any]:
-    out: dict[str, Any] = task.model_dump(mode="json", exclude=set(COLUMNS))
-    return out
+    return {k: v for k, v in to_dict(task).items() if k not in COLUMNS}
 
 
 def _task(row: tuple[object, ...]) -> Task:
@@ -658,11 +661,11 @@ def _task(row: tuple[object, ...]) -> Task:
                       acquired_at=iso(acquired), renewed_at=iso(renewed))
     fields = dict(data) if isinstance(data, dict) else {}
     blockers = blocked if isinstance(blocked, list) else []
-    return Task.model_validate({
+    return convert({
         **fields, "id": format_task_id(int(str(n))), "status": status, "priority": priority,
         "blocked_by": [format_task_id(int(b)) for b in blockers], "owner": owner,
         "lease": lease, "fence": fence, "attempts": attempts, "created_at": iso(created),
-        "updated_at": iso(updated)})
+        "updated_at": iso(updated)}, Task)
 
 
 def _fetch(cur: Cursor, n: int, *, lock: bool = False) -> Task:
