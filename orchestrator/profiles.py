@@ -2,7 +2,7 @@
 
 Two sources, Claude Code's subagent files first, then the project's settings:
 
-- ``.claude/agents/<name>.md``: YAML front matter (``name``, ``description``,
+- ``.claude/agents/<name>.md``: front matter (`orchestrator.frontmatter`: ``name``, ``description``,
   ``tools`` as a comma list or a list, ``model``, ``permissionMode``,
   ``maxTurns``; other keys such as ``color`` are ignored) and the body as the
   system prompt;
@@ -23,7 +23,6 @@ tasks that name it, with the file and the reason.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from orchestrator import frontmatter
 from orchestrator.config import Config, ProfileConfig
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, InvalidInput
 from orchestrator.fsutil import read_regular
 
 if TYPE_CHECKING:
@@ -190,85 +190,15 @@ def _check_name(name: str, source: str) -> None:
                           "(letters, digits, '.', '_', '-'; at most 64)")
 
 
-# --- the front matter: the small YAML subset Claude Code's agent files use ------------
-
 def parse_agent_file(text: str, where: str) -> dict[str, Any]:
     """Front matter fields (with ``prompt`` = the body) of an agent Markdown file."""
-    lines = text.lstrip("\ufeff").splitlines()
-    if not lines or lines[0].strip() != "---":
-        raise ConfigError(f"{where}: no front matter (the file must start with a '---' line)")
     try:
-        end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
-    except StopIteration:
-        raise ConfigError(f"{where}: the front matter has no closing '---' line") from None
-    data = parse_front_matter(lines[1:end], where)
+        head, body = frontmatter.split(text)
+        if head is None:
+            raise InvalidInput("no front matter (the file must start with a '---' line)")
+        data = frontmatter.parse(head)
+    except InvalidInput as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     data = {k: v for k, v in data.items() if k in FRONT_MATTER_KEYS}
-    data["prompt"] = "\n".join(lines[end + 1:]).strip()
+    data["prompt"] = "\n".join(body).strip()
     return data
-
-
-def parse_front_matter(lines: list[str], where: str) -> dict[str, Any]:
-    """``key: value`` lines; values are plain or quoted scalars, ``[a, b]`` lists, block
-    lists (``- item`` lines below the key) or ``|``/``>`` blocks."""
-    data: dict[str, Any] = {}
-    key: str | None = None
-    block: list[str] | None = None
-    for n, raw in enumerate(lines, start=2):
-        if not raw.strip() or raw.lstrip().startswith("#"):
-            if block is not None:
-                block.append("")
-            continue
-        if raw[0] in " \t" and key is not None:
-            item = raw.strip()
-            if block is not None:
-                block.append(item)
-            elif item.startswith("- "):
-                current = data.get(key)
-                data[key] = [*(current if isinstance(current, list) else []),
-                             _scalar(item[2:], where, n)]
-            else:  # a plain scalar folded over lines
-                data[key] = f"{data[key]} {item}".strip() if data.get(key) else item
-            continue
-        m = re.match(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*:(?:\s+(.*))?$", raw.rstrip())
-        if not m:
-            raise ConfigError(f"{where}:{n}: expected 'key: value', got {raw.strip()!r}")
-        _close_block(data, key, block)
-        key, value = m.group(1), (m.group(2) or "").strip()
-        block = [] if value in ("|", ">", "|-", ">-") else None
-        data[key] = "" if block is not None else _value(value, where, n)
-    _close_block(data, key, block)
-    return data
-
-
-def _close_block(data: dict[str, Any], key: str | None, block: list[str] | None) -> None:
-    if key is not None and block is not None:
-        data[key] = "\n".join(block).strip()
-
-
-def _value(value: str, where: str, n: int) -> Any:
-    if value.startswith("["):
-        if not value.endswith("]"):
-            raise ConfigError(f"{where}:{n}: a list must close on the same line: {value!r}")
-        inner = value[1:-1].strip()
-        return [_scalar(v.strip(), where, n) for v in inner.split(",") if v.strip()] \
-            if inner else []
-    return _scalar(value, where, n)
-
-
-def _scalar(value: str, where: str, n: int) -> Any:
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        if value[0] == '"':
-            try:
-                return json.loads(value)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{where}:{n}: bad quoted string {value!r}") from exc
-        return value[1:-1].replace("''", "'")
-    value = re.sub(r"\s+#.*$", "", value)
-    if re.fullmatch(r"-?\d+", value):
-        return int(value)
-    if value in ("true", "false"):
-        return value == "true"
-    if value in ("", "~", "null"):
-        return None
-    return value
-

@@ -61,7 +61,7 @@ def hostile_inbox(inbox: Path, tmp: Path) -> dict[str, str]:
     drop(inbox, "nul.md", b"# title\x00\n")
     drop(inbox, b"name-\xff.json", b'{"title": "bad name"}')
     return {"n" * 100: "over the 150-byte limit", "deep.json": "nested more than",
-            "deep40.json": "nested more than", "deep.md": "nested more than",
+            "deep40.json": "nested more than", "deep.md": "a list inside a list",
             "fifo.json": "a FIFO", "sock.json": "a socket", "zero.json": "symlink to /dev/zero",
             "x.json": "a folder", "huge.json": "over the 1 MiB limit",
             "latin.json": "not UTF-8", "nul.md": "NUL", "name-\ufffd.json": "not UTF-8"}

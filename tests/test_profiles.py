@@ -62,9 +62,9 @@ def test_front_matter_lists_quotes_and_blocks() -> None:
 
 @pytest.mark.parametrize(("text", "message"), [
     ("no front matter", r"x\.md: no front matter"),
-    ("---\nname: a\n", r"x\.md: the front matter has no closing '---' line"),
-    ("---\nname a\n---\n", r"x\.md:2: expected 'key: value', got 'name a'"),
-    ("---\ntools: [Read, Grep\n---\n", r"x\.md:2: a list must close on the same line"),
+    ("---\nname: a\n", r"x\.md: the front matter opened with '---' is never closed"),
+    ("---\nname a\n---\n", r"x\.md: line 2: expected 'key: value', got 'name a'"),
+    ("---\ntools: [Read, Grep\n---\n", r"x\.md: line 2: a list must close on the same line"),
 ])
 def test_bad_front_matter_is_a_clear_error(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

@@ -6,7 +6,7 @@ Dropped into ``.tasks/inbox/`` (or straight into ``.tasks/``), a file may be
   ``body`` or ``description``; ``blockedBy``, ``blocked_by`` or ``blocked-by``;
   Claude Code's task files (``activeForm``, ``blocks``, ``owner``, ``metadata``);
 - Markdown (`.md`, `.markdown`): the first heading is the subject, the rest the
-  description, with optional ``---`` front matter (``key: value``, ``[a, b]``).
+  description, with optional ``---`` front matter (`orchestrator.frontmatter`).
 
 Fields we do not know go to ``metadata``; ``blocks: [X]`` adds the new task to
 X's ``blocked_by``; an ``id`` is honoured when it is free. A file is claimed by
@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator import frontmatter
 from orchestrator.board.index import (
     DROP_SUFFIXES,
     MAX_TASK_BYTES,
@@ -66,7 +67,7 @@ PROCESSING = ".processing"
 MAX_NAME_BYTES = 150
 """A dropped file's name, in bytes (file systems allow 255; we add suffixes to it)."""
 MAX_DEPTH = 32
-"""How deeply a dropped JSON document or front-matter list may nest."""
+"""How deeply a dropped JSON document may nest (front matter does not nest at all)."""
 
 
 def _warn(message: str, *args: object) -> None:
@@ -163,20 +164,9 @@ def parse_markdown(text: str) -> dict[str, Any]:
     """Front matter fields, ``subject`` from the first heading, ``description`` from the rest."""
     if not text.strip():
         raise InvalidInput("empty Markdown file: write a '# heading' as the task's subject")
-    raw: dict[str, Any] = {}
-    lines = text.splitlines()
-    if lines and lines[0].strip() == "---":
-        end = next((i for i, ln in enumerate(lines[1:], 1) if ln.strip() == "---"), None)
-        if end is None:
-            raise InvalidInput("front matter opened with '---' is never closed")
-        for ln in lines[1:end]:
-            if not ln.strip() or ln.lstrip().startswith("#"):
-                continue
-            key, sep, value = ln.partition(":")
-            if not sep or not key.strip():
-                raise InvalidInput(f"front matter line is not 'key: value': {ln.strip()!r}")
-            raw[key.strip()] = _scalar(value.strip())
-        lines = lines[end + 1:]
+    head, lines = frontmatter.split(text)
+    # an empty value is as if the key were not written
+    raw = {k: v for k, v in frontmatter.parse(head).items() if v is not None} if head else {}
     if "subject" not in raw and "title" not in raw:
         i = next((i for i, ln in enumerate(lines) if ln.strip()), None)
         if i is None:
@@ -187,21 +177,6 @@ def parse_markdown(text: str) -> dict[str, Any]:
     if body and not any(k in raw for k in ("description", "desc", "body")):
         raw["description"] = body
     return raw
-
-
-def _scalar(value: str, depth: int = 0) -> Any:
-    if value.startswith("[") and value.endswith("]"):
-        if depth >= MAX_DEPTH:
-            raise InvalidInput(f"front matter list nested more than {MAX_DEPTH} levels deep")
-        inner = value[1:-1].strip()
-        return [_scalar(v.strip(), depth + 1) for v in inner.split(",")] if inner else []
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1]
-    if re.fullmatch(r"-?\d+", value):
-        return int(value)
-    if value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    return value
 
 
 def normalize(raw: dict[str, Any]) -> Draft:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.board.mailboxes import check_name
-from orchestrator.board.pg.db import Database, Listener, jsonb
+from orchestrator.board.pg.db import NO_WAIT, Database, Listener, jsonb
 from orchestrator.board.tasklogs import check_log_name
 from orchestrator.controlplane import (
     Answer,
@@ -280,8 +280,8 @@ class PgTaskLogs:
     def insert(self, name: str, entry: LogEntry, actor: str | None) -> None:
         check_log_name(name)
         data = jsonb(masked(record(entry, actor), self.secrets))
-        self.db.run(lambda cur: cur.execute(
-            "INSERT INTO task_logs (task, data) VALUES (%s, %s)", (name, data)))
+        self.db.hint(lambda cur: cur.execute(
+            f"INSERT INTO task_logs (task, data) SELECT %s, %s FROM {NO_WAIT}", (name, data)))
 
     def _after(self, name: str, after: int) -> builtins.list[tuple[int, LogRecord]]:
         def select(cur: Cursor) -> builtins.list[tuple[int, LogRecord]]:
@@ -355,7 +355,8 @@ class PgTeamStatus:
         def upsert(cur: Cursor) -> TeammateState:
             cur.execute(
                 "INSERT INTO teammates (machine, name, host, pid, task, heartbeat, data) "
-                "VALUES (%(m)s, %(n)s, %(h)s, %(p)s, %(t)s, clock_timestamp(), %(d)s) "
+                "SELECT %(m)s, %(n)s, %(h)s, %(p)s, %(t)s, clock_timestamp(), %(d)s "
+                f"FROM {NO_WAIT} "
                 "ON CONFLICT (machine, name) DO UPDATE SET host = excluded.host, "
                 "pid = excluded.pid, task = excluded.task, heartbeat = excluded.heartbeat, "
                 f"data = excluded.data RETURNING {TEAM_COLS}",
@@ -365,7 +366,7 @@ class PgTeamStatus:
             assert row is not None
             return _state(row)
 
-        return self.db.run(upsert)
+        return self.db.hint(upsert)  # a hint for `status`, as on the file board
 
     def get(self, name: str) -> TeammateState | None:
         def select(cur: Cursor) -> TeammateState | None:

@@ -1,0 +1,125 @@
+"""Front matter: the ``---`` block of ``key: value`` lines at the top of a Markdown file.
+
+The one parser of dropped task files (`orchestrator.board.intake`) and agent profiles
+(`orchestrator.profiles`, Claude Code's ``.claude/agents/*.md``). It reads the small
+YAML subset those files use, and nothing more:
+
+- ``key: value`` lines; a value is a plain scalar (whole numbers and ``true``/``false``
+  become numbers and booleans; nothing, ``~`` or ``null`` is None), a quoted string
+  (``"..."`` with JSON's escapes, ``'...'`` with ``''``), a list on one line ``[a, b]``
+  of such scalars, a block list (``- item`` lines indented below the key), a ``|`` or
+  ``>`` block, or a plain scalar continued on indented lines;
+- a comment is a line that starts with ``#``, or ``#`` after a space and followed by one
+  (``model: inherit  # keep``): ``subject: fix #123`` keeps its ``#123``.
+
+Not a YAML library, on purpose: there are no anchors, aliases, tags, maps in maps or
+lists in lists, so nothing a hostile file writes expands or nests; one pass over the
+lines, no backtracking regex, so no input makes it hang. Errors are `InvalidInput`
+with the line number (the ``---`` line is line 1).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from orchestrator.errors import InvalidInput
+
+FENCE = "---"
+KEY_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:[ \t]*(.*)")
+BLOCKS = ("|", ">", "|-", ">-")
+
+
+def split(text: str) -> tuple[list[str] | None, list[str]]:
+    """The front matter's lines (None when ``text`` has none) and the lines after it."""
+    lines = text.lstrip("\ufeff").splitlines()
+    if not lines or lines[0].strip() != FENCE:
+        return None, lines
+    end = next((i for i in range(1, len(lines)) if lines[i].strip() == FENCE), None)
+    if end is None:
+        raise InvalidInput(f"the front matter opened with '{FENCE}' is never closed")
+    return lines[1:end], lines[end + 1:]
+
+
+def parse(lines: list[str]) -> dict[str, Any]:
+    """The fields of the front matter's ``lines`` (those `split` returns)."""
+    data: dict[str, Any] = {}
+    key: str | None = None
+    block: list[str] | None = None
+    for n, raw in enumerate(lines, start=2):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            if block is not None:
+                block.append("")
+            continue
+        if raw[0] in " \t" and key is not None:
+            item = raw.strip()
+            if block is not None:
+                block.append(item)
+            elif item.startswith("- ") or item == "-":
+                current = data[key]
+                data[key] = [*(current if isinstance(current, list) else []),
+                             _scalar(item[2:], n)]
+            else:  # a plain scalar folded over lines
+                item = _uncomment(item)
+                data[key] = f"{data[key]} {item}".strip() if data[key] else item
+            continue
+        m = KEY_RE.fullmatch(raw.rstrip())
+        if not m:
+            raise InvalidInput(f"line {n}: expected 'key: value', got {_cut(raw.strip())!r}")
+        _close(data, key, block)
+        key, value = m.group(1), m.group(2).strip()
+        block = [] if value in BLOCKS else None
+        data[key] = "" if block is not None else _value(value, n)
+    _close(data, key, block)
+    return data
+
+
+def _close(data: dict[str, Any], key: str | None, block: list[str] | None) -> None:
+    if key is not None and block is not None:
+        data[key] = "\n".join(block).strip()
+
+
+def _value(value: str, n: int) -> Any:
+    if not value.startswith("["):
+        return _scalar(value, n)
+    value = _uncomment(value)
+    if not value.endswith("]"):
+        raise InvalidInput(f"line {n}: a list must close on the same line: {_cut(value)!r}")
+    items = [v.strip() for v in value[1:-1].split(",")]
+    if any(v.startswith("[") for v in items):
+        raise InvalidInput(f"line {n}: a list inside a list (front matter lists hold "
+                           "plain values)")
+    return [_scalar(v, n) for v in items if v]
+
+
+def _scalar(value: str, n: int) -> Any:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        if value[0] == "'":
+            return value[1:-1].replace("''", "'")
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            raise InvalidInput(f"line {n}: bad quoted string {_cut(value)!r}") from None
+    value = _uncomment(value)
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if value in ("", "~", "null"):
+        return None
+    if re.fullmatch(r"-?\d{1,18}", value):
+        return int(value)
+    return value
+
+
+def _uncomment(value: str) -> str:
+    """``value`` without a trailing comment: `` # `` (or a final `` #``) and what follows."""
+    at = value.find("#")
+    while at != -1:
+        if at > 0 and value[at - 1] in " \t" and value[at + 1:at + 2] in ("", " ", "\t"):
+            return value[:at].rstrip()
+        at = value.find("#", at + 1)
+    return value
+
+
+def _cut(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}..."
