@@ -392,7 +392,7 @@ def test_a_teammates_status_and_transcript_do_not_wait_for_the_disk(
         try:
             def hints() -> None:
                 b.team.publish("alice", "working", task="task_001", pid=os.getpid())
-                b.logs.append("task_001", "output", text="step 1")
+                b.logs.append("task_001", Output(text="step 1"))
                 done.set()
 
             threading.Thread(target=hints, daemon=True).start()
