@@ -177,7 +177,7 @@ class TaskResumed(EventKind, frozen=True, tag="task_resumed"):
 
 
 # --- a teammate's run ----------------------------------------------------------------
-class Commit(EventKind, frozen=True, tag="commit"):
+class Committed(EventKind, frozen=True, tag="commit"):
     """The run's work committed to the task branch (``wip``: work in progress of a pause)."""
 
     sha: str
@@ -405,7 +405,7 @@ class LandVerified(EventKind, frozen=True, tag="land_verified"):
     together: list[str] | None
 
 
-class LandRejected(EventKind, frozen=True, kw_only=True, tag="land_rejected"):
+class LandingRejected(EventKind, frozen=True, kw_only=True, tag="land_rejected"):
     """The task could not land (``retried``: sent back to a teammate with the reason)."""
 
     reason: str
@@ -575,12 +575,12 @@ class HookFailed(EventKind, frozen=True, tag="hook_failed"):
 AnyEvent = (
     TaskCreated | TaskCreateFailed | TaskRejected | TaskEdited | TaskStatusSet
     | TaskCancelled | TaskClaimed | TaskCompleted | TaskFailed | TaskReleased | LeaseExpired
-    | TaskRequeued | TaskAbandoned | TaskRetried | TaskResumed | Commit | ChecksPassed
+    | TaskRequeued | TaskAbandoned | TaskRetried | TaskResumed | Committed | ChecksPassed
     | ChecksFailed | WorktreeSetAside | Spend | BudgetWarning | BudgetReached | NoProgress
     | ToolCalled | FileModified | PermissionDenied | PermissionRequested | PlanSubmitted
     | PermissionAnswered | PlanAnswered | McpServerFailed | WorktreeCreated | WorktreeKept
     | WorktreeRemoved | WorktreesReconciled | WorktreeEntered | Merged | Discarded
-    | LandStarted | LandFinished | LandRestacked | LandVerified | LandRejected | LandNote
+    | LandStarted | LandFinished | LandRestacked | LandVerified | LandingRejected | LandNote
     | LandSkipped | TaskMerged | BranchPushed | PrOpened | PrUpdated | PrChecks | PrReady
     | PrClosed | Waiting | ForgeCommentIgnored | ForgeProblem | ForgeBackoff | ForgeWebhook
     | IssueTaken | IssueClosed | TeammateStarted | TeammateStopped | PlanWritten

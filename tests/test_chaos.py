@@ -21,7 +21,7 @@ from orchestrator.config import WorktreeConfig
 from orchestrator.controlplane import Event
 from orchestrator.events import (
     AnyEvent,
-    Commit,
+    Committed,
     LeaseExpired,
     TaskAbandoned,
     TaskClaimed,
@@ -129,7 +129,7 @@ def test_event_status_follows_every_status_changing_event() -> None:
     assert status(LeaseExpired(owner="a", token=1, reason="r", attempts=3,
                                status="failed")) == "failed"
     assert status(TaskStatusSet(from_="failed", to="review")) == "review"
-    assert status(Commit(sha="abc", branch="b")) is None
+    assert status(Committed(sha="abc", branch="b")) is None
     assert event_status(Event.from_dict({"event": "task_claimed"})) is None  # does not fit
 
 

@@ -58,6 +58,7 @@ from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError, InvalidInput, OrchestratorError, RunError
 from orchestrator.events import (
     LandFinished,
+    LandingRejected,
     LandNote,
     LandRestacked,
     LandSkipped,
@@ -65,9 +66,6 @@ from orchestrator.events import (
     LandVerified,
     Merged,
     TaskMerged,
-)
-from orchestrator.events import (
-    LandRejected as LandRejectedEvent,
 )
 from orchestrator.git import Git
 from orchestrator.layout import Layout
@@ -407,20 +405,20 @@ class Queue:
         checks = run_checks(self.verify, cwd=self.tree, env=env, log=log,
                             timeout=self.config.team.verify_timeout, stop=self.stop,
                             sandbox=task_sandbox(self.config, root=self.layout.root))
-        if checks["stopped"]:
+        if checks.stopped:
             self.report.stopped = True
             raise _Stopped
         self.report.verifications += 1
-        if not checks["passed"]:
+        if not checks.passed:
             together = f" (merged together with {', '.join(ids[1:])})" if len(ids) > 1 else ""
-            raise Rejected(f"checks failed on the merge result{together}: {checks['result']}: "
-                           f"{self.verify}", checks["output_tail"])
+            raise Rejected(f"checks failed on the merge result{together}: {checks.result}: "
+                           f"{self.verify}", checks.output_tail)
         for tid in ids:
             self.board.events.emit(LandVerified(commit=commit, command=self.verify,
-                                                seconds=checks["seconds"],
+                                                seconds=checks.seconds,
                                                 together=ids if len(ids) > 1 else None),
                                    tid, actor=self.actor)
-        return float(checks["seconds"])
+        return checks.seconds
 
     def push(self, prep: Prepared, old: str, tip: str) -> str | None:
         """Across machines: push the target that moved to ``tip``; on a refusal move it
@@ -437,7 +435,7 @@ class Queue:
     # --- outcomes -------------------------------------------------------------------
     def push_rejected(self, task: Task, reason: str) -> None:
         remote = self.remote.name if self.remote is not None else "the remote"
-        self.board.events.emit(LandRejectedEvent(reason=reason, retried=False), task.id,
+        self.board.events.emit(LandingRejected(reason=reason, retried=False), task.id,
                                actor=self.actor)
         self.board.edit(task.id, actor=self.actor, error=reason,
                         wait=PushRejected(reason=reason[:2000], remote=remote))
@@ -472,7 +470,7 @@ class Queue:
         feedback = f"{LAND_FEEDBACK} {rej.reason}" + (f"\n\n{tail}" if tail else "")
         earlier = sum(1 for f in task.feedback if f.startswith(LAND_FEEDBACK))
         retried = self.retry and earlier < MAX_LAND_RETRIES
-        self.board.events.emit(LandRejectedEvent(reason=rej.reason, output=tail, retried=retried),
+        self.board.events.emit(LandingRejected(reason=rej.reason, output=tail, retried=retried),
                                task.id, actor=self.actor)
         if retried:
             retry_task(self.layout, self.config, task.id, feedback, actor=self.actor,

@@ -51,7 +51,7 @@ from orchestrator.events import (
     BudgetReached,
     ChecksFailed,
     ChecksPassed,
-    Commit,
+    Committed,
     NoProgress,
     Spend,
     TaskAbandoned,
@@ -72,6 +72,7 @@ from orchestrator.team.commit import commit_leftovers, idle_maintenance
 from orchestrator.team.mailbox import read_new
 from orchestrator.team.pushing import Pushes, WorktreeWatch
 from orchestrator.team.wake import COLD_SIGNAL, Wake, Waker
+from orchestrator.transcript import Abandoned, ChecksRetry, Commit, CommitRefused, Error, RunPaused
 from orchestrator.worktree.remote import Remote
 
 if TYPE_CHECKING:  # imported when the teammate runs (see `run`), not at start-up
@@ -339,7 +340,7 @@ class Teammate:
                 raise MachineFault(fault) from exc
             # a run error: record it on the task, keep serving
             self.log.exception("task error", task=task.id)
-            tlog.write("error", error=f"{type(exc).__name__}: {exc}")
+            tlog.write(Error(error=f"{type(exc).__name__}: {exc}"))
             if not claim.lost:
                 with contextlib.suppress(LeaseLost):  # marks the claim lost
                     self.fail(claim, f"{type(exc).__name__}: {exc}")
@@ -350,7 +351,7 @@ class Teammate:
             why = ("cancelled" if beat.cancelled
                    else "lease lost (another teammate owns the task now)")
             self.log.warning("task abandoned", task=task.id, reason=why)
-            tlog.write("abandoned", reason=why)
+            tlog.write(Abandoned(reason=why))
             self.board.events.emit(TaskAbandoned(
                 token=token, reason="cancelled" if beat.cancelled else "lease lost"),
                 task.id, actor=self.name)
@@ -453,12 +454,13 @@ class Teammate:
         try:
             sha = commit_leftovers(ws.path, task, self.name, ws.base_commit)
         except SecretLeak as exc:  # shown on the task; a retry may take the value out
-            ctx.log.write("commit_refused", reason=str(exc))
+            ctx.log.write(CommitRefused(reason=str(exc)))
             raise Failed(str(exc)) from exc
         if sha:
             self.committed = True
-            self.board.events.emit(Commit(sha=sha, branch=ws.branch), task.id, actor=self.name)
-            ctx.log.write("commit", sha=sha)
+            self.board.events.emit(Committed(sha=sha, branch=ws.branch), task.id,
+                                   actor=self.name)
+            ctx.log.write(Commit(sha=sha))
         elif task.expect_changes and _unchanged(ws.path, task):
             raise Failed("the agent changed nothing: no commit and no change in the "
                          "worktree (a task that may rightly change nothing says "
@@ -481,26 +483,26 @@ class Teammate:
                             sandbox=task_sandbox(self.config, root=self.layout.root))
         if claim.lost:
             raise LeaseLost(f"{task.id}: the claim was lost", task=task.id)
-        if checks["stopped"]:
+        if checks.stopped:
             raise Stopping
-        outcome = ChecksPassed if checks["passed"] else ChecksFailed
-        self.board.events.emit(outcome(command=checks["command"], result=checks["result"]),
+        outcome = ChecksPassed if checks.passed else ChecksFailed
+        self.board.events.emit(outcome(command=checks.command, result=checks.result),
                                task.id, actor=self.name)
-        if checks["passed"]:
+        if checks.passed:
             fields["checks"] = checks
             return True
-        error = (f"verification failed ({checks['result']}): {checks['command']}\n"
-                 f"{redact(_tail(checks['output_tail']))}")
+        error = (f"verification failed ({checks.result}): {checks.command}\n"
+                 f"{redact(_tail(checks.output_tail))}")
         if check_round >= self.config.checks.retries:
             claim.update(checks=checks)
             raise Failed(error + f"\n(checks failed {check_round + 1} times; waiting for a "
                          f"person: orchestrator retry {task.id} -m …)", retry=False,
-                         wait=waits.ChecksExhausted(result=str(checks["result"])[:2000],
+                         wait=waits.ChecksExhausted(result=checks.result[:2000],
                                                     rounds=check_round + 1))
         self.log.warning("checks failed; back to the agent with their output",
-                         task=task.id, result=checks["result"],
+                         task=task.id, result=checks.result,
                          round=f"{check_round + 1}/{self.config.checks.retries}")
-        ctx.log.write("checks_retry", round=check_round + 1, of=self.config.checks.retries)
+        ctx.log.write(ChecksRetry(round=check_round + 1, of=self.config.checks.retries))
         ctx.task = claim.update(checks=checks, error=error, **fields)
         return False
 
@@ -591,7 +593,7 @@ class Teammate:
             else None
         if sha:
             self.committed = True
-            self.board.events.emit(Commit(sha=sha, branch=task.branch, wip=True), task.id,
+            self.board.events.emit(Committed(sha=sha, branch=task.branch, wip=True), task.id,
                                    actor=self.name)
         claim.fail(reason, retry=False)
         fields: dict[str, Any] = {"wait": waits.paused(reason)}
@@ -602,7 +604,7 @@ class Teammate:
         self.board.events.emit(paused(reason=reason, wip=sha,
                                       spent=budget.describe(done.budget, done.usage)),
                                task.id, actor=self.name)
-        tlog.write("paused", reason=reason, commit=sha)
+        tlog.write(RunPaused(reason=reason, commit=sha))
         self.log.info("paused for a person", task=task.id, reason=reason)
 
 
