@@ -185,6 +185,13 @@ EVALUATED = [  # issue 29 item 9: bash evaluates a string as code, or a name cha
     "script -q /dev/null",
     "prlimit -n1024 ls",
     "unshare --weird ls",
+    # options written the way bash's getopt reads them: attached values, clustered letters
+    "printf -v'a[$(rm x)]' %s y",
+    "wait -p'a[$(rm x)]' -n",
+    "read -u0 'a[$(rm x)]'",
+    "hash -rp /bin/rm ls; ls x",
+    "hash -p/bin/rm ls; ls x",
+    "mapfile -tC'rm x' arr < f",
 ]
 
 ALLOWED = [
@@ -210,6 +217,8 @@ ALLOWED = [
     "prlimit --nofile=1024 npm test",
     "setarch x86_64 -R npm test",
     "FOO=1 npm test; BAR=2; ls",
+    "read -rp 'name? ' -a names",
+    "getopts ab opt",
 ]
 
 

@@ -376,6 +376,34 @@ def test_what_a_claimer_was_told_survives_a_server_crash_right_after(
         assert claimed == [t.id for t in told]
 
 
+def test_a_teammates_status_and_transcript_do_not_wait_for_the_disk(
+        tmp_path: Path, pg_cluster: Cluster, pg_board_url: str) -> None:
+    """A teammate's status and its transcript lines are not fsynced on the file board; on
+    PostgreSQL they commit without waiting for the disk either (a few per task, each ~5 ms
+    on a real server). Shown with a synchronous standby that never comes: a commit that
+    waits for its flush waits for it forever, one that does not returns."""
+    pg_cluster.sql(f'ALTER DATABASE "{db_of(pg_board_url)}" SET synchronous_commit = on')
+    done = threading.Event()
+    with board_at(tmp_path, pg_board_url, actor="alice") as b:
+        b.add("a task")  # connected, and a durable commit made before the standby is named
+        pg_cluster.sql("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+        pg_cluster.sql("SELECT pg_reload_conf()")
+        try:
+            def hints() -> None:
+                b.team.publish("alice", "working", task="task_001", pid=os.getpid())
+                b.logs.append("task_001", "output", text="step 1")
+                done.set()
+
+            threading.Thread(target=hints, daemon=True).start()
+            assert done.wait(5), "a status or transcript write waited for the disk"
+        finally:  # releases a commit still waiting for the standby
+            pg_cluster.sql("ALTER SYSTEM RESET synchronous_standby_names")
+            pg_cluster.sql("SELECT pg_reload_conf()")
+        assert done.wait(10)
+        assert b.team.get("alice").task == "task_001"  # type: ignore[union-attr]
+        assert [r.kind for r in b.logs.read("task_001")] == ["output"]
+
+
 def test_a_claim_that_fails_in_the_database_leaves_the_board_usable(
         board: PgBoard, pg_cluster: Cluster, pg_board_url: str) -> None:
     """A claim is one round trip of PREPARE/BEGIN/EXECUTE/COMMIT/flush (Database.trip): when

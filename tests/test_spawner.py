@@ -277,3 +277,30 @@ def test_a_postgresql_lead_imports_its_driver_once_before_it_forks_the_spawner(
     out = subprocess.run([sys.executable, "-c", LEAD_FORKS, str(repo)], capture_output=True,
                          text=True, timeout=60, check=True).stdout
     assert out == "True\n"
+
+
+def test_bubblewrap_is_probed_once_for_the_whole_team(repo: Path, tmp_path: Path) -> None:
+    # the lead probes it before it forks the spawner: each teammate inherits the answer
+    # instead of starting a process in namespaces of its own before its first claim
+    import shutil
+
+    real = shutil.which("bwrap")
+    if real is None:
+        pytest.skip("bubblewrap is not installed")
+    add_tasks(repo, 3)
+    calls = tmp_path / "bwrap-calls"
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "bwrap").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {calls}\n'
+                                f'exec {real} "$@"\n')
+    (shim / "bwrap").chmod(0o755)
+    env = team_env(agent_sandbox="on")
+    env["PATH"] = f"{shim}:{env['PATH']}"
+    with team_cleanup(repo):
+        code, out = finish(start(repo, "--burst", "-n", "3", "--command",
+                                 "echo hi > out.txt", env=env))
+    assert code == 0, out
+    assert all(t.status.value == "review" for t in tasks(repo)), out
+    runs = calls.read_text().splitlines()
+    probes = [r for r in runs if r.endswith(" true")]  # what the tasks run ends in their command
+    assert (len(probes), len(runs)) == (1, 4), runs

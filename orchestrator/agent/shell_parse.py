@@ -32,7 +32,10 @@ data (fail closed: an allow rule never covers a line holding one):
   a subscript or is unknown (``printf -v``, ``read``, ``declare``/``typeset``/
   ``local``/``export``/``readonly``, ``unset``, ``getopts``, ``mapfile``, ``wait -p``,
   ``test -v``/``[[ -v ]]``), ``declare -n``/``-i``, ``mapfile -C``, ``compgen``,
-  ``fc``; prompt expansion ``${x@P}`` and indirection ``${!x}``;
+  ``fc``; prompt expansion ``${x@P}`` and indirection ``${!x}``. The options of
+  these builtins are read as bash's getopt reads them (`getopt`, from bash's own
+  option strings in `GETOPT_BUILTINS`), so ``printf -v'a[…]'`` and ``hash -rp``
+  are the same options as ``printf -v 'a[…]'`` and ``hash -p``;
 - assignments to variables that change what runs or what the shell executes
   (`risky_name`: ``PATH``, ``PS4``, ``BASH_ALIASES``, ``BASH_CMDS``, ``BASH_FUNC_*``…),
   in front of a command or on their own.
@@ -47,10 +50,10 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from tree_sitter import Language, Node
@@ -69,7 +72,15 @@ OPAQUE_BUILTINS = {
     ".": ". runs a file's commands in this shell",
     "alias": "alias changes what a name runs",
     "enable": "enable changes what a builtin name runs",
+    "let": "let evaluates its words as arithmetic",
+    "compgen": "compgen evaluates its word lists and runs its -C/-F commands",
+    "fc": "fc runs commands from the history",
 }
+HARMLESS_USES: dict[str, Callable[[list[Word]], bool]] = {
+    "alias": lambda args: all(a is not None and "=" not in a for a in args),  # lists
+    "enable": lambda args: not args,  # lists the builtins
+}
+"""Calls of an `OPAQUE_BUILTINS` name that change nothing."""
 RISKY_ASSIGNMENTS = frozenset({"PATH", "BASH_ENV", "ENV", "IFS", "SHELLOPTS", "BASHOPTS",
                                "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PS0", "PS1",
                                "PS2", "PS3", "PS4", "PROMPT_COMMAND", "GLOBIGNORE",
@@ -86,17 +97,33 @@ def risky_name(name: str) -> bool:
             or name == "")
 
 
-NAMES_A_VARIABLE = frozenset({"printf", "read", "declare", "typeset", "local", "export",
-                              "readonly", "unset", "getopts", "mapfile", "readarray", "wait",
-                              "test", "[", "let"})
-"""Builtins that assign, test or evaluate a variable named by one of their words: in
-bash a name with a subscript (``a[$(rm x)]``) is evaluated as arithmetic, running
-what it holds."""
-EVALUATES = {
-    "let": "let evaluates its words as arithmetic",
-    "compgen": "compgen evaluates its word lists and runs its -C/-F commands",
-    "fc": "fc runs commands from the history",
+class Builtin(NamedTuple):
+    """A builtin that names variables (bash evaluates a name with a subscript,
+    ``a[$(rm x)]``, as arithmetic, running what it holds) or otherwise changes what
+    runs, read with bash's own option string as bash's getopt reads it."""
+
+    optstring: str | None
+    """As in bash's source (``a:`` takes a value); None: the builtin takes no options."""
+    naming: str = ""
+    """Options whose value names a variable."""
+    operands: slice = slice(0)
+    """The operands that name variables."""
+    unsafe: tuple[tuple[str, str], ...] = ()
+    """Options that run code or change what a name runs, and why."""
+
+
+_MAPFILE = Builtin("d:u:n:O:tC:c:s:", operands=slice(None), unsafe=(("C", "runs a callback"),))
+GETOPT_BUILTINS = {
+    "read": Builtin("ersa:d:i:n:N:p:t:u:", naming="a", operands=slice(None)),
+    "mapfile": _MAPFILE,
+    "readarray": _MAPFILE,
+    "printf": Builtin("v:", naming="v"),
+    "wait": Builtin("fnp:", naming="p"),
+    "getopts": Builtin(None, operands=slice(1, 2)),
+    "hash": Builtin("dlp:rt", unsafe=(("p", "changes what a name runs"),)),
 }
+DECLARES = frozenset({"declare", "typeset", "local", "export", "readonly", "unset"})
+"""Builtins whose every word (but options) names a variable."""
 ARITHMETIC_TOKENS = frozenset({"number", "binary_expression", "unary_expression",
                                "parenthesized_expression", "ternary_expression"})
 ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
@@ -284,29 +311,28 @@ class Command:
             words[0] = self.name
             head, _, rest = spec.partition(" ")
             spec = " ".join(filter(None, [program_name(head), rest]))
-        if spec.endswith(":*") or "*" not in spec:
-            prefix = spec.endswith(":*")
-            want = split_words(spec[:-2] if prefix else spec)
-            if not want:
-                return "yes"
-            result: Match = "yes"
-            for i, w in enumerate(want):
-                if i >= len(words):
-                    return "maybe" if self.open_tail else "no"
-                if words[i] is None:
-                    result = "maybe"
-                elif words[i] != w:
-                    return "no"
-            if len(words) > len(want) and not prefix:
-                return "no"
-            if self.open_tail and not prefix:
-                return "maybe"
-            return result
+        if spec.endswith(":*"):
+            return self._starts_with(split_words(spec[:-2]), words, prefix=True)
+        if "*" not in spec:
+            return self._starts_with(split_words(spec), words, prefix=False)
         if None not in words and not self.open_tail:
             return "yes" if re.fullmatch(_glob(spec), " ".join(w or "" for w in words),
                                          re.DOTALL) else "no"
         head = (split_words(spec) or ["*"])[0]
         return "maybe" if words[0] is None or re.fullmatch(_glob(head), words[0]) else "no"
+
+    def _starts_with(self, want: list[str], words: list[Word], *, prefix: bool) -> Match:
+        """``words`` are ``want`` (and, for a ``prefix`` rule, more)."""
+        if not want:
+            return "yes"
+        head = words[:len(want)]
+        if any(w is not None and w != x for w, x in zip(head, want, strict=False)):
+            return "no"
+        if len(words) < len(want):
+            return "maybe" if self.open_tail else "no"
+        if not prefix and len(words) > len(want):
+            return "no"
+        return "maybe" if None in head or (self.open_tail and not prefix) else "yes"
 
 
 @dataclass
@@ -413,44 +439,13 @@ class _Reader:
         name = cmd.name
         if name is None:
             cmd.opaque = "the command name is only known at run time"
-            return cmd
-        if self.depth >= MAX_DEPTH:
+        elif self.depth >= MAX_DEPTH:
             cmd.opaque = "nested too deep"
-            return cmd
-        args = list(cmd.words[1:])
-        if name in OPAQUE_BUILTINS and (name != "alias" or any(
-                w is None or "=" in w for w in args)) and (name != "enable" or args):
-            cmd.opaque = OPAQUE_BUILTINS[name]
-        elif name in EVALUATES:
-            cmd.opaque = EVALUATES[name]
-        elif name in NAMES_A_VARIABLE and (why := _names_unsafely(name, args)):
-            cmd.opaque = why
-        elif name == "hash" and "-p" in args:
-            cmd.opaque = "hash -p changes what a name runs"
-        elif name == "eval":
-            self.run_string(cmd, args, "eval")
-        elif name == "trap":
-            operands = [a for a in args if a is None or not a.startswith("-")]
-            if len(operands) >= 2 and operands[0] != "-":
-                self.run_string(cmd, operands[:1], "trap")
-        elif name in SHELLS:
-            self.shell(cmd, args)
-        elif name == "su" or (name == "runuser" and not {"-u", "--user"} & set(
-                a for a in args if a is not None)):
-            self.su(cmd, args)
-        elif name == "script":
-            self.script(cmd, args)
-        elif name == "sg":
-            cmd.escalates = True
-            rest = [a for a in args[1:] if a != "-c"] if args and args[0] != "-" else []
-            if rest:
-                self.run_string(cmd, rest[:1], "sg")
-            else:
-                cmd.opaque = "sg runs a shell reading its commands from stdin"
-        elif name == "find":
-            self.find(cmd, args)
-        elif name in WRAPPERS:
-            self.wrapper(cmd, WRAPPERS[name], args)
+        else:
+            args = list(cmd.words[1:])
+            cmd.opaque = _unsafe_builtin(name, args)
+            if cmd.opaque is None and name in _RUNS:
+                _RUNS[name](self, cmd, args)
         return cmd
 
     def run_string(self, cmd: Command, words: list[Word], what: str) -> None:
@@ -498,9 +493,29 @@ class _Reader:
         self.command_option(cmd, args, "su -c",
                             "su runs a login shell reading its commands from stdin")
 
+    def runuser(self, cmd: Command, args: list[Word]) -> None:
+        """``runuser -u USER cmd…`` wraps a command; without ``-u`` it is su."""
+        if {"-u", "--user"}.isdisjoint(args):
+            self.su(cmd, args)
+        else:
+            self.wrapper(cmd, args)
+
     def script(self, cmd: Command, args: list[Word]) -> None:
         self.command_option(cmd, args, "script -c",
                             "script runs a shell reading its commands from the terminal")
+
+    def sg(self, cmd: Command, args: list[Word]) -> None:
+        cmd.escalates = True
+        rest = [a for a in args[1:] if a != "-c"] if args and args[0] != "-" else []
+        if rest:
+            self.run_string(cmd, rest[:1], "sg")
+        else:
+            cmd.opaque = "sg runs a shell reading its commands from stdin"
+
+    def trap(self, cmd: Command, args: list[Word]) -> None:
+        operands = [a for a in args if a is None or not a.startswith("-")]
+        if len(operands) >= 2 and operands[0] != "-":
+            self.run_string(cmd, operands[:1], "trap")
 
     def command_option(self, cmd: Command, args: list[Word], what: str, otherwise: str) -> None:
         """The commands of a ``-c STRING`` / ``--command=STRING`` option (``-lc`` too);
@@ -528,45 +543,52 @@ class _Reader:
                 i = end
             i += 1
 
-    def wrapper(self, cmd: Command, spec: Wrapper, args: list[Word]) -> None:
+    def wrapper(self, cmd: Command, args: list[Word]) -> None:
+        spec = WRAPPERS[cmd.name or ""]
         cmd.escalates = spec.escalates
+        found = self.wrapped(cmd, spec, args)
+        if found is None:
+            return
+        start, assigns = found
+        inner = tuple(args[start + spec.operands:]) or spec.default
+        if cmd.name == "flock" and inner[:1] in (("-c",), ("--command",)):
+            self.run_string(cmd, list(inner[1:2]), "flock -c")
+        elif inner:
+            cmd.transparent = True
+            cmd.runs.append(self.expand(Command(inner, open_tail=spec.open_tail,
+                                                assigns=tuple(assigns))))
+
+    def wrapped(self, cmd: Command, spec: Wrapper, args: list[Word]
+                ) -> tuple[int, list[str]] | None:
+        """Where the wrapped command starts in ``args`` (before `Wrapper.operands`) and
+        the variables the wrapper sets for it; None when that cannot be known (then
+        ``cmd.opaque`` says why) or was read already (``env -S``)."""
         assigns: list[str] = []
-        i = 0
-        if args[:1] and args[0] is not None and not args[0].startswith("-"):
-            i = spec.leading
+        i = spec.leading if args[:1] and args[0] is not None and args[0][:1] != "-" else 0
         while i < len(args):
             a = args[i]
             if a is None:
                 cmd.opaque = "a wrapper's option is only known at run time"
-                return
+                return None
             if a == "--":
-                i += 1
-                break
+                return i + 1, assigns
             if spec.assignments and re.match(r"[A-Za-z_][A-Za-z0-9_%]*=", a):
                 assigns.append(a.partition("=")[0])
                 if risky_name(assigns[-1]):
                     cmd.opaque = f"{cmd.name} sets {assigns[-1]}, which changes what runs"
-                    return
+                    return None
                 i += 1
                 continue
             if not a.startswith("-") or (a == "-" and "-" not in spec.flags):
                 break
-            if cmd.name == "env" and (a.startswith("-S") or a.startswith("--split-string")):
+            if cmd.name == "env" and a.startswith(("-S", "--split-string")):
                 self.env_split(cmd, args, i)
-                return
+                return None
             step = self.option(cmd, spec, args, i)
             if step is None:
-                return
+                return None
             i += step
-        i += spec.operands
-        inner = tuple(args[i:]) or spec.default
-        if cmd.name == "flock" and inner and inner[0] in ("-c", "--command"):
-            self.run_string(cmd, list(inner[1:2]), "flock -c")
-            return
-        if inner:
-            cmd.transparent = True
-            cmd.runs.append(self.expand(Command(inner, open_tail=spec.open_tail,
-                                                assigns=tuple(assigns))))
+        return i, assigns
 
     def env_split(self, cmd: Command, args: list[Word], i: int) -> None:
         """``env -S 'cmd args' more``: the string is split into words like a shell would."""
@@ -613,6 +635,19 @@ class _Reader:
         return 1
 
 
+_RUNS: dict[str, Callable[[_Reader, Command, list[Word]], None]] = {
+    **dict.fromkeys(WRAPPERS, _Reader.wrapper),
+    **dict.fromkeys(SHELLS, _Reader.shell),
+    "eval": lambda reader, cmd, args: reader.run_string(cmd, args, "eval"),
+    "trap": _Reader.trap,
+    "su": _Reader.su,
+    "runuser": _Reader.runuser,
+    "script": _Reader.script,
+    "sg": _Reader.sg,
+    "find": _Reader.find,
+}
+"""Commands that run other commands, and how to find them."""
+
 _NOT_WORDS = frozenset({"variable_assignment", "command_name", "comment", "ERROR"})
 
 
@@ -624,46 +659,88 @@ def _assigned(node: Node) -> str:
     return _text(name) if name is not None else ""
 
 
+_ARITH = ("arithmetic on values only known at run time (bash evaluates a value such as "
+          "a[$(cmd)] as code)")
+
+
 def _evaluates(node: Node) -> str | None:
     """Why bash may run code held in a string or a value at ``node``; None when it
     cannot (see the module's docstring for the forms)."""
-    kind, kids = node.type, node.children
-    if kind == "arithmetic_expansion" or (kind == "compound_statement" and kids
-                                          and kids[0].type == "(("):
-        return None if _literal(kids[1:-1]) else _ARITH
-    if kind == "c_style_for_statement":
-        head = [k for k in kids if k.type not in ("do_group", "compound_statement")]
-        return None if _literal(head[2:]) else _ARITH
-    if kind == "subscript":
-        index = [k for k in kids[2:-1] if k.type != "]"]
-        return None if _literal(index) or _text_of(index) in ("@", "*") else _ARITH
-    if kind == "expansion":
-        types = [k.type for k in kids]
-        if len(types) > 1 and types[1] == "!":
-            return "indirect expansion ${!x} uses a name held in a value"
-        if any(t == "@" and i + 1 < len(kids) and _text(kids[i + 1]) == "P"
-               for i, t in enumerate(types)):
-            return "prompt expansion ${x@P} runs the substitutions a value holds"
-        if ":" in types and not _literal([k for k in kids[types.index(":") + 1:-1]
-                                          if k.type != ":"]):
-            return _ARITH
-    if kind == "unary_expression" and kids and _text(kids[0]) in ("-v", "-R"):
-        return "[[ -v ]] evaluates a subscript of the name it tests"
-    if kind == "binary_expression" and any(
-            k.type == "test_operator" and _text(k) in ARITHMETIC_TESTS for k in kids):
-        operands = [k for k in kids if k.type != "test_operator"]
-        return None if _literal(operands) else _ARITH
-    if kind == "variable_assignment" and risky_name(_assigned(node)):
-        return f"assigning {_assigned(node) or 'a name'} changes what runs"
-    if kind in ("declaration_command", "unset_command") and kids:
-        words = [word_value(k) if k.type != "variable_assignment" else _assigned(k)
-                 for k in kids[1:]]
-        return _names_unsafely(_text(kids[0]), words)
+    check = _EVALUATORS.get(node.type)
+    return None if check is None else check(node)
+
+
+def _arithmetic(nodes: list[Node]) -> str | None:
+    return None if _literal(nodes) else _ARITH
+
+
+def _double_parens(node: Node) -> str | None:
+    kids = node.children
+    if node.type == "compound_statement" and (not kids or kids[0].type != "(("):
+        return None  # { …; }
+    return _arithmetic(kids[1:-1])
+
+
+def _c_style_for(node: Node) -> str | None:
+    head = [k for k in node.children if k.type not in ("do_group", "compound_statement")]
+    return _arithmetic(head[2:])
+
+
+def _subscript(node: Node) -> str | None:
+    index = [k for k in node.children[2:-1] if k.type != "]"]
+    return None if _text_of(index) in ("@", "*") else _arithmetic(index)
+
+
+def _expansion(node: Node) -> str | None:
+    kids = node.children
+    types = [k.type for k in kids]
+    if types[1:2] == ["!"]:
+        return "indirect expansion ${!x} uses a name held in a value"
+    if any(t == "@" and _text(kids[i + 1]) == "P" for i, t in enumerate(types[:-1])):
+        return "prompt expansion ${x@P} runs the substitutions a value holds"
+    if ":" in types:
+        return _arithmetic([k for k in kids[types.index(":") + 1:-1] if k.type != ":"])
     return None
 
 
-_ARITH = ("arithmetic on values only known at run time (bash evaluates a value such as "
-          "a[$(cmd)] as code)")
+def _tests_a_name(node: Node) -> str | None:
+    if node.children and _text(node.children[0]) in ("-v", "-R"):
+        return "[[ -v ]] evaluates a subscript of the name it tests"
+    return None
+
+
+def _compares_numbers(node: Node) -> str | None:
+    kids = node.children
+    if not any(k.type == "test_operator" and _text(k) in ARITHMETIC_TESTS for k in kids):
+        return None
+    return _arithmetic([k for k in kids if k.type != "test_operator"])
+
+
+def _assigns_risky(node: Node) -> str | None:
+    name = _assigned(node)
+    return f"assigning {name or 'a name'} changes what runs" if risky_name(name) else None
+
+
+def _declaration(node: Node) -> str | None:
+    kids = node.children
+    words = [_assigned(k) if k.type == "variable_assignment" else word_value(k)
+             for k in kids[1:]]
+    return _declares_unsafely(_text(kids[0]), words) if kids else None
+
+
+_EVALUATORS: dict[str, Callable[[Node], str | None]] = {
+    "arithmetic_expansion": _double_parens,  # $(( … ))
+    "compound_statement": _double_parens,  # (( … ))
+    "c_style_for_statement": _c_style_for,  # for (( … ))
+    "subscript": _subscript,  # ${a[i]}, a[i]=…
+    "expansion": _expansion,  # ${!x}, ${x@P}, ${x:n}
+    "unary_expression": _tests_a_name,  # [[ -v x ]]
+    "binary_expression": _compares_numbers,  # [[ x -eq y ]]
+    "variable_assignment": _assigns_risky,  # PATH=…
+    "declaration_command": _declaration,  # declare, local, export…
+    "unset_command": _declaration,
+}
+"""The nodes where bash may evaluate a value as code, and how to tell whether it does."""
 
 
 def _literal(nodes: list[Node]) -> bool:
@@ -683,59 +760,91 @@ def _text_of(nodes: list[Node]) -> str:
     return "".join(_text(n) for n in nodes)
 
 
-_READ_ARGS = {"read": ("-a", "-d -i -n -N -p -t -u"), "mapfile": ("", "-d -n -O -s -u -c"),
-              "readarray": ("", "-d -n -O -s -u -c"), "wait": ("-p", ""),
-              "printf": ("-v", "")}
-"""Per builtin: (options naming a variable, other options taking a value)."""
-
-
-def _names_unsafely(name: str, args: list[Word]) -> str | None:
-    """Why the builtin ``name`` with ``args`` may evaluate a variable's name as code
-    (a subscript, a name only known at run time), or run a callback; else None."""
+def _unsafe_builtin(name: str, args: list[Word]) -> str | None:
+    """Why the builtin ``name`` called with ``args`` makes what the line runs unknown
+    (it evaluates a value as code, names a variable it may evaluate, changes what a
+    name runs); None when it does not, or is no such builtin."""
+    if name in GETOPT_BUILTINS:
+        return _options_unsafely(name, GETOPT_BUILTINS[name], args)
     if name in ("test", "["):
-        args = args[:-1] if name == "[" and args and args[-1] == "]" else args
-        if "-v" in args or "-R" in args:
-            return f"{name} -v evaluates a subscript of the name it tests"
-        operator = {2: 0, 3: 1}.get(len(args))
-        known = args if operator is None and len(args) > 3 else (
-            [args[operator]] if operator is not None else [])
-        return f"{name} with an operator only known at run time" if None in known else None
-    if name in ("mapfile", "readarray") and any(
-            a is not None and a.startswith("-") and "C" in a for a in args):
-        return f"{name} -C runs a callback"
-    if name == "getopts":
-        targets = args[1:2]
-    elif name in _READ_ARGS:
-        naming, valued = (set(s.split()) for s in _READ_ARGS[name])
-        targets, i = [], 0
-        while i < len(args):
-            a = args[i]
-            if a is None:
-                return f"{name} has a word only known at run time"
-            if a.startswith("-") and len(a) > 1 and a != "--":
-                opt = "-" + a[-1]
-                if opt in naming | valued:
-                    value = a[2:] if len(a) > 2 and a[:2] == opt else (
-                        args[i + 1] if i + 1 < len(args) else "")
-                    if opt in naming:
-                        targets.append(value)
-                    i += 1 if len(a) > 2 and a[:2] == opt else 2
-                    continue
-            elif name in ("read", "mapfile", "readarray"):
-                targets.append(a)
-            elif name == "printf":
-                break
+        return _test_unsafely(name, args)
+    if name in DECLARES:
+        return _declares_unsafely(name, args)
+    harmless = HARMLESS_USES.get(name)
+    return None if harmless and harmless(args) else OPAQUE_BUILTINS.get(name)
+
+
+def getopt(optstring: str | None, args: list[Word]
+           ) -> tuple[list[tuple[str, Word]], list[Word]] | None:
+    """``args`` read as bash's builtins read them: the options with their values
+    (``-vNAME``, ``-v NAME``, ``-rv NAME``), and the operands after the first word
+    that is no option (or after ``--``). None when a word where an option may stand
+    is only known at run time. A letter ``optstring`` does not know is read as a flag:
+    bash refuses the call, so only more words are read as options."""
+    options: list[tuple[str, Word]] = []
+    i = 0
+    while optstring is not None and i < len(args):
+        word = args[i]
+        if word is None:
+            return None
+        if word == "--":
             i += 1
-    else:  # declare typeset local export readonly unset: every word names a variable
-        if any(a is not None and a[:1] in "-+" and ("n" in a or "i" in a) for a in args):
-            return f"{name} -n/-i makes later values evaluate as names or arithmetic"
-        targets = [a if a is None or a[:1] in "-+" else a.partition("=")[0] for a in args]
-        targets = [t for t in targets if t is None or t[:1] not in "-+"]
-        if any(t is not None and risky_name(t) for t in targets if t):
-            return f"{name} assigns a variable that changes what runs"
-    if any(t is None for t in targets):
+            break
+        if word[:1] != "-" or word == "-":
+            break
+        i += 1
+        for j, letter in enumerate(word[1:], start=2):
+            if letter + ":" not in optstring:
+                options.append((letter, None))
+                continue
+            value: Word = word[j:]
+            if not value and i < len(args):
+                value, i = args[i], i + 1
+            options.append((letter, value))
+            break
+    return options, args[i:]
+
+
+def _options_unsafely(name: str, spec: Builtin, args: list[Word]) -> str | None:
+    read = getopt(spec.optstring, args)
+    if read is None:
+        return f"{name} has a word only known at run time"
+    options, operands = read
+    letters = {letter for letter, _ in options}
+    for letter, why in spec.unsafe:
+        if letter in letters:
+            return f"{name} -{letter} {why}"
+    named = [value for letter, value in options if letter in spec.naming]
+    return _names_badly(name, named + operands[spec.operands])
+
+
+def _test_unsafely(name: str, args: list[Word]) -> str | None:
+    """``test``/``[``: ``-v`` evaluates a subscript, and an operator only known at run
+    time may be ``-v``."""
+    if name == "[" and args[-1:] == ["]"]:
+        args = args[:-1]
+    if "-v" in args or "-R" in args:
+        return f"{name} -v evaluates a subscript of the name it tests"
+    operators = {0: [], 1: [], 2: args[:1], 3: args[1:2]}.get(len(args), args)
+    return f"{name} with an operator only known at run time" if None in operators else None
+
+
+def _declares_unsafely(name: str, args: list[Word]) -> str | None:
+    """`DECLARES`: ``-n``/``-i`` make later values names or arithmetic; a risky name
+    changes what runs."""
+    if any(a is not None and a[:1] in "-+" and ("n" in a or "i" in a) for a in args):
+        return f"{name} -n/-i makes later values evaluate as names or arithmetic"
+    names = [None if a is None else a.partition("=")[0] for a in args
+             if a is None or a[:1] not in "-+"]
+    if any(n and risky_name(n) for n in names):
+        return f"{name} assigns a variable that changes what runs"
+    return _names_badly(name, names)
+
+
+def _names_badly(name: str, names: list[Word]) -> str | None:
+    if None in names:
         return f"{name} names a variable only known at run time"
-    if any("[" in t for t in targets if t):
+    if any("[" in n for n in names if n):
         return f"{name} names a variable with a subscript, which bash evaluates as code"
     return None
 

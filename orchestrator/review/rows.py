@@ -50,6 +50,30 @@ def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = 
         shown = [t for t in tasks if t.status is Status.REVIEW and (only is None
                                                                      or t.id == only)]
         lands = land_rows(b, [t.id for t in shown])
+    kept, errors, merges = _branches(layout, config, tasks, shown)
+    by_id = {t.id: t for t in tasks}
+    overlaps = _Overlaps(kept, by_id)
+    clock = time.time() if now is None else now
+    rows = []
+    for task in shown:
+        row = _row(task, clock)
+        row["land"] = lands.get(task.id)
+        row["stacked_on"] = [{"task": b, "status": str(by_id[b].status)}
+                             for b in _unmerged(task, by_id)]
+        if task.id in kept:
+            row.update(_branch(task, *kept[task.id], merges.get(task.id)))
+        else:
+            row["error"] = errors.get(task.id, f"{task.id} has no branch")
+        row["overlaps"] = overlaps.of(task)
+        rows.append(row)
+    return rows
+
+
+def _branches(layout: Layout, config: Config, tasks: list[Task], shown: list[Task]
+              ) -> tuple[dict[str, tuple[Changes, dict[str, Any]]], dict[str, str],
+                         dict[str, dict[str, Any] | None]]:
+    """Every kept branch read (`_kept`), and whether those of ``shown`` merge cleanly
+    into their target now (`_merges`)."""
     remote = Remote.for_config(layout.root, config)
     if remote is not None and shown:  # branches finished on other machines
         remote.fetch_branches([t.branch for t in shown if t.branch])
@@ -64,44 +88,46 @@ def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = 
         cache.save()
     finally:
         cache.close()
-    touched = {tid: {f["path"] for f in facts["files"]} for tid, (_, facts) in kept.items()}
-    by_file: dict[str, list[str]] = {}
-    for tid, files in touched.items():
-        for f in files:
-            by_file.setdefault(f, []).append(tid)
-    status_of = {t.id: t.status for t in tasks}
-    by_id = {t.id: t for t in tasks}
-    rows = []
-    clock = time.time() if now is None else now
-    for task in shown:
-        row = _row(task, clock)
-        row["land"] = lands.get(task.id)
-        row["stacked_on"] = [{"task": b, "status": str(status_of[b])}
-                             for b in _unmerged(task, by_id)]
-        if task.id in kept:
-            ch, facts = kept[task.id]
-            control = facts["control"]
-            row.update(base=ch.base_ref, base_commit=ch.base, commits=facts["commits"],
-                       diffstat={k: facts[k] for k in ("files", "added", "removed")},
-                       merge=merges.get(task.id), control_files=control,
-                       warnings=[f"symlink {path} -> {target} points outside the worktree"
-                                 for path, target in facts["links"]]
-                       + ([describe_control(control, task.id)] if control else []))
-        else:
-            row["error"] = errors.get(task.id, f"{task.id} has no branch")
-        mine = touched.get(task.id, set())
+    return kept, errors, merges
+
+
+def _branch(task: Task, ch: Changes, facts: dict[str, Any],
+            merge: dict[str, Any] | None) -> dict[str, Any]:
+    """A kept branch's part of its row: where it starts, what it changes, how it merges."""
+    control = facts["control"]
+    return dict(base=ch.base_ref, base_commit=ch.base, commits=facts["commits"],
+                diffstat={k: facts[k] for k in ("files", "added", "removed")},
+                merge=merge, control_files=control,
+                warnings=[f"symlink {path} -> {target} points outside the worktree"
+                          for path, target in facts["links"]]
+                + ([describe_control(control, task.id)] if control else []))
+
+
+class _Overlaps:
+    """Which other kept branches change some of the same files as a task's."""
+
+    def __init__(self, kept: dict[str, tuple[Changes, dict[str, Any]]],
+                 by_id: dict[str, Task]) -> None:
+        self.by_id = by_id
+        self.touched = {tid: {f["path"] for f in facts["files"]}
+                        for tid, (_, facts) in kept.items()}
+        self.by_file: dict[str, list[str]] = {}
+        for tid, files in self.touched.items():
+            for f in files:
+                self.by_file.setdefault(f, []).append(tid)
+
+    def of(self, task: Task) -> list[dict[str, Any]]:
+        """The overlaps of ``task``, oldest id first (not the tasks it is stacked on or
+        under, `_stacked`)."""
         shared: dict[str, set[str]] = {}
-        for f in mine:
-            for other in by_file[f]:
+        for f in self.touched.get(task.id, set()):
+            for other in self.by_file[f]:
                 if other != task.id:
                     shared.setdefault(other, set()).add(f)
-        row["overlaps"] = [
-            {"task": other, "status": str(status_of[other]), "files": sorted(files)}
-            for other, files in sorted(shared.items(), key=lambda kv: task_number(kv[0]))
-            if not _stacked(task, by_id[other])
-        ]
-        rows.append(row)
-    return rows
+        return [{"task": other, "status": str(self.by_id[other].status),
+                 "files": sorted(files)}
+                for other, files in sorted(shared.items(), key=lambda kv: task_number(kv[0]))
+                if not _stacked(task, self.by_id[other])]
 
 
 def _git_dir(repo: Git) -> Path | None:
@@ -118,60 +144,81 @@ def _kept(repo: Git, tasks: list[Task], main: str | None, cache: PairCache
     and the error of each branch that cannot be read; what `changes` answers, for all of
     them at once: the branches and bases resolved in one git call, the rest from the
     cache where it was asked before."""
+    starts = _starts(repo, tasks, main, cache)
+    errors = {tid: start for tid, start in starts.items() if isinstance(start, str)}
+    found = [start for start in starts.values() if isinstance(start, Changes)]
+    known = cache.get_many("facts", [(ch.base, ch.tip) for ch in found])
+    kept: dict[str, tuple[Changes, dict[str, Any]]] = {}
+    for ch in found:
+        try:
+            kept[ch.task_id] = (ch, _facts(repo, cache, known.get((ch.base, ch.tip)), ch))
+        except GitError as exc:
+            errors[ch.task_id] = str(exc)
+    return kept, errors
+
+
+def _starts(repo: Git, tasks: list[Task], main: str | None,
+            cache: PairCache) -> dict[str, Changes | str]:
+    """Where each branch starts (`_start`), or why that cannot be told."""
     revs = sorted({r for t in tasks for r in (f"refs/heads/{t.branch}", t.base, main,
                                               t.base_commit) if r})
     commit = dict(zip(revs, repo.commits(*revs), strict=True))
-    errors: dict[str, str] = {}
-    want: list[tuple[Task, str, list[tuple[str, str]]]] = []
-    for t in tasks:
-        tip = commit.get(f"refs/heads/{t.branch}")
-        if tip is None:
-            errors[t.id] = f"{t.id}: its branch {t.branch} is missing (deleted by hand?)"
-            continue
-        bases = [(ref, c) for ref in (t.base, main) if ref and (c := commit.get(ref))]
-        want.append((t, tip, bases))
-    forks = cache.get_many("forks", [(tip, c) for _, tip, bases in want for _, c in bases])
-    found: dict[str, Changes] = {}
-    moves = _Moves(repo)
-    for t, tip, bases in want:
-        for ref, c in bases:
-            fork = forks.get((tip, c))
-            if fork is None:
-                fork = _same_fork(cache, moves, tip, c)
-            if fork is None:
-                out = repo.run("merge-base", c, tip, check=False)
-                fork = out.stdout.strip() if out.returncode == 0 else ""
-                cache.put("forks", tip, c, fork)
-            if fork:
-                found[t.id] = Changes(t.id, t.branch or "", tip, fork, ref)
-                break
-        else:
-            if t.base_commit and commit.get(t.base_commit):
-                found[t.id] = Changes(t.id, t.branch or "", tip, t.base_commit,
-                                      t.base_commit[:12])
-            else:
-                errors[t.id] = (f"{t.id}: cannot tell where {t.branch} started (its base "
-                                f"{t.base or t.base_commit or '?'} is gone)")
-    known = cache.get_many("facts", [(ch.base, ch.tip) for ch in found.values()])
-    kept: dict[str, tuple[Changes, dict[str, Any]]] = {}
-    for tid, ch in found.items():
-        raw = known.get((ch.base, ch.tip))
-        if raw is not None:
-            facts = loads(raw)
-        else:
-            try:
-                stat = diffstat(repo, ch)
-                own = repo.out("rev-list", f"{ch.base}..{ch.tip}").split()
-                facts = {**stat, "commits": len(own), "own": own[:MAX_OWN],
-                         "links": outside_links(repo, ch),
-                         "control": control_changes(repo, ch.base, ch.tip,
-                                                    (f["path"] for f in stat["files"]))}
-            except GitError as exc:
-                errors[tid] = str(exc)
-                continue
-            cache.put("facts", ch.base, ch.tip, dumps(facts))
-        kept[tid] = (ch, facts)
-    return kept, errors
+    tips = {t.id: commit.get(f"refs/heads/{t.branch}") for t in tasks}
+    bases = {t.id: [(ref, c) for ref in (t.base, main) if ref and (c := commit.get(ref))]
+             for t in tasks}
+    forks = _Forks(repo, cache, [(tip, c) for tid, tip in tips.items() if tip
+                                 for _, c in bases[tid]])
+    return {t.id: _start(t, tips[t.id], bases[t.id], forks, commit) for t in tasks}
+
+
+def _start(t: Task, tip: str | None, bases: list[tuple[str, str]], forks: _Forks,
+           commit: dict[str, str | None]) -> Changes | str:
+    """A branch's changes from the first of ``bases`` (its own base, then the target) it
+    forks from, else from the commit it started at; or why that cannot be told."""
+    if tip is None:
+        return f"{t.id}: its branch {t.branch} is missing (deleted by hand?)"
+    for ref, c in bases:
+        if fork := forks.of(tip, c):
+            return Changes(t.id, t.branch or "", tip, fork, ref)
+    if t.base_commit and commit.get(t.base_commit):
+        return Changes(t.id, t.branch or "", tip, t.base_commit, t.base_commit[:12])
+    return (f"{t.id}: cannot tell where {t.branch} started (its base "
+            f"{t.base or t.base_commit or '?'} is gone)")
+
+
+class _Forks:
+    """Where branches forked from bases ("": nowhere): the cache's answers, asked for
+    all ``pairs`` of tip and base at once; else carried over from an older base
+    (`_same_fork`); else git's merge base, then cached."""
+
+    def __init__(self, repo: Git, cache: PairCache, pairs: list[tuple[str, str]]) -> None:
+        self.repo, self.cache, self.moves = repo, cache, _Moves(repo)
+        self.known = cache.get_many("forks", pairs)
+
+    def of(self, tip: str, base: str) -> str:
+        fork = self.known.get((tip, base))
+        if fork is None:
+            fork = _same_fork(self.cache, self.moves, tip, base)
+        if fork is None:
+            out = self.repo.run("merge-base", base, tip, check=False)
+            fork = out.stdout.strip() if out.returncode == 0 else ""
+            self.cache.put("forks", tip, base, fork)
+        return fork
+
+
+def _facts(repo: Git, cache: PairCache, raw: str | None, ch: Changes) -> dict[str, Any]:
+    """A branch's commits, diffstat, outside symlinks and control files: ``raw`` from the
+    cache, else from git (then cached)."""
+    if raw is not None:
+        return dict(loads(raw))
+    stat = diffstat(repo, ch)
+    own = repo.out("rev-list", f"{ch.base}..{ch.tip}").split()
+    facts = {**stat, "commits": len(own), "own": own[:MAX_OWN],
+             "links": outside_links(repo, ch),
+             "control": control_changes(repo, ch.base, ch.tip,
+                                        (f["path"] for f in stat["files"]))}
+    cache.put("facts", ch.base, ch.tip, dumps(facts))
+    return facts
 
 
 MAX_OWN = 1000

@@ -27,6 +27,7 @@ task failed or a dropped file was rejected during the run.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -43,7 +44,7 @@ from orchestrator.backends import backend_module
 from orchestrator.board import board_modules
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import ConfigError, OrchestratorError
 from orchestrator.events import last_status_event
 from orchestrator.forge.watcher import ForgeWatcher
 from orchestrator.layout import Layout
@@ -474,9 +475,16 @@ class Lead:
         self.log.info("teammate started", teammate=child.name, pid=child.proc.pid)
 
     def start_spawner(self) -> None:
+        from orchestrator.agent.sandbox import task_sandbox
+
         board = board_modules(self.config.board)
         for module in board:  # the lead opens the board next: its import (psycopg's ~0.08 s)
             importlib.import_module(module)  # is paid once, before the fork, not twice after
+        # bubblewrap is probed (a process in namespaces of its own) once, here: the lead's
+        # reconcile and every teammate forked from the spawner inherit the answer
+        with contextlib.suppress(ConfigError):  # reconciling reports it
+            task_sandbox(self.config, network=self.config.sandbox.network,
+                         root=self.layout.root)
         try:
             self.spawner = Spawner().start(preload=[backend_module(self.config.team.backend),
                                                     *board])

@@ -6,9 +6,9 @@ interpreters, four teammates on two cores queued for the CPU, and the last one
 claimed its first task 0.1 to 0.3 s after the first (a crashed teammate's restart
 paid the same). So the lead starts one *spawner* first, by forking itself before it
 starts any thread: the spawner begins with everything the lead has imported (the
-config, the task model, the board and its driver, logging) and imports only the rest (the
-teammate module, the backend), ~0.1 s instead of a fresh interpreter's
-~0.4 s, while the lead recovers. It keeps no file of the lead's open (each inherited
+config, the task model, the board and its driver, logging, the bubblewrap probe's answer)
+and imports only the rest (the teammate module, the backend), ~0.1 s instead of a fresh
+interpreter's ~0.4 s, while the lead recovers. It keeps no file of the lead's open (each inherited
 descriptor but stdout and stderr is pointed at ``/dev/null``): not the lead's lock,
 which must go when the lead does. It runs as its own session, named ``orch-spawner``.
 

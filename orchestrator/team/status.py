@@ -23,7 +23,7 @@ from typing import Any
 
 from orchestrator.agent.permission_flow import open_requests
 from orchestrator.budget import money
-from orchestrator.controlplane import BoardSummary, ControlPlane
+from orchestrator.controlplane import BoardSummary, ControlPlane, TeammateState
 from orchestrator.errors import OrchestratorError
 from orchestrator.fsutil import atomic_write
 from orchestrator.layout import Layout
@@ -82,57 +82,76 @@ def team_status(layout: Layout, board: ControlPlane, counts: dict[str, int] | No
     """The daemon, its teammates and the board counts, as ``status --json`` prints it."""
     now = time.time()
     info = running_daemon(layout)
-    names = list(info.get("teammates", [])) if info else []
+    daemon = info or {}
     here = getattr(board, "machine", None)  # a shared board: teammates of every machine
-    machine = here or platform.node()
     states = board.team.all()
-    known = {st.name: st for st in states if st.host is None or st.host == here}
-    names += [n for n in known if n not in names]
-    mates = []
-    for name in names:
-        st = known.get(name)
-        state, task = (st.state, st.task) if st is not None else ("stopped", None)
-        pid = st.pid if st is not None else None
-        if info is None or not pid_alive(pid):
-            state, task = "stopped", None
-        mates.append({
-            "name": name, "machine": machine, "state": state, "pid": pid if info else None,
-            "task": task, "seconds": _age(st.since if st is not None else None, now),
-        })
+    mates = _mates_here(daemon.get("teammates", []), info is not None,
+                        [st for st in states if st.host in (None, here)],
+                        here or platform.node(), now)
     stopped_team = info is not None and bool(mates) and all(
         m["state"] == "stopped" for m in mates)
-    for st in states:  # other machines' teammates: what they last said, and when
-        if st.host is not None and st.host != here:
-            state = "gone" if _gone(board, st, now) else st.state
-            mates.append({"name": st.name, "machine": st.host, "host": st.host, "state": state,
-                          "pid": st.pid, "task": st.task if state != "gone" else None,
-                          "seconds": _age(st.since, now),
-                          # stamped by the board's clock (another machine's may be off)
-                          "heartbeat_seconds": _age(st.updated_at, board.now())})
+    mates += [_mate_elsewhere(board, st, now) for st in states
+              if st.host not in (None, here)]
     return {
         "running": info is not None,
         "team_stopped": stopped_team,
         "hint": ("every teammate has stopped (a shutdown request?), so no new task will run: "
                  "orchestrator down, then orchestrator up") if stopped_team else None,
-        "pid": info.get("pid") if info else None,
-        "uptime": _age(info.get("started_at"), now) if info else None,
-        "mode": info.get("mode") if info else None,
+        "pid": daemon.get("pid"),
+        "uptime": _age(daemon.get("started_at"), now),
+        "mode": daemon.get("mode"),
         "teammates": mates,
         "board": counts or {},
         "spending": spending or {},
-        "push_pending": [
-            {"task": t.id, "branch": t.branch, "machine": t.push_pending.machine,
-             "reason": t.push_pending.reason}
-            for t in (board.list(Status.REVIEW) if here is not None else [])
-            if t.push_pending is not None],
-        "permission_requests": [
-            {"request_id": r.id, "from": r.sender, "task": r.task, "body": r.body,
-             "ts": r.ts, "kind": "permission_request", **r.fields}
-            for r in open_requests(board) if r.kind == "permission"],
+        "push_pending": _push_pending(board) if here is not None else [],
+        "permission_requests": _permission_requests(board),
     }
 
 
-def _gone(board: ControlPlane, st: Any, now: float) -> bool:
+def _push_pending(board: ControlPlane) -> list[dict[str, Any]]:
+    """Kept tasks whose branch is not on the shared remote yet."""
+    return [{"task": t.id, "branch": t.branch, "machine": t.push_pending.machine,
+             "reason": t.push_pending.reason}
+            for t in board.list(Status.REVIEW) if t.push_pending is not None]
+
+
+def _permission_requests(board: ControlPlane) -> list[dict[str, Any]]:
+    return [{"request_id": r.id, "from": r.sender, "task": r.task, "body": r.body,
+             "ts": r.ts, "kind": "permission_request", **r.fields}
+            for r in open_requests(board) if r.kind == "permission"]
+
+
+def _mates_here(started: list[str], running: bool, states: list[TeammateState],
+                machine: str, now: float) -> list[dict[str, Any]]:
+    """The teammates of this machine's lead: those it started, then any other that
+    published a state here; each stopped unless the lead runs and its pid lives."""
+    known = {st.name: st for st in states}
+    names = [*started, *(n for n in known if n not in started)]
+    return [_mate_here(name, known.get(name), running, machine, now) for name in names]
+
+
+def _mate_here(name: str, st: TeammateState | None, running: bool, machine: str,
+               now: float) -> dict[str, Any]:
+    if st is None:
+        return {"name": name, "machine": machine, "state": "stopped", "pid": None,
+                "task": None, "seconds": None}
+    alive = running and pid_alive(st.pid)
+    return {"name": name, "machine": machine, "state": st.state if alive else "stopped",
+            "pid": st.pid if running else None, "task": st.task if alive else None,
+            "seconds": _age(st.since, now)}
+
+
+def _mate_elsewhere(board: ControlPlane, st: TeammateState, now: float) -> dict[str, Any]:
+    """Another machine's teammate: what it last said, and when."""
+    gone = _gone(board, st, now)
+    return {"name": st.name, "machine": st.host, "host": st.host,
+            "state": "gone" if gone else st.state, "pid": st.pid,
+            "task": None if gone else st.task, "seconds": _age(st.since, now),
+            # stamped by the board's clock (another machine's may be off)
+            "heartbeat_seconds": _age(st.updated_at, board.now())}
+
+
+def _gone(board: ControlPlane, st: TeammateState, now: float) -> bool:
     """Another machine's teammate that says it works on a task whose lease it no longer
     holds (expired, or a later claim's): its machine died or lost the board."""
     if st.state != "working" or not st.task:
@@ -174,46 +193,52 @@ def spending(totals: BoardSummary, board: ControlPlane | None = None) -> dict[st
 
 def format_status(st: dict[str, Any]) -> str:
     """The human form of `team_status`."""
-    lines = []
     if st["running"]:
-        lines.append(f"daemon: running, pid {st['pid']}, up {_dur(st['uptime'])}"
-                     + (f" ({st['mode']})" if st.get("mode") else ""))
+        mode = f" ({st['mode']})" if st.get("mode") else ""
+        lines = [f"daemon: running, pid {st['pid']}, up {_dur(st['uptime'])}{mode}"]
     else:
-        lines.append("daemon: not running")
+        lines = ["daemon: not running"]
     width = max([len("machine")] + [len(m.get("machine") or "") for m in st["teammates"]])
     if st["teammates"]:
         lines.append(f"  {'machine':<{width}} {'teammate':<10} state")
-    for m in st["teammates"]:
-        if m["state"] == "working":
-            what = f"working on {m['task']} for {_dur(m['seconds'])}"
-        elif m["state"] == "idle":
-            what = f"idle for {_dur(m['seconds'])}"
-        elif m["state"] == "gone":
-            what = "gone (its machine stopped renewing its task's lease)"
-        else:
-            what = m["state"]
-        pid = f" (pid {m['pid']})" if m.get("pid") else ""
-        beat = f", last heartbeat {_dur(m.get('heartbeat_seconds'))} ago" \
-            if m.get("host") else ""
-        lines.append(f"  {m.get('machine') or '':<{width}} {m['name']:<10} {what}{pid}{beat}")
+    lines += [f"  {m.get('machine') or '':<{width}} {m['name']:<10} {_doing(m)}"
+              for m in st["teammates"]]
     if st.get("hint"):
         lines.append(st["hint"])
     if st["board"]:
         shown = [f"{k} {v}" for k, v in st["board"].items() if v]
         lines.append("board: " + (", ".join(shown) if shown else "no tasks"))
+    return "\n".join(lines + _waiting(st))
+
+
+def _doing(mate: dict[str, Any]) -> str:
+    """What a teammate of `team_status` does, for its line in `format_status`."""
+    state, seconds = mate["state"], _dur(mate["seconds"])
+    what: str = {"working": f"working on {mate['task']} for {seconds}",
+            "idle": f"idle for {seconds}",
+            "gone": "gone (its machine stopped renewing its task's lease)"}.get(state, state)
+    pid = f" (pid {mate['pid']})" if mate.get("pid") else ""
+    beat = f", last heartbeat {_dur(mate.get('heartbeat_seconds'))} ago" \
+        if mate.get("host") else ""
+    return what + pid + beat
+
+
+def _waiting(st: dict[str, Any]) -> list[str]:
+    """The lines of `format_status` after the board: the cost so far, and what waits
+    for a person or for a lead."""
     spent = st.get("spending") or {}
-    if spent.get("cost_usd") or spent.get("tokens"):
-        lines.append(f"spent: {money(spent['cost_usd'])}, {spent['tokens']} tokens")
+    lines = [f"spent: {money(spent['cost_usd'])}, {spent['tokens']} tokens"] \
+        if spent.get("cost_usd") or spent.get("tokens") else []
     for w in spent.get("waiting", []):
         answers = w.get("actions") or [f"orchestrator show {w['task']}"]
         lines.append(f"{w['task']} waits for {w['reason']}  ({' | '.join(answers)})")
-    for p in st["push_pending"]:
-        lines.append(f"{p['task']} push pending: {p['branch']} is not on the remote yet; "
-                     f"the lead of {p['machine']} pushes it again ({p['reason']})")
-    for req in st["permission_requests"]:
-        lines.append(f"permission request {req.get('request_id')} from {req.get('from')}: "
-                     f"{req.get('body', '')}  (orchestrator approve|deny {req.get('request_id')})")
-    return "\n".join(lines)
+    lines += [f"{p['task']} push pending: {p['branch']} is not on the remote yet; "
+              f"the lead of {p['machine']} pushes it again ({p['reason']})"
+              for p in st["push_pending"]]
+    return lines + [
+        f"permission request {req.get('request_id')} from {req.get('from')}: "
+        f"{req.get('body', '')}  (orchestrator approve|deny {req.get('request_id')})"
+        for req in st["permission_requests"]]
 
 
 def _dur(seconds: float | None) -> str:

@@ -17,7 +17,8 @@ held for microseconds) and then, lock released, waits for the disk with `FLUSH`:
 transactional WAL record whose synchronous commit flushes the WAL up to itself, hence up
 to the commit before it; concurrent flushes share one fsync. The caller gets its answer
 (a claim, an event) only once it is on disk, so a server crash never takes back what a
-caller was told. What others may see for that millisecond is a change not yet on disk:
+caller was told (but for `Database.hint`'s writes, which the file board does not fsync
+either). What others may see for that millisecond is a change not yet on disk:
 a server crash in it undoes the change (for a claim: the task is pending again, and the
 claimer, whose flush failed, was never told it had it). A role without the right to
 call ``pg_logical_emit_message`` gets plain synchronous commits under the lock (correct,
@@ -64,6 +65,10 @@ FLUSH = "SELECT pg_logical_emit_message(true, 'orchestrator', 'flush')"
 """Commits with a WAL record of its own, so a synchronous commit waits for the disk."""
 CAN_FLUSH = ("SELECT has_function_privilege('pg_logical_emit_message(boolean, text, text)', "
              "'EXECUTE')")
+
+NO_WAIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS no_wait"
+"""In the FROM list of a statement run with `Database.hint`: its commit does not wait for
+the disk."""
 
 ANSWER = "orchestrator.answer"
 """The session setting a `Database.trip` statement leaves its answer in."""
@@ -158,6 +163,15 @@ class Database:
         `BoardUnavailable` (as a lost commit does in `run`)."""
         return self._retried(lambda conn: _with_cursor(conn, fn), transaction=False,
                              write=write)
+
+    def hint(self, fn: Callable[[Cursor], T]) -> T:
+        """``fn(cursor)``, ONE statement that has `NO_WAIT` in its FROM list, as its own
+        transaction, committed without waiting for the disk: for what the file board does not
+        fsync either (a teammate's status, a transcript line). The next durable commit on
+        the server flushes the log up to it; a server crash before that may lose it. Retried
+        on a fresh connection like a read: the statement must be harmless to repeat."""
+        return self._retried(lambda conn: _with_cursor(conn, fn), transaction=False,
+                             write=False)
 
     def trip(self, name: str, types: str, sql: Callable[[], str], args: tuple[object, ...],
              then: Callable[[str], T]) -> T:

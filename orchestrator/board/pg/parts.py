@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.board.mailboxes import check_name
-from orchestrator.board.pg.db import Database, Listener, jsonb
+from orchestrator.board.pg.db import NO_WAIT, Database, Listener, jsonb
 from orchestrator.board.tasklogs import MAX_FIELD_CHARS, check_log_name
 from orchestrator.controlplane import (
     Answer,
@@ -288,8 +288,8 @@ class PgTaskLogs:
                 v = v[:MAX_FIELD_CHARS] + f"\n… [{len(v) - MAX_FIELD_CHARS} more characters cut]"
             rec[k] = v
         data = jsonb(masked(rec, self.secrets))
-        self.db.run(lambda cur: cur.execute(
-            "INSERT INTO task_logs (task, data) VALUES (%s, %s)", (name, data)))
+        self.db.hint(lambda cur: cur.execute(
+            f"INSERT INTO task_logs (task, data) SELECT %s, %s FROM {NO_WAIT}", (name, data)))
 
     def _after(self, name: str, after: int) -> builtins.list[tuple[int, LogRecord]]:
         def select(cur: Cursor) -> builtins.list[tuple[int, LogRecord]]:
@@ -363,7 +363,8 @@ class PgTeamStatus:
         def upsert(cur: Cursor) -> TeammateState:
             cur.execute(
                 "INSERT INTO teammates (machine, name, host, pid, task, heartbeat, data) "
-                "VALUES (%(m)s, %(n)s, %(h)s, %(p)s, %(t)s, clock_timestamp(), %(d)s) "
+                "SELECT %(m)s, %(n)s, %(h)s, %(p)s, %(t)s, clock_timestamp(), %(d)s "
+                f"FROM {NO_WAIT} "
                 "ON CONFLICT (machine, name) DO UPDATE SET host = excluded.host, "
                 "pid = excluded.pid, task = excluded.task, heartbeat = excluded.heartbeat, "
                 f"data = excluded.data RETURNING {TEAM_COLS}",
@@ -373,7 +374,7 @@ class PgTeamStatus:
             assert row is not None
             return _state(row)
 
-        return self.db.run(upsert)
+        return self.db.hint(upsert)  # a hint for `status`, as on the file board
 
     def get(self, name: str) -> TeammateState | None:
         def select(cur: Cursor) -> TeammateState | None:
