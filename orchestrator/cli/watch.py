@@ -115,6 +115,7 @@ def watch_board(layout: Layout, config: Config, *, frames: int | None = None,
     last = None
     try:
         with using_board(layout, config, board, "cli") as b:
+            b.wait_for_change(0)  # the feed listens before the first frame is read
             while frames is None or drawn < frames:
                 lines = frame(layout, b, console)
                 if lines != last:
