@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.model import utcnow
 from orchestrator.process import run_streamed
 from orchestrator.protocols import TaskLogger
+from orchestrator.transcript import VerifyFinished, VerifyOutput, VerifyStarted
 
 if TYPE_CHECKING:
     from orchestrator.agent.sandbox import Sandbox
@@ -30,14 +31,13 @@ def run_checks(cmd: str, *, cwd: Path, env: Mapping[str, str], log: TaskLogger,
 
     ``stopped`` is True when a stop interrupted it (then it neither passed nor failed).
     """
-    log.write("verify_started", command=cmd)
-    res = run_streamed(cmd, cwd=cwd, env=env, log=log, kind="verify_output",
+    log.write(VerifyStarted(command=cmd))
+    res = run_streamed(cmd, cwd=cwd, env=env, log=log, output=VerifyOutput,
                        timeout=timeout, stop=stop, sandbox=sandbox)
     checks = {
         "command": cmd, "passed": res.ok, "exit_code": res.returncode,
         "result": res.describe(), "seconds": round(res.seconds, 3),
         "output_tail": res.tail[-TAIL_CHARS:], "at": utcnow(), "stopped": res.stopped,
     }
-    log.write("verify_finished", passed=res.ok, result=res.describe(),
-              seconds=checks["seconds"])
+    log.write(VerifyFinished(passed=res.ok, result=res.describe(), seconds=round(res.seconds, 3)))
     return checks

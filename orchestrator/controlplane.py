@@ -8,7 +8,7 @@ returns (a `ControlPlane`) is the task `Board` itself and hands out the rest:
     board.claim("alice")                      # tasks            (Board)
     board.events.emit("commit", tid, sha=…)   # the audit log    (Events)
     board.mailboxes.send("lead", "alice", …)  # mailboxes        (Mailboxes)
-    board.logs.append(tid, "turn", …)         # task transcripts (TaskLogs)
+    board.logs.append(tid, Commit(sha=…))     # task transcripts (TaskLogs)
     board.team.publish("alice", "working", …) # teammate status  (TeamStatus)
     board.requests.ask(…)                     # permission/plan  (Requests)
     board.ids.next()                          # the id sequence  (Ids)
@@ -63,6 +63,7 @@ import msgspec
 
 if TYPE_CHECKING:  # the board package imports this module: no cycle at run time
     from orchestrator.model import Status, Task
+    from orchestrator.transcript import LogEntry
 
 # --- records -------------------------------------------------------------------------
 
@@ -339,7 +340,7 @@ class ActorEvents:
 class TaskLogger(Protocol):
     """Appends records to one task's transcript."""
 
-    def write(self, kind: str, **fields: Any) -> None: ...
+    def write(self, entry: LogEntry) -> None: ...
 
 
 class TaskLogs(Protocol):
@@ -349,8 +350,7 @@ class TaskLogs(Protocol):
     def writer(self, name: str, actor: str | None = None) -> TaskLogger:
         """A logger appending to ``name`` (long strings cut, secrets masked)."""
         ...
-    def append(self, name: str, kind: str, /, *, actor: str | None = None,
-               **fields: Any) -> None: ...
+    def append(self, name: str, entry: LogEntry, /, *, actor: str | None = None) -> None: ...
     def read(self, name: str) -> Iterator[LogRecord]:
         """Every complete record, oldest first (none when the log does not exist)."""
         ...

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.protocols import TaskLogger
 from orchestrator.secrets import StreamMasker, redact
+from orchestrator.transcript import Output, SandboxNote
 
 if TYPE_CHECKING:
     from orchestrator.agent.sandbox import Sandbox
@@ -69,7 +70,7 @@ def run_streamed(
     cwd: Path,
     env: Mapping[str, str],
     log: TaskLogger,
-    kind: str = "output",
+    output: type[Output] = Output,
     timeout: float | None = None,
     stop: threading.Event | None = None,
     on_start: Callable[[int], None] | None = None,
@@ -86,24 +87,24 @@ def run_streamed(
     """
     if sandbox is None or not sandbox.enabled:
         return _run(functools.partial(subprocess.Popen, ["/bin/sh", "-c", cmd]), cwd, env, log,
-                    kind, timeout, stop, on_start, log_limit)
+                    output, timeout, stop, on_start, log_limit)
     with sandbox.session(["/bin/sh", "-c", cmd], cwd, dict(env)) as run:
-        res = _run(run.popen, cwd, env, log, kind, timeout, stop, on_start, log_limit)
+        res = _run(run.popen, cwd, env, log, output, timeout, stop, on_start, log_limit)
     if run.note:
         with contextlib.suppress(OSError):
-            log.write("sandbox", note=run.note)
+            log.write(SandboxNote(note=run.note))
     return res
 
 
 def _run(start: Callable[..., subprocess.Popen[Any]], cwd: Path, env: Mapping[str, str],
-         log: TaskLogger, kind: str, timeout: float | None, stop: threading.Event | None,
+         log: TaskLogger, output: type[Output], timeout: float | None, stop: threading.Event | None,
          on_start: Callable[[int], None] | None, log_limit: int | None) -> ProcResult:
     started = time.monotonic()
     proc = start(cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                  stderr=subprocess.STDOUT, start_new_session=True)
     if on_start is not None:
         on_start(proc.pid)
-    reader = _Reader(proc, log, kind, log_limit)
+    reader = _Reader(proc, log, output, log_limit)
     reader.start()
     exited = _ExitWatch(proc)
     timed_out = stopped = False
@@ -190,12 +191,12 @@ def signal_group(pgid: int, sig: int) -> bool:
 class _Reader(threading.Thread):
     """Drains the pipe in chunks into the task log, keeping only a short tail."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], log: TaskLogger, kind: str,
+    def __init__(self, proc: subprocess.Popen[bytes], log: TaskLogger, output: type[Output],
                  limit: int | None = MAX_LOGGED_BYTES) -> None:
         super().__init__(name=f"output-{proc.pid}", daemon=True)
         self.proc = proc
         self.log = log
-        self.kind = kind
+        self.output = output
         self.limit = limit
         self.total = 0
         self._tail = b""
@@ -223,15 +224,15 @@ class _Reader(threading.Thread):
                 self._write(pending)
             self._write(b"", last=True)
             if self.limit is not None and self.total > self.limit:
-                self.log.write(self.kind, text=f"[{self.total - self.limit} more bytes "
-                               "of output not logged]")
+                self.log.write(self.output(text=f"[{self.total - self.limit} more bytes "
+                                           "of output not logged]"))
 
     def _write(self, data: bytes, *, last: bool = False) -> None:
         """Log ``data`` masked (a secret split across two writes too: `StreamMasker`)."""
         data = self.masker.feed(data) + (self.masker.flush() if last else b"")
         if data:
             with contextlib.suppress(OSError):
-                self.log.write(self.kind, text=data.decode("utf-8", errors="replace"))
+                self.log.write(self.output(text=data.decode("utf-8", errors="replace")))
 
     def tail(self) -> str:
         return redact(self._tail.decode("utf-8", errors="replace"))

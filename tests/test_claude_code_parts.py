@@ -23,6 +23,7 @@ from orchestrator.backends.claude_code.process import PROJECT_NPM_BIN, find_bina
 from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.model import Usage
+from orchestrator.transcript import Output
 from tests.test_backend_agent import ClaimFn, claim  # noqa: F401 (the fixture)
 
 
@@ -190,7 +191,7 @@ def test_the_stream_is_parsed_as_it_arrives_in_any_chunking(claim: ClaimFn  # no
     raw = "".join(json.dumps(m) + "\n" for m in stream_lines(c.workspace.path))
     raw = "not json: a warning on stderr\n" + raw
     for i in range(0, len(raw), 7):  # chunks that cut lines anywhere
-        stream.write("output", text=raw[i:i + 7])
+        stream.write(Output(text=raw[i:i + 7]))
     stream.close()
     assert stream.session_id == "sess-1" and c.board.get(c.task.id).session_id == "sess-1"
     assert seen[0] == Usage(input_tokens=10, cache_read_tokens=5, cache_write_tokens=100)

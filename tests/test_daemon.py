@@ -18,6 +18,7 @@ from orchestrator.layout import Layout
 from orchestrator.model import Status
 from orchestrator.team import status
 from orchestrator.team.status import pid_alive
+from orchestrator.transcript import Output
 from tests.test_team_support import (
     add_tasks,
     cli,
@@ -182,7 +183,7 @@ def test_logs_follow_prints_new_lines_as_they_come(repo: Path) -> None:
     with subprocess.Popen(cmd, cwd=repo, stdout=subprocess.PIPE, text=True,
                           env=team_env()) as proc:
         try:
-            TaskLog(Layout.at(repo), task.id).write("output", text="appeared later\n")
+            TaskLog(Layout.at(repo), task.id).write(Output(text="appeared later\n"))
             assert proc.stdout is not None
             assert proc.stdout.readline().strip() == "appeared later"
         finally:

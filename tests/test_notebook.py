@@ -170,6 +170,21 @@ def test_bad_edits_leave_the_file_untouched(nb_path: Path, args: dict[str, Any],
     (json.dumps({"worksheets": []}), "no 'cells' list"),
     (json.dumps({**notebook(), "cells": [{"cell_type": "code", "metadata": {}, "source": "",
                                           "id": "a"}]}), "needs an 'outputs' list"),
+    *((json.dumps({**notebook(), "cells": cells}), expected) for cells, expected in [
+        ([{"cell_type": "code", "metadata": {}, "source": "", "id": "a", "outputs": [],
+           "execution_count": True}], "'execution_count' must be an integer or null"),
+        ([{"cell_type": "markdown", "metadata": {}, "source": [], "id": "a", "outputs": []}],
+         "a markdown cell has no outputs"),
+        ([{"cell_type": "raw", "metadata": {}, "source": ["x", 1], "id": "a"}],
+         "'source' must be a string or a list of strings"),
+        ([{"cell_type": "raw", "metadata": {}, "source": "", "id": i} for i in ("a", "a")],
+         "cell 1: nbformat 4.5+ needs a unique id"),
+        ([{"cell_type": "raw", "metadata": {}, "source": "", "id": "a\n"}],
+         "cell 0: nbformat 4.5+ needs a unique id"),
+        ([{"cell_type": "raw", "metadata": [], "source": "", "id": "a"}],
+         "'metadata' must be an object"),
+        (["x"], "cell_type must be one of"),
+    ]),
 ])
 def test_broken_notebooks_are_refused(tmp_path: Path, content: str, expected: str) -> None:
     path = tmp_path / "analysis.ipynb"

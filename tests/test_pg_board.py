@@ -23,6 +23,7 @@ from orchestrator.config import BoardConfig
 from orchestrator.errors import LeaseLost, NotFound
 from orchestrator.layout import Layout
 from orchestrator.model import Status
+from orchestrator.transcript import Output
 from tests.pg import Cluster, db_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -308,9 +309,9 @@ def test_mailboxes_logs_status_and_requests_as_rows(tmp_path: Path, pg_board_url
         assert m1.mailboxes.find("lead", request_id="r9")[0].get("from") == "bob"
         assert len(m1.mailboxes.read("lead")) == 2  # reading never deletes
 
-        m1.logs.writer("task_001", actor="alice").write("turn", text="x" * 70_000)
+        m1.logs.writer("task_001", actor="alice").write(Output(text="x" * 70_000))
         [rec] = m2.logs.read("task_001")
-        assert rec.kind == "turn" and rec.actor == "alice" and "more characters cut" in \
+        assert rec.kind == "output" and rec.actor == "alice" and "more characters cut" in \
             rec.get("text")
         assert m2.logs.names("task_00") == ["task_001"] and not m2.logs.exists("task_1")
 
@@ -391,7 +392,7 @@ def test_a_teammates_status_and_transcript_do_not_wait_for_the_disk(
         try:
             def hints() -> None:
                 b.team.publish("alice", "working", task="task_001", pid=os.getpid())
-                b.logs.append("task_001", "output", text="step 1")
+                b.logs.append("task_001", Output(text="step 1"))
                 done.set()
 
             threading.Thread(target=hints, daemon=True).start()

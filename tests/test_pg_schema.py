@@ -13,6 +13,7 @@ import pytest
 
 from orchestrator.board.pg import schema
 from orchestrator.errors import BoardUnavailable, ConfigError
+from orchestrator.transcript import Output
 from tests.pg import PASSWORD, PASSWORD_ROLE, Cluster, db_of
 
 
@@ -166,7 +167,7 @@ def test_a_team_role_without_ddl_rights_runs_the_board_with_the_documented_grant
         assert t is not None and t.lease is not None
         b.complete(t.id, t.lease.token)
         b.mailboxes.send("lead", "alice", "done")
-        b.logs.append(t.id, "turn")
+        b.logs.append(t.id, Output(text="x"))
         b.team.publish("alice", "idle")
         b.requests.ask("plan", request_id="q1", sender="alice", task=t.id, body="plan")
         assert [e.event for e in b.events.read()] == ["task_created", "task_claimed",

@@ -25,6 +25,7 @@ from orchestrator.layout import Layout
 from orchestrator.model import Status, Task
 from orchestrator.secrets import redact, safe_env, secret_names
 from orchestrator.team.commit import commit_leftovers
+from orchestrator.transcript import Output
 from tests.helpers import git
 from tests.test_sandbox import needs_bwrap
 from tests.test_team_support import cli, team_cleanup, team_env
@@ -231,8 +232,8 @@ def test_a_secret_split_across_reads_of_a_stream_is_still_masked(tmp_path: Path)
         def __init__(self) -> None:
             self.texts: list[str] = []
 
-        def write(self, kind: str, **fields: object) -> None:
-            self.texts.append(str(fields.get("text", "")))
+        def write(self, entry: Output) -> None:
+            self.texts.append(entry.text)
 
     half = len(KEY) // 2
     script = (f"printf '%s' '{KEY[:half]}'; sleep 0.3; printf '%s\\n' '{KEY[half:]}'; "
@@ -242,7 +243,7 @@ def test_a_secret_split_across_reads_of_a_stream_is_still_masked(tmp_path: Path)
     old = os.environ.get("ANTHROPIC_API_KEY")
     os.environ["ANTHROPIC_API_KEY"] = KEY
     try:
-        res = run_streamed(script, cwd=tmp_path, env=env, log=log, kind="output",  # type: ignore[arg-type]
+        res = run_streamed(script, cwd=tmp_path, env=env, log=log,  # type: ignore[arg-type]
                            timeout=30)
     finally:
         if old is None:

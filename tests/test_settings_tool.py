@@ -17,14 +17,15 @@ from orchestrator.agent.tools import default_tools
 from orchestrator.agent.toolset import Toolset
 from orchestrator.config import Config
 from orchestrator.layout import Layout
+from orchestrator.transcript import LogEntry, record
 
 
 class Log:
     def __init__(self) -> None:
         self.records: list[dict[str, object]] = []
 
-    def write(self, kind: str, **fields: object) -> None:
-        self.records.append({"kind": kind, **fields})
+    def write(self, entry: LogEntry) -> None:
+        self.records.append(record(entry))
 
 
 def toolset(repo: Path, mode: str = "acceptEdits", **rules: list[str]) -> Toolset:

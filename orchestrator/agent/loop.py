@@ -45,6 +45,19 @@ from orchestrator.config import AgentConfig
 from orchestrator.delivery import as_prompt
 from orchestrator.model import Usage
 from orchestrator.protocols import TaskLogger
+from orchestrator.transcript import (
+    AgentEnd,
+    AgentStart,
+    Compacted,
+    MessagesDelivered,
+    NoProgressWarning,
+    PermissionAnswered,
+    PermissionRequested,
+    ToolCall,
+    ToolReturned,
+    TurnRequest,
+    TurnResponse,
+)
 
 CONTINUE = "Your reply was cut off at the output limit. Continue exactly where you stopped."
 
@@ -141,10 +154,10 @@ class AgentLoop:
             if waiting:
                 first = f"{first}\n\n{as_prompt(waiting)}"
             self.state.messages.append({"role": "user", "content": first})
-        self.log.write("agent_start", model=self.model.name, system=self.prompt.system,
-                       tools=[t["name"] for t in self.prompt.tools],
-                       first_message=self.state.messages[0]["content"],
-                       resumed=len(self.state.messages) if resume else None)
+        self.log.write(AgentStart(model=self.model.name, system=self.prompt.system,
+                                  tools=[t["name"] for t in self.prompt.tools],
+                                  first_message=self.state.messages[0]["content"],
+                                  resumed=len(self.state.messages) if resume else None))
         outcome = "error"
         try:
             while True:
@@ -156,9 +169,9 @@ class AgentLoop:
             outcome = type(signal).__name__
             raise
         finally:
-            self.log.write("agent_end", outcome=outcome, turns=self.state.turns,
-                           compactions=self.state.compactions,
-                           usage=msgspec.to_builtins(self.state.usage))
+            self.log.write(AgentEnd(outcome=outcome, turns=self.state.turns,
+                                    compactions=self.state.compactions,
+                                    usage=self.state.usage))
 
     def query(self) -> ModelResponse:
         if self.stop.is_set():
@@ -166,8 +179,8 @@ class AgentLoop:
         self.limits.check(self.state)
         while True:
             messages = with_message_breakpoints(self.state.messages)
-            self.log.write("request", turn=self.state.turns + 1, messages=len(messages),
-                           bytes=len(json.dumps(messages)))
+            self.log.write(TurnRequest(turn=self.state.turns + 1, messages=len(messages),
+                                       bytes=len(json.dumps(messages))))
             try:
                 response = self.model.query(system=self.prompt.system, messages=messages,
                                             tools=self.prompt.tools, max_tokens=self.max_tokens)
@@ -175,11 +188,11 @@ class AgentLoop:
             except ContextOverflow as exc:
                 self.state.messages = compact(self.state.messages)
                 self.state.compactions += 1
-                self.log.write("compacted", reason=str(exc), messages=len(self.state.messages))
+                self.log.write(Compacted(reason=str(exc), messages=len(self.state.messages)))
         self.state.turns += 1
         self.state.usage = self.state.usage.add(response.usage)
-        self.log.write("response", turn=self.state.turns, content=response.content,
-                       stop_reason=response.stop_reason, usage=msgspec.to_builtins(response.usage))
+        self.log.write(TurnResponse(turn=self.state.turns, content=response.content,
+                                    stop_reason=response.stop_reason, usage=response.usage))
         if self.on_usage is not None:
             self.on_usage(self.state.usage)
         return response
@@ -201,7 +214,7 @@ class AgentLoop:
             self.after_change()
         news = self.inbox() if self.inbox is not None else ""
         if news:
-            self.log.write("messages_delivered", text=news)
+            self.log.write(MessagesDelivered(text=news))
         if not calls and not news:
             raise Finished(text)
         if calls:
@@ -209,7 +222,7 @@ class AgentLoop:
                                                bool(r.get("is_error"))) for b, r in zip(
                                                    calls, results, strict=True)])
             if note:  # told once; going on after it raises NoProgress
-                self.log.write("no_progress_warning", note=note)
+                self.log.write(NoProgressWarning(note=note))
                 results.append({"type": "text", "text": note})
         extra = [{"type": "text", "text": as_prompt(news)}] if news else []
         return [{"role": "assistant", "content": content},
@@ -223,7 +236,7 @@ class AgentLoop:
 
     def call(self, block: dict[str, Any]) -> dict[str, Any]:
         name, args = block["name"], block.get("input") or {}
-        self.log.write("tool_call", id=block["id"], name=name, input=args)
+        self.log.write(ToolCall(id=block["id"], name=name, input=args))
         try:
             result = self.toolset.call(name, args)
         except PermissionAsked as request:
@@ -232,8 +245,8 @@ class AgentLoop:
             raise
         except Exception as exc:  # a broken tool must not break the pairing
             result = ToolResult(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
-        self.log.write("tool_result", id=block["id"], name=name, content=result.content,
-                       is_error=result.is_error)
+        self.log.write(ToolReturned(id=block["id"], name=name, content=result.content,
+                                    is_error=result.is_error))
         out: dict[str, Any] = {"type": "tool_result", "tool_use_id": block["id"],
                                "content": result.content}
         if result.is_error:
@@ -244,11 +257,11 @@ class AgentLoop:
                    ) -> ToolResult:
         if self.ask is None:
             return ToolResult(f"{request}: no one can approve it in this run", is_error=True)
-        self.log.write("permission_requested", request_id=request.request_id, tool=name,
-                       subject=request.subject)
+        self.log.write(PermissionRequested(request_id=request.request_id, tool=name,
+                                           subject=request.subject))
         answer = self.ask(request)
-        self.log.write("permission_answered", request_id=request.request_id,
-                       approved=answer.approved, message=answer.message)
+        self.log.write(PermissionAnswered(request_id=request.request_id,
+                                          approved=answer.approved, message=answer.message))
         if not answer.approved:
             why = f": {answer.message}" if answer.message else ""
             return ToolResult(f"permission denied by a person{why}", is_error=True)

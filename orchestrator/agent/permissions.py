@@ -34,9 +34,9 @@ list or pipeline, substitutions, and the command inside wrappers (``bash -c``,
 name (``/bin/rm`` is ``rm``). An allow rule must cover every command. What cannot
 be known statically (an expansion in the command position, ``eval "$x"``,
 ``source``, a shell reading stdin, unparseable input) asks whenever a Bash deny
-or ask rule exists that it could dodge, and is never allowed by a rule with a
-specifier. Rules see the command line, not what programs do with their input
-(``python -c``, ``make``, a script file): the sandbox is the wall.
+or ask rule exists that it could dodge (``plan`` denies it), and is never allowed
+by a rule with a specifier. Rules see the command line, not what programs do with
+their input (``python -c``, ``make``, a script file): the sandbox is the wall.
 
 Sources, merged: ``orchestrator.toml`` (``[agent] allow/ask/deny/permission_mode``),
 then the project's ``.claude/settings.json`` and ``.claude/settings.local.json``
@@ -59,7 +59,7 @@ from urllib.parse import urlsplit
 
 from orchestrator.agent.base import Tool
 from orchestrator.agent.paths import glob_regex
-from orchestrator.agent.shell_parse import Command, analyze, risky_name
+from orchestrator.agent.shell_parse import Analysis, Command, analyze, risky_name
 from orchestrator.config import AgentConfig
 from orchestrator.errors import ConfigError
 from orchestrator.fsutil import read_regular
@@ -93,6 +93,9 @@ class Decision:
     reason: str
 
 
+PLAN_DENIES = Decision("deny", None, "plan mode is read-only")
+
+
 @dataclass(frozen=True)
 class Rule:
     behavior: Behavior
@@ -110,6 +113,15 @@ class Rule:
                 "(expected Tool or Tool(specifier), e.g. Bash(npm test:*), Edit(src/**))"
             )
         return cls(behavior, m.group(1), m.group(2), source, text.strip())
+
+    @property
+    def bare(self) -> bool:
+        """No specifier, or ``*``: the rule covers every use of its tools."""
+        return self.specifier in (None, "*")
+
+    def decision(self, detail: str = "") -> Decision:
+        return Decision(self.behavior, self.text,
+                        f"{self.behavior} rule {self.text} ({self.source}){detail}")
 
     def covers(self, tool: Tool) -> bool:
         """Whether the rule's tool name names ``tool`` (the specifier is not looked at)."""
@@ -179,15 +191,11 @@ class PermissionGate:
         for behavior in ("deny", "ask"):
             for rule in self._rules(behavior, tool):
                 if self._matches(rule, tool, subject):
-                    return Decision(behavior, rule.text, f"{behavior} rule {rule.text} "
-                                    f"({rule.source})")
+                    return rule.decision()
         if self.mode == "plan" and not tool.read_only:
-            return Decision("deny", None, "plan mode is read-only")
-        allow = [r for r in self._rules("allow", tool) if self._matches(r, tool, subject)]
-        if allow:
-            texts = ", ".join(r.text for r in allow)
-            return Decision("allow", texts, f"allow rule {texts}")
-        return self._by_mode(tool)
+            return PLAN_DENIES
+        allow = [r.text for r in self._rules("allow", tool) if self._matches(r, tool, subject)]
+        return _allowed_by(allow) if allow else self._by_mode(tool)
 
     def _by_mode(self, tool: Tool) -> Decision:
         if self.mode == "bypassPermissions":
@@ -204,49 +212,40 @@ class PermissionGate:
 
     def _check_bash(self, tool: Tool, line: str) -> Decision:
         """Deny and ask rules hit when any command the line runs matches them (wrappers
-        seen through, programs compared by name); what cannot be known statically
-        asks whenever such a rule could have been dodged; an allow rule must cover
-        every command. See `orchestrator.agent.shell_parse` for what is seen."""
+        seen through, programs compared by name); plan mode denies the rest; what may
+        match such a rule, or cannot be known statically while one exists (it could
+        be dodged), asks; an allow rule must cover every command. See
+        `orchestrator.agent.shell_parse` for what is seen."""
         analysis = analyze(line)
-        commands = list(analysis.walk())
-        maybe: tuple[Rule, Command] | None = None
-        for behavior in ("deny", "ask"):
-            for rule in self._rules(behavior, tool):
-                if rule.specifier in (None, "*"):
-                    return Decision(behavior, rule.text, f"{behavior} rule {rule.text} "
-                                    f"({rule.source})")
-                for cmd in commands:
-                    hit = cmd.matches(rule.specifier or "", by_name=True)
-                    if hit == "yes":
-                        return Decision(behavior, rule.text, f"{behavior} rule {rule.text} "
-                                        f"({rule.source}) matches `{cmd.text()}`")
-                    if hit == "maybe" and maybe is None:
-                        maybe = (rule, cmd)
-        if maybe is not None:
-            rule, cmd = maybe
-            why = cmd.opaque or "some of its words are only known at run time"
-            return Decision("ask", rule.text, f"`{cmd.text()}` may match {rule.behavior} rule "
-                            f"{rule.text} ({rule.source}): {why}")
-        unknown = analysis.undecidable()
-        guarded = [r for r in self.rules if r.behavior != "allow" and r.covers(tool)]
-        if unknown and guarded:
-            return Decision("ask", None, f"cannot tell statically what it runs ({unknown[0]}), "
-                            f"so {guarded[0].text} could be dodged")
+        guards = [r for r in self.rules if r.behavior != "allow" and r.covers(tool)]
+        hit, maybe = _bash_hit(sorted(guards, key=lambda r: r.behavior != "deny"), analysis)
+        if hit is not None:
+            return hit
         if self.mode == "plan":
-            return Decision("deny", None, "plan mode is read-only")
+            return PLAN_DENIES
+        if maybe is not None:
+            return maybe
+        unknown = analysis.undecidable()
+        if unknown and guards:
+            return Decision("ask", None, f"cannot tell statically what it runs ({unknown[0]}), "
+                            f"so {guards[0].text} could be dodged")
+        if (allow := self._bash_allowed(tool, analysis)) is not None:
+            return allow
+        return Decision("ask", None, UNCONFINED) if self.unconfined_bash else self._by_mode(tool)
+
+    def _bash_allowed(self, tool: Tool, analysis: Analysis) -> Decision | None:
+        """A bare ``Bash`` allow rule (unless bash runs unconfined), or allow rules that
+        cover every command of a line that holds nothing unknown."""
         allow = list(self._rules("allow", tool))
-        if any(r.specifier in (None, "*") for r in allow) and not self.unconfined_bash:
-            texts = ", ".join(r.text for r in allow if r.specifier in (None, "*"))
-            return Decision("allow", texts, f"allow rule {texts}")
-        allow = [r for r in allow if r.specifier not in (None, "*")]
-        if allow and analysis.commands and not analysis.problems and all(
-                _allowed(c, allow) for c in analysis.commands):
-            used = [r.text for r in allow if any(
-                c.matches(r.specifier or "", by_name=False) == "yes" for c in commands)]
-            return Decision("allow", ", ".join(used), f"allow rule {', '.join(used)}")
-        if self.unconfined_bash:
-            return Decision("ask", None, UNCONFINED)
-        return self._by_mode(tool)
+        bare = [r.text for r in allow if r.bare]
+        if bare and not self.unconfined_bash:
+            return _allowed_by(bare)
+        allow = [r for r in allow if not r.bare]
+        if not (allow and analysis.commands and not analysis.problems
+                and all(_allowed(c, allow) for c in analysis.commands)):
+            return None
+        return _allowed_by([r.text for r in allow if any(
+            c.matches(r.specifier or "", by_name=False) == "yes" for c in analysis.walk())])
 
     def denies_read(self, path: Path) -> bool:
         """Whether a deny rule on reading covers ``path`` (search tools skip such files)."""
@@ -263,7 +262,7 @@ class PermissionGate:
 
     def _matches(self, rule: Rule, tool: Tool, subject: str | None) -> bool:
         spec = rule.specifier
-        if spec is None or spec == "*":
+        if spec is None or rule.bare:
             return True
         if subject is None:
             return False
@@ -303,6 +302,29 @@ def _self_and_parents(path: Path, stop: Path) -> list[Path]:
             break
         out.append(parent)
     return out
+
+
+def _bash_hit(rules: list[Rule], analysis: Analysis) -> tuple[Decision | None, Decision | None]:
+    """The first of ``rules`` a command of the line surely matches, else None; and an
+    ask for the first one a command may match (its words are only known at run time)."""
+    maybe: Decision | None = None
+    for rule in rules:
+        if rule.bare:
+            return rule.decision(), None
+        for cmd in analysis.walk():
+            hit = cmd.matches(rule.specifier or "", by_name=True)
+            if hit == "yes":
+                return rule.decision(f" matches `{cmd.text()}`"), None
+            if hit == "maybe" and maybe is None:
+                why = cmd.opaque or "some of its words are only known at run time"
+                maybe = Decision("ask", rule.text, f"`{cmd.text()}` may match {rule.behavior} "
+                                 f"rule {rule.text} ({rule.source}): {why}")
+    return None, maybe
+
+
+def _allowed_by(rules: list[str]) -> Decision:
+    texts = ", ".join(rules)
+    return Decision("allow", texts, f"allow rule {texts}")
 
 
 def _allowed(cmd: Command, rules: list[Rule]) -> bool:

@@ -47,6 +47,7 @@ from orchestrator.layout import Layout
 from orchestrator.model import TASK_ID_RE, Task, Usage
 from orchestrator.profiles import Profile, check_task_profile, load_profiles
 from orchestrator.record import convert
+from orchestrator.transcript import LogEntry
 
 LEAD = "lead"
 REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
@@ -239,10 +240,10 @@ class _Memory:
     """A transcript kept in memory (a dry run writes no file)."""
 
     def __init__(self) -> None:
-        self.records: list[dict[str, Any]] = []
+        self.records: list[LogEntry] = []
 
-    def write(self, kind: str, **fields: Any) -> None:
-        self.records.append({"kind": kind, **fields})
+    def write(self, entry: LogEntry) -> None:
+        self.records.append(entry)
 
 
 def plan_prompt(goal: str, layout: Layout, tools: list[dict[str, Any]],

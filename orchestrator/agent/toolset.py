@@ -138,33 +138,57 @@ class Toolset:
 
 def check_args(schema: dict[str, Any], value: Any, where: str = "arguments") -> str | None:
     """The first way ``value`` breaks the (simple) JSON Schema, or None when it fits."""
+    return next((p for check in _CHECKS if (p := check(schema, value, where))), None)
+
+
+def _type(schema: dict[str, Any], value: Any, where: str) -> str | None:
     kind = schema.get("type")
     py = _JSON_TYPES.get(kind) if isinstance(kind, str) else None
-    if py is not None and (not isinstance(value, py)
-                           or (kind in ("integer", "number") and isinstance(value, bool))):
-        return f"{where} must be of type {kind}, got {type(value).__name__}"
-    if "enum" in schema and value not in schema["enum"]:
-        return f"{where} must be one of {', '.join(map(str, schema['enum']))}, got {value!r}"
-    if "minimum" in schema and isinstance(value, int | float) and value < schema["minimum"]:
+    if py is None or (isinstance(value, py) and not (
+            kind in ("integer", "number") and isinstance(value, bool))):
+        return None
+    return f"{where} must be of type {kind}, got {type(value).__name__}"
+
+
+def _enum(schema: dict[str, Any], value: Any, where: str) -> str | None:
+    if "enum" not in schema or value in schema["enum"]:
+        return None
+    return f"{where} must be one of {', '.join(map(str, schema['enum']))}, got {value!r}"
+
+
+def _bounds(schema: dict[str, Any], value: Any, where: str) -> str | None:
+    if not isinstance(value, int | float):
+        return None
+    if "minimum" in schema and value < schema["minimum"]:
         return f"{where} must be at least {schema['minimum']}, got {value}"
-    if "maximum" in schema and isinstance(value, int | float) and value > schema["maximum"]:
+    if "maximum" in schema and value > schema["maximum"]:
         return f"{where} must be at most {schema['maximum']}, got {value}"
-    if isinstance(value, dict):
-        props = schema.get("properties", {})
-        missing = [k for k in schema.get("required", []) if k not in value]
-        if missing:
-            return f"{where}: missing required {', '.join(missing)}"
-        if schema.get("additionalProperties") is False:
-            extra = sorted(set(value) - set(props))
-            if extra:
-                return f"{where}: unknown {', '.join(extra)} (allowed: {', '.join(props)})"
-        for key, sub in props.items():
-            if key in value and (p := check_args(sub, value[key], key)):
-                return p
-    if isinstance(value, list) and "items" in schema:
-        if len(value) < schema.get("minItems", 0):
-            return f"{where} needs at least {schema['minItems']} item(s)"
-        for i, item in enumerate(value):
-            if p := check_args(schema["items"], item, f"{where}[{i}]"):
-                return p
     return None
+
+
+def _object(schema: dict[str, Any], value: Any, where: str) -> str | None:
+    if not isinstance(value, dict):
+        return None
+    props = schema.get("properties", {})
+    missing = [k for k in schema.get("required", []) if k not in value]
+    if missing:
+        return f"{where}: missing required {', '.join(missing)}"
+    extra = sorted(set(value) - set(props))
+    if extra and schema.get("additionalProperties") is False:
+        return f"{where}: unknown {', '.join(extra)} (allowed: {', '.join(props)})"
+    return next((p for key, sub in props.items()
+                 if key in value and (p := check_args(sub, value[key], key))), None)
+
+
+def _array(schema: dict[str, Any], value: Any, where: str) -> str | None:
+    if not isinstance(value, list) or "items" not in schema:
+        return None
+    if len(value) < schema.get("minItems", 0):
+        return f"{where} needs at least {schema['minItems']} item(s)"
+    return next((p for i, item in enumerate(value)
+                 if (p := check_args(schema["items"], item, f"{where}[{i}]"))), None)
+
+
+_CHECKS: tuple[Callable[[dict[str, Any], Any, str], str | None], ...] = (
+    _type, _enum, _bounds, _object, _array)
+"""The schema keywords the tools use, in the order they are checked."""

@@ -48,6 +48,7 @@ from orchestrator.layout import Layout
 from orchestrator.model import Usage
 from orchestrator.procutil import user_environ
 from orchestrator.protocols import RunContext, RunResult
+from orchestrator.transcript import Error, ProfileChosen, RunPaused, SandboxNote, SessionSaved
 
 EXTENSIONS: list[str] = ["orchestrator.mcp.attach:attach"]
 
@@ -71,7 +72,7 @@ class AgentBackend:
             config, profile = profiles.resolve(self.layout.root, self.config, ctx.task.agent)
             model = self.model_for(ctx, config)
         except (BackendError, InvalidInput, ConfigError) as exc:
-            ctx.log.write("error", error=str(exc))
+            ctx.log.write(Error(error=str(exc)))
             return RunResult(ok=False, error=str(exc), retry=False)
         usage = Usage()
         loop: AgentLoop | None = None
@@ -93,9 +94,9 @@ class AgentBackend:
                 capabilities = [stack.enter_context(ext(config, ctx, toolset))
                                 for ext in extensions()]
                 if profile is not None:
-                    ctx.log.write("profile", name=profile.name, model=config.agent.model,
-                                  permission_mode=config.agent.permission_mode,
-                                  dropped=profiles.restrict(toolset, profile))
+                    ctx.log.write(ProfileChosen(name=profile.name, model=config.agent.model,
+                                                permission_mode=config.agent.permission_mode,
+                                                dropped=profiles.restrict(toolset, profile)))
                 sources = PromptSources(ctx.workspace.path,
                                         mcp_capabilities="\n\n".join(c for c in capabilities if c))
                 flow = PermissionFlow(ctx.board, ctx.task.id, ctx.token, ctx.teammate,
@@ -123,7 +124,7 @@ class AgentBackend:
                     return self._failed(ctx, plan_first.NO_PLAN_ERROR, usage, retry=True)
                 return RunResult(ok=True, summary=summary, usage=usage)
         except (BudgetReached, NoProgress) as exc:
-            ctx.log.write("paused", reason=str(exc))
+            ctx.log.write(RunPaused(reason=str(exc)))
             session = self.keep_transcript(ctx, loop)
             return RunResult(ok=False, error=str(exc), usage=usage, paused=str(exc),
                              session_id=session)
@@ -148,8 +149,8 @@ class AgentBackend:
         if not self.resumable or loop is None:
             return None
         session = f"loop-{uuid.uuid4().hex[:12]}"
-        ctx.board.logs.append(_session_log(ctx), "session", session_id=session,
-                              messages=loop.state.messages, feedback=len(ctx.task.feedback))
+        ctx.board.logs.append(_session_log(ctx), SessionSaved(
+            session_id=session, messages=loop.state.messages, feedback=len(ctx.task.feedback)))
         return session
 
     def transcript(self, ctx: RunContext) -> list[dict[str, Any]] | None:
@@ -181,7 +182,7 @@ class AgentBackend:
         return messages
 
     def _failed(self, ctx: RunContext, error: str, usage: Usage, *, retry: bool) -> RunResult:
-        ctx.log.write("error", error=error)
+        ctx.log.write(Error(error=error))
         return RunResult(ok=False, error=error, usage=usage, retry=retry)
 
 
@@ -229,7 +230,7 @@ def build_toolset(config: Config, ctx: RunContext) -> Toolset:
     elif notice:
         notice += "; bash runs unconfined (agent.allow_unsandboxed_bash = true)"
     if notice:
-        ctx.log.write("sandbox", notice=notice)
+        ctx.log.write(SandboxNote(notice=notice))
     env = safe_env({**user_environ(ctx.layout.root), **ctx.workspace.env},
                    config.agent.pass_env)
     tctx = ToolContext(

@@ -44,6 +44,13 @@ from orchestrator.model import Usage
 from orchestrator.process import CANNOT_RUN, run_streamed
 from orchestrator.prompting import last_lines, task_env
 from orchestrator.protocols import RunContext, RunResult
+from orchestrator.transcript import (
+    BackendFinished,
+    BackendStarted,
+    RunPaused,
+    UsageRejected,
+    UsageReported,
+)
 
 
 def locate_command(command: str, start: Path, root: Path) -> tuple[str, str | None]:
@@ -91,7 +98,7 @@ class CommandBackend:
         if not cmd:
             return RunResult(ok=False, retry=False, error="the command backend needs a command "
                              "(--command 'CMD' or team.command in orchestrator.toml)")
-        ctx.log.write("backend_started", backend=self.name, command=cmd)
+        ctx.log.write(BackendStarted(backend=self.name, command=cmd))
         with tempfile.TemporaryDirectory(prefix="orch-usage-") as tmp:
             usage_file = Path(tmp) / "usage.json"
             watch = _UsageWatch(ctx, usage_file)
@@ -101,13 +108,13 @@ class CommandBackend:
             env = {**task_env(ctx), USAGE_FILE_ENV: str(usage_file)}
             with run_env(env, self.config.agent.pass_env, sandbox=box) as (env, box):
                 res = run_streamed(
-                    cmd, cwd=ctx.workspace.path, env=env, log=ctx.log, kind="output",
+                    cmd, cwd=ctx.workspace.path, env=env, log=ctx.log,
                     timeout=ctx.timeout or self.config.team.task_timeout, stop=watch,
                     on_start=ctx.on_process_start, sandbox=box)
             usage = self.reported_usage(ctx, usage_file)
-        ctx.log.write("backend_finished", backend=self.name, exit_code=res.returncode,
-                      seconds=round(res.seconds, 3), output_bytes=res.output_bytes,
-                      result=res.describe())
+        ctx.log.write(BackendFinished(backend=self.name, exit_code=res.returncode,
+                                      seconds=round(res.seconds, 3), output_bytes=res.output_bytes,
+                                      result=res.describe()))
         if watch.reached:  # stopped at its budget while it ran
             return RunResult(ok=False, error=watch.reached, paused=watch.reached, usage=usage)
         if res.stopped:
@@ -129,10 +136,10 @@ class CommandBackend:
             usage = read_usage_file(path)
         except InvalidInput as exc:
             if not quiet:
-                ctx.log.write("usage_rejected", error=str(exc))
+                ctx.log.write(UsageRejected(error=str(exc)))
             return Usage()
         if usage != Usage() and not quiet:
-            ctx.log.write("usage", **msgspec.to_builtins(usage))
+            ctx.log.write(UsageReported(**msgspec.to_builtins(usage)))
         return usage
 
 
@@ -165,6 +172,6 @@ class _UsageWatch(threading.Event):
                                   usage=self.ctx.task.usage.add(usage))
         self.reached = budgets.first_reached(self.limits, usage)
         if self.reached:
-            self.ctx.log.write("paused", reason=self.reached)
+            self.ctx.log.write(RunPaused(reason=self.reached))
         return self.reached is not None
 

@@ -37,6 +37,7 @@ from orchestrator.layout import Layout
 from orchestrator.process import CANNOT_RUN, run_streamed
 from orchestrator.prompting import build_prompt, last_lines, task_env
 from orchestrator.protocols import RunContext, RunResult
+from orchestrator.transcript import BackendFinished, BackendStarted, Error
 
 PRESETS: dict[str, CommandPreset] = {
     "aider": CommandPreset(argv=["aider", "--yes-always", "--no-auto-commits",
@@ -105,22 +106,21 @@ class PresetBackend:
             atomic_write(stdin, prompt.encode())
         line = command_line(preset, prompt, stdin)
         before = worktree_state(ctx.workspace.path)
-        ctx.log.write("backend_started", backend=self.name, argv=preset.argv,
-                      prompt_via=preset.prompt)
+        ctx.log.write(BackendStarted(backend=self.name, argv=preset.argv,
+                                     prompt_via=preset.prompt))
         box = backend_sandbox(self.config, line, [] if stdin is None else [stdin.parent],
                               self.layout.root)
         try:
             with run_env(env, self.config.agent.pass_env, sandbox=box) as (env, box):
                 res = run_streamed(line, cwd=ctx.workspace.path, env=env, log=ctx.log,
-                                   kind="output",
                                    timeout=ctx.timeout or self.config.team.task_timeout,
                                    stop=ctx.stop, on_start=ctx.on_process_start, sandbox=box)
         finally:
             if stdin is not None:
                 stdin.unlink(missing_ok=True)
-        ctx.log.write("backend_finished", backend=self.name, exit_code=res.returncode,
-                      seconds=round(res.seconds, 3), output_bytes=res.output_bytes,
-                      result=res.describe())
+        ctx.log.write(BackendFinished(backend=self.name, exit_code=res.returncode,
+                                      seconds=round(res.seconds, 3), output_bytes=res.output_bytes,
+                                      result=res.describe()))
         if res.stopped:
             return RunResult(ok=False, stopped=True, error="stopped")
         tail = last_lines(res.tail)
@@ -137,7 +137,7 @@ class PresetBackend:
         return self._fail(ctx, f"{self.name} failed: {res.describe()}\n{tail}", retry=True)
 
     def _fail(self, ctx: RunContext, error: str, *, retry: bool) -> RunResult:
-        ctx.log.write("error", error=error)
+        ctx.log.write(Error(error=error))
         return RunResult(ok=False, error=error, retry=retry)
 
 

@@ -23,9 +23,7 @@ from orchestrator.errors import InvalidInput
 from orchestrator.events import redact, secret_values
 from orchestrator.fsutil import append_line
 from orchestrator.layout import Layout
-
-MAX_FIELD_CHARS = 64_000
-"""A single field longer than this is cut (the full text is in a spill file when it matters)."""
+from orchestrator.transcript import LogEntry, record
 
 
 class TaskLog:
@@ -36,14 +34,8 @@ class TaskLog:
         self.actor = actor
         self._secrets = secret_values()
 
-    def write(self, kind: str, **fields: Any) -> None:
-        rec: dict[str, Any] = {"ts": utcnow(), "kind": kind}
-        if self.actor:
-            rec["actor"] = self.actor
-        for k, v in fields.items():
-            if isinstance(v, str) and len(v) > MAX_FIELD_CHARS:
-                v = v[:MAX_FIELD_CHARS] + f"\n… [{len(v) - MAX_FIELD_CHARS} more characters cut]"
-            rec[k] = v
+    def write(self, entry: LogEntry) -> None:
+        rec = {"ts": utcnow(), **record(entry, self.actor)}
         line = redact(json.dumps(rec, default=str, ensure_ascii=False), self._secrets) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         append_line(self.path, line.encode())
@@ -73,9 +65,8 @@ class FileTaskLogs:
     def writer(self, name: str, actor: str | None = None) -> TaskLog:
         return TaskLog(self.layout, name, actor=actor)
 
-    def append(self, name: str, kind: str, /, *, actor: str | None = None,
-               **fields: Any) -> None:
-        self.writer(name, actor).write(kind, **fields)
+    def append(self, name: str, entry: LogEntry, /, *, actor: str | None = None) -> None:
+        self.writer(name, actor).write(entry)
 
     def read(self, name: str) -> Iterator[LogRecord]:
         for rec in read_jsonl(self._path(name)):
@@ -118,7 +109,7 @@ class FileTaskLogs:
 def _parse(raw: bytes) -> dict[str, Any] | None:
     try:
         rec = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         return None
     return rec if isinstance(rec, dict) else None
 

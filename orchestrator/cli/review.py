@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -34,44 +35,15 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
     from orchestrator.cli.table import Piped, Terminal, draw_columns
     from orchestrator.forge import pull_request_cell
 
-    prs = any(row["pull_request"] for row in rows)
-    headers = ["id", "subject", "branch", "commits", "changes", "checks", "spent", "age",
-               *(["pull request"] if prs else [])]
-    columns = [[row["id"] for row in rows], [plain(row["subject"]) for row in rows],
-               [row["branch"] or "" for row in rows], [_str(row["commits"]) for row in rows],
-               [_changes(row["diffstat"]) for row in rows],
-               [_checks(row["checks"]) for row in rows], [row["spent"] for row in rows],
-               [_age(row["age_seconds"]) for row in rows],
-               *([[pull_request_cell(row["pull_request"]) for row in rows]] if prs else [])]
+    columns = _COLUMNS + ([("pull request", lambda row: pull_request_cell(row["pull_request"]))]
+                          if any(row["pull_request"] for row in rows) else [])
     piped = not sys.stdout.isatty()  # piped: one line per row, never wrapped, no styles
     console = Piped(PIPED_WIDTH) if piped else Terminal()
-    lines = [line.rstrip() if piped else line
-             for line in draw_columns(console, headers, columns, [False] * len(headers))]
+    lines = [line.rstrip() if piped else line for line in draw_columns(
+        console, [header for header, _ in columns],
+        [[cell(row) for row in rows] for _, cell in columns], [False] * len(columns))]
     told: set[frozenset[str]] = set()
-    notes: list[str] = []
-    for row in rows:
-        for o in row["overlaps"]:
-            pair = frozenset((row["id"], o["task"]))
-            if pair in told:
-                continue
-            told.add(pair)
-            notes.append(f"{row['id']} and {o['task']} ({o['status']}) both change: "
-                         f"{', '.join(o['files'])}")
-        merge = row["merge"]
-        if merge and merge["conflicts"]:
-            notes.append(f"{row['id']} would conflict with {merge['into']} in: "
-                         f"{', '.join(merge['conflicts'])}")
-        if row.get("error"):
-            notes.append(row["error"])
-        if row.get("stacked_on"):
-            notes.append(f"{row['id']} is stacked on " + ", ".join(
-                f"{s['task']} ({s['status']})" for s in row["stacked_on"])
-                + f": merging it brings their changes too (merge {row['id']} --with-blockers)")
-        notes += [f"{row['id']}: {warning}" for warning in row.get("warnings", [])]
-        land = row.get("land")
-        if land and land["event"] in ("land_rejected", "land_skipped"):
-            what = "rejected" if land["event"] == "land_rejected" else "skipped"
-            notes.append(f"{row['id']} was {what} by land: {land.get('reason')}")
+    notes = [note for row in rows for note in _notes(row, told)]
     page_lines(console, lines + [plain(f"! {note}") for note in notes])
 
 
@@ -289,10 +261,6 @@ def resume(
         typer.echo(f"{task.id} is {task.status} again")
 
 
-def _str(value: Any) -> str:
-    return "" if value is None else str(value)
-
-
 def _changes(stat: dict[str, Any] | None) -> str:
     if not stat:
         return "?"
@@ -314,3 +282,42 @@ def _age(seconds: float | None) -> str:
         if s >= size:
             return f"{s // size}{unit}"
     return f"{s}s"
+
+
+_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+    ("id", lambda row: row["id"]),
+    ("subject", lambda row: plain(row["subject"])),
+    ("branch", lambda row: row["branch"] or ""),
+    ("commits", lambda row: "" if row["commits"] is None else str(row["commits"])),
+    ("changes", lambda row: _changes(row["diffstat"])),
+    ("checks", lambda row: _checks(row["checks"])),
+    ("spent", lambda row: row["spent"]),
+    ("age", lambda row: _age(row["age_seconds"])),
+]
+"""The review table: each column's header and how a row of `review_rows` fills it."""
+_LANDED = {"land_rejected": "rejected", "land_skipped": "skipped"}
+
+
+def _notes(row: dict[str, Any], told: set[frozenset[str]]) -> list[str]:
+    """What a reviewer should know of a row beyond its cells: overlaps (each pair once,
+    ``told`` holds those said), a conflict, an error, unmerged blockers, warnings, and
+    what land said of it."""
+    tid, notes = row["id"], []
+    for o in row["overlaps"]:
+        if (pair := frozenset((tid, o["task"]))) not in told:
+            told.add(pair)
+            notes.append(f"{tid} and {o['task']} ({o['status']}) both change: "
+                         f"{', '.join(o['files'])}")
+    if (merge := row["merge"]) and merge["conflicts"]:
+        notes.append(f"{tid} would conflict with {merge['into']} in: "
+                     f"{', '.join(merge['conflicts'])}")
+    if row.get("error"):
+        notes.append(row["error"])
+    if row.get("stacked_on"):
+        notes.append(f"{tid} is stacked on " + ", ".join(
+            f"{s['task']} ({s['status']})" for s in row["stacked_on"])
+            + f": merging it brings their changes too (merge {tid} --with-blockers)")
+    notes += [f"{tid}: {warning}" for warning in row.get("warnings", [])]
+    if (land := row.get("land")) and land["event"] in _LANDED:
+        notes.append(f"{tid} was {_LANDED[land['event']]} by land: {land.get('reason')}")
+    return notes

@@ -251,32 +251,41 @@ _WORD = re.compile(r"\s*\S+\s*")
 def _row(console: Screen, cells: Sequence[Cell], texts: Sequence[str], widths: list[int],
          no_wrap: Sequence[bool], render: _Render | None, header: bool = False
          ) -> Iterator[str]:
-    if render is None and all(t.isascii() and "\n" not in t and "\t" not in t and len(t) <= w
-                              for t, w in zip(texts, widths, strict=True)):
+    if render is None and all(map(_fits, texts, widths)):
         yield _JOIN.join(t.ljust(w) for t, w in zip(texts, widths, strict=True))
         return  # the common case: one plain line, every cell fits
     columns = [_lines(console, t, w, nw) for t, w, nw in zip(texts, widths, no_wrap, strict=True)]
     height = max(len(c) for c in columns)
     if header:  # rich aligns header cells to the bottom
         columns = [[""] * (height - len(c)) + c for c in columns]
-    if render is None:
-        for k in range(height):
-            yield _JOIN.join(_pad(c[k] if k < len(c) else "", w)
-                             for c, w in zip(columns, widths, strict=True))
-        return
-    last = len(widths) - 1
+    wrapped = [len(c) > 1 for c in columns]
     for k in range(height):
-        line = []
-        for i, (cell, lines, width) in enumerate(zip(cells, columns, widths, strict=True)):
-            text = lines[k] if k < len(lines) else ""
-            pad = _pad("", width - cell_len(text)) + (_JOIN if i < last else "")
-            if header:
-                line.append(render(text + pad, "bold"))
-            elif isinstance(cell, str) or len(lines) > 1 or text != cell_text(cell):
-                line.append(text + pad)  # a plain cell, or a styled one that had to be cut
-            else:
-                line.append("".join(render(t, s) for t, s in cell) + pad)
-        yield "".join(line)
+        line = [c[k] if k < len(c) else "" for c in columns]
+        yield _JOIN.join(map(_pad, line, widths)) if render is None else \
+            _styled(cells, line, wrapped, widths, render, header)
+
+
+def _fits(text: str, width: int) -> bool:
+    """Whether ``text`` shows as it is in ``width`` cells: one line of ASCII, no tab."""
+    return text.isascii() and "\n" not in text and "\t" not in text and len(text) <= width
+
+
+def _styled(cells: Sequence[Cell], texts: list[str], wrapped: list[bool], widths: list[int],
+            render: _Render, header: bool) -> str:
+    """One line of a row in its styles: ``texts`` (this line of each cell) padded to
+    ``widths``; a cell ``wrapped`` over lines, or cut, loses its styles."""
+    last = len(widths) - 1
+    line = []
+    for i, (cell, text, cut, width) in enumerate(zip(cells, texts, wrapped, widths,
+                                                     strict=True)):
+        pad = _pad("", width - cell_len(text)) + (_JOIN if i < last else "")
+        if header:
+            line.append(render(text + pad, "bold"))
+        elif isinstance(cell, str) or cut or text != cell_text(cell):
+            line.append(text + pad)  # a plain cell, or a styled one that had to be cut
+        else:
+            line.append("".join(render(t, s) for t, s in cell) + pad)
+    return "".join(line)
 
 
 _JOIN = " " * GAP

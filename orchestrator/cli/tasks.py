@@ -11,7 +11,7 @@ import json
 import sys
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.agent.todos import progress, render
 from orchestrator.board import open_board
@@ -21,6 +21,9 @@ from orchestrator.controlplane import ControlPlane
 from orchestrator.model import Budget, ForgeLink, Status, Task, Usage
 from orchestrator.record import to_dict
 from orchestrator.repo import open_repo, to_jsonable
+
+if TYPE_CHECKING:
+    from orchestrator.cli.table import Cell
 
 STATUS_STYLE = {
     Status.PENDING: "yellow", Status.IN_PROGRESS: "cyan", Status.REVIEW: "magenta",
@@ -104,10 +107,36 @@ def list_tasks(status: list[Status] | None = None, repo: Path | None = None,
     if not tasks:
         echo("no tasks" + (f" in {', '.join(status)}" if status else ""))
         return
-    from orchestrator.cli.table import Cell, Piped, Terminal, draw_columns
+    from orchestrator.cli.table import Piped, Terminal, draw_columns
 
     piped = not sys.stdout.isatty()  # piped: one line per row, never wrapped, no styles
-    # column by column, each a comprehension: a board of 50,000 tasks makes 300,000 cells
+    columns = _columns(tasks, problems, piped)
+    console = Piped(PIPED_WIDTH) if piped else Terminal()
+    drawn = draw_columns(console, [h for h, _ in columns], [c for _, c in columns],
+                         [h == "status" for h, _ in columns])
+    lines = list(map(str.rstrip, drawn) if piped else drawn)
+    # problems of the tasks shown, and (unfiltered) of task files too broken to list at all
+    ids = {t.id for t in tasks}
+    shown = ids | (set() if status else set(problems) - ids)
+    lines += [plain(f"! {tid}: {problems[tid]}") for tid in sorted(set(problems) & shown)]
+    page_lines(console, lines)
+
+
+def _columns(tasks: list[Task], problems: dict[str, str],
+             piped: bool) -> list[tuple[str, list[Cell]]]:
+    """The table of `list_tasks`, each column with its header. Column by column, each a
+    comprehension: a board of 50,000 tasks makes 300,000 cells."""
+    return [("id", [t.id for t in tasks]), ("status", _states(tasks, problems, piped)),
+            ("pri", [str(t.priority) for t in tasks]),
+            ("subject", [plain(t.subject) for t in tasks]),
+            ("owner", [t.owner or "" for t in tasks]),
+            ("blocked by", [", ".join(t.blocked_by) if t.blocked_by else "" for t in tasks]),
+            *_optional_columns(tasks)]
+
+
+def _states(tasks: list[Task], problems: dict[str, str], piped: bool) -> list[Cell]:
+    """The status column: each status in its style, with a mark for a task's problem and
+    what it waits for."""
     states: list[Cell] = [t.status._value_ for t in tasks] if piped else \
         [_STATE_CELLS[t.status] for t in tasks]  # `.value` is a descriptor call per row
     for i, t in enumerate(tasks):
@@ -119,32 +148,24 @@ def list_tasks(status: list[Status] | None = None, repo: Path | None = None,
             if t.wait:
                 segments += [(" ", None), (f"(waiting: {t.wait.label})", "yellow")]
             states[i] = tuple(segments)
-    columns: list[list[Cell]] = [
-        [t.id for t in tasks], states, [str(t.priority) for t in tasks],
-        [plain(t.subject) for t in tasks], [t.owner or "" for t in tasks],
-        [", ".join(t.blocked_by) if t.blocked_by else "" for t in tasks]]
-    headers = ["id", "status", "pri", "subject", "owner", "blocked by"]
+    return states
+
+
+def _optional_columns(tasks: list[Task]) -> list[tuple[str, list[Cell]]]:
+    """The columns shown when some task has something in them: spent, todo, pull request."""
+    columns: list[tuple[str, list[Cell]]] = []
     nothing, no_limit = Usage(), Budget()
     if any(map(nothing.__ne__, map(_USAGE, tasks))) or \
             any(map(no_limit.__ne__, map(_BUDGET, tasks))):
-        headers.append("spent")
-        columns.append([describe(t.budget, t.usage) for t in tasks])
+        columns.append(("spent", [describe(t.budget, t.usage) for t in tasks]))
     if any(map(_TODOS, tasks)):
-        headers.append("todo")
-        columns.append([progress(t.todos) for t in tasks])
+        columns.append(("todo", [progress(t.todos) for t in tasks]))
     if any(t.forge is not None and t.forge.pr is not None for t in tasks):
         from orchestrator.forge import pull_request, pull_request_cell
 
-        headers.append("pull request")
-        columns.append([pull_request_cell(pull_request(t.forge)) for t in tasks])
-    console = Piped(PIPED_WIDTH) if piped else Terminal()
-    drawn = draw_columns(console, headers, columns, [h == "status" for h in headers])
-    lines = list(map(str.rstrip, drawn) if piped else drawn)
-    # problems of the tasks shown, and (unfiltered) of task files too broken to list at all
-    ids = set(columns[0])
-    shown = ids | (set() if status else set(problems) - ids)
-    lines += [plain(f"! {tid}: {problems[tid]}") for tid in sorted(set(problems) & shown)]
-    page_lines(console, lines)
+        columns.append(("pull request", [pull_request_cell(pull_request(t.forge))
+                                         for t in tasks]))
+    return columns
 
 
 def _show_forge(link: ForgeLink) -> None:

@@ -18,6 +18,7 @@ from orchestrator.agent.toolset import Toolset
 from orchestrator.config import Config
 from orchestrator.mcp.client import McpClientManager
 from orchestrator.protocols import RunContext
+from orchestrator.transcript import Mcp
 
 
 @contextlib.contextmanager
@@ -30,12 +31,12 @@ def attach(config: Config, ctx: RunContext, toolset: Toolset) -> Iterator[str]:
             toolset.add(tool)
         for row in manager.status():
             if row["state"] != "connected":
-                ctx.log.write("mcp", server=row["server"], state=row["state"],
-                              error=row["error"])
+                ctx.log.write(Mcp(server=row["server"], state=row["state"],
+                                  error=row["error"]))
                 ctx.board.events.emit("mcp_server_failed", ctx.task.id, actor=ctx.teammate,
                                       server=row["server"], error=row["error"])
         for note in manager.naming_notes:
-            ctx.log.write("mcp", note=note)
+            ctx.log.write(Mcp(note=note))
         yield manager.capabilities_text()
     finally:
         manager.close()

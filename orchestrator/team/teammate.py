@@ -62,6 +62,7 @@ from orchestrator.team.commit import commit_leftovers, idle_maintenance
 from orchestrator.team.mailbox import read_new
 from orchestrator.team.pushing import Pushes, WorktreeWatch
 from orchestrator.team.wake import COLD_SIGNAL, Wake, Waker
+from orchestrator.transcript import Abandoned, ChecksRetry, Commit, CommitRefused, Error, RunPaused
 from orchestrator.worktree.remote import Remote
 
 if TYPE_CHECKING:  # imported when the teammate runs (see `run`), not at start-up
@@ -329,7 +330,7 @@ class Teammate:
                 raise MachineFault(fault) from exc
             # a run error: record it on the task, keep serving
             self.log.exception("task error", task=task.id)
-            tlog.write("error", error=f"{type(exc).__name__}: {exc}")
+            tlog.write(Error(error=f"{type(exc).__name__}: {exc}"))
             if not claim.lost:
                 with contextlib.suppress(LeaseLost):  # marks the claim lost
                     self.fail(claim, f"{type(exc).__name__}: {exc}")
@@ -340,7 +341,7 @@ class Teammate:
             why = ("cancelled" if beat.cancelled
                    else "lease lost (another teammate owns the task now)")
             self.log.warning("task abandoned", task=task.id, reason=why)
-            tlog.write("abandoned", reason=why)
+            tlog.write(Abandoned(reason=why))
             self.board.events.emit("task_abandoned", task.id, actor=self.name, token=token,
                                    reason="cancelled" if beat.cancelled else "lease lost")
 
@@ -442,13 +443,13 @@ class Teammate:
         try:
             sha = commit_leftovers(ws.path, task, self.name, ws.base_commit)
         except SecretLeak as exc:  # shown on the task; a retry may take the value out
-            ctx.log.write("commit_refused", reason=str(exc))
+            ctx.log.write(CommitRefused(reason=str(exc)))
             raise Failed(str(exc)) from exc
         if sha:
             self.committed = True
             self.board.events.emit("commit", task.id, actor=self.name, sha=sha,
                                    branch=ws.branch)
-            ctx.log.write("commit", sha=sha)
+            ctx.log.write(Commit(sha=sha))
         elif task.expect_changes and _unchanged(ws.path, task):
             raise Failed("the agent changed nothing: no commit and no change in the "
                          "worktree (a task that may rightly change nothing says "
@@ -490,7 +491,7 @@ class Teammate:
         self.log.warning("checks failed; back to the agent with their output",
                          task=task.id, result=checks["result"],
                          round=f"{check_round + 1}/{self.config.checks.retries}")
-        ctx.log.write("checks_retry", round=check_round + 1, of=self.config.checks.retries)
+        ctx.log.write(ChecksRetry(round=check_round + 1, of=self.config.checks.retries))
         ctx.task = claim.update(checks=checks, error=error, **fields)
         return False
 
@@ -592,7 +593,7 @@ class Teammate:
         event = "budget_reached" if reason.startswith("budget:") else "no_progress"
         self.board.events.emit(event, task.id, actor=self.name, reason=reason, wip=sha,
                                spent=budget.describe(done.budget, done.usage))
-        tlog.write("paused", reason=reason, commit=sha)
+        tlog.write(RunPaused(reason=reason, commit=sha))
         self.log.info("paused for a person", task=task.id, reason=reason)
 
 

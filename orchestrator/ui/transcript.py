@@ -6,6 +6,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from orchestrator.transcript import (
+    Output,
+    ToolCall,
+    ToolReturned,
+    TurnResponse,
+    VerifyFinished,
+    parse,
+)
+
 MAX_TEXT = 4000
 
 
@@ -13,29 +22,29 @@ def entry(rec: dict[str, Any]) -> dict[str, str]:
     """``{ts, kind, actor, title, text}`` for one record; every value a string."""
     kind = str(rec.get("kind", "?"))
     title, text = kind, ""
-    if kind == "response":
-        parts = []
-        for block in rec.get("content") or []:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
-            elif block.get("type") == "tool_use":
-                parts.append(f"→ {block.get('name')}({_json(block.get('input'))})")
-        title, text = "assistant", "\n".join(parts)
-    elif kind == "tool_call":
-        title, text = f"tool call: {rec.get('name')}", _json(rec.get("input"))
-    elif kind == "tool_result":
-        title = f"result of {rec.get('name')}" + (" (error)" if rec.get("is_error") else "")
-        text = _content(rec.get("content"))
-    elif kind in ("output", "verify_output"):
-        text = str(rec.get("text", ""))
-    elif kind == "verify_finished":
-        title = "checks " + ("passed" if rec.get("passed") else "failed")
-        text = str(rec.get("result", ""))
-    else:
-        rest = {k: v for k, v in rec.items() if k not in ("ts", "kind", "actor")}
-        text = _json(rest) if rest else ""
+    match parse(rec):
+        case TurnResponse(content=content):
+            parts = []
+            for block in content:
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "text":
+                    parts.append(str(block.get("text", "")))
+                elif block.get("type") == "tool_use":
+                    parts.append(f"→ {block.get('name')}({_json(block.get('input'))})")
+            title, text = "assistant", "\n".join(parts)
+        case ToolCall(name=name, input=args):
+            title, text = f"tool call: {name}", _json(args)
+        case ToolReturned(name=name, content=content, is_error=is_error):
+            title = f"result of {name}" + (" (error)" if is_error else "")
+            text = _content(content)
+        case Output(text=text):
+            pass
+        case VerifyFinished(passed=passed, result=result):
+            title, text = "checks " + ("passed" if passed else "failed"), result
+        case _:
+            rest = {k: v for k, v in rec.items() if k not in ("ts", "kind", "actor")}
+            text = _json(rest) if rest else ""
     if len(text) > MAX_TEXT:
         text = text[:MAX_TEXT] + f"\n… ({len(text) - MAX_TEXT} more characters: "\
                                  "orchestrator logs shows all)"

@@ -49,6 +49,7 @@ from orchestrator.model import Task
 from orchestrator.procutil import busy_reason
 from orchestrator.protocols import Workspace
 from orchestrator.record import to_dict, to_json
+from orchestrator.transcript import IsolationHook
 from orchestrator.worktree import reconcile as housekeeping
 from orchestrator.worktree import shared
 from orchestrator.worktree.lock import RepoLock
@@ -330,7 +331,7 @@ class HookIsolation:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
         self.plane.logs.writer(task.id, "hooks").write(
-            "isolation_hook", command=cmd, exit=code, stdout=out[-4000:], stderr=err[-4000:])
+            IsolationHook(command=cmd, exit=code, stdout=out[-4000:], stderr=err[-4000:]))
         return code, out, err
 
     # --- safety -------------------------------------------------------------------

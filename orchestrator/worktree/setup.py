@@ -28,6 +28,7 @@ from orchestrator.git import Git
 from orchestrator.procutil import user_environ
 from orchestrator.protocols import TaskLogger
 from orchestrator.secrets import safe_env
+from orchestrator.transcript import Setup
 from orchestrator.worktree.lock import RepoLock
 
 if TYPE_CHECKING:
@@ -136,7 +137,7 @@ def run_setup(commands: Sequence[str], cwd: Path, env: Mapping[str, str], timeou
                 proc.wait()
             out.seek(0)
             output = out.read()
-        log.write("setup", command=cmd, exit=code, timed_out=code is None, output=output)
+        log.write(Setup(command=cmd, exit=code, timed_out=code is None, output=output))
         if code is None:
             raise RunError(f"setup command timed out after {timeout:g}s: {cmd}", task=task_id)
         if code != 0:

@@ -10,6 +10,7 @@ import pytest
 
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import InvalidInput, NotFound
+from orchestrator.transcript import Commit, Output, ToolCall, VerifyFinished
 from tests.conformance.boards import Spec
 from tests.conformance.conftest import finish, start_worker
 
@@ -43,14 +44,14 @@ def test_bad_mailbox_names_are_refused(plane: ControlPlane, bad: str) -> None:
 def test_task_logs_append_read_follow(plane: ControlPlane, opener: Opener) -> None:
     assert not plane.logs.exists("task_001") and list(plane.logs.read("task_001")) == []
     w = plane.logs.writer("task_001", actor="alice")
-    w.write("turn", text="x" * 100)
-    plane.logs.append("task_001", "commit", sha="abc")
-    plane.logs.append("task_001.sub-1", "turn", text="sub")
+    w.write(Output(text="x" * 100))
+    plane.logs.append("task_001", Commit(sha="abc"))
+    plane.logs.append("task_001.sub-1", Output(text="sub"))
     # a record's fields may use any key, the log's own parameter names too (a tool call's name)
-    w.write("tool_call", name="bash", id="t1")
-    plane.logs.append("task_001.sub-1", "tool_call", name="read")
+    w.write(ToolCall(name="bash", id="t1", input={}))
+    plane.logs.append("task_001.sub-1", ToolCall(name="read", id="t2", input={}))
     recs = list(opener("other").logs.read("task_001"))
-    assert [(r.kind, r.actor) for r in recs] == [("turn", "alice"), ("commit", None),
+    assert [(r.kind, r.actor) for r in recs] == [("output", "alice"), ("commit", None),
                                                  ("tool_call", "alice")]
     assert recs[2]["name"] == "bash" and recs[2]["id"] == "t1"
     assert [r.get("name") for r in plane.logs.read("task_001.sub-1")] == [None, "read"]
@@ -67,11 +68,11 @@ def test_task_logs_append_read_follow(plane: ControlPlane, opener: Opener) -> No
 
     t = threading.Thread(target=follow)
     t.start()
-    opener("again").logs.append("task_001", "checks", passed=True)
+    opener("again").logs.append("task_001", VerifyFinished(passed=True, result="ok", seconds=1))
     t.join(20)
-    assert not t.is_alive() and seen == ["turn", "commit", "tool_call", "checks"]
+    assert not t.is_alive() and seen == ["output", "commit", "tool_call", "verify_finished"]
     with pytest.raises(InvalidInput):
-        plane.logs.append("../escape", "x")
+        plane.logs.append("../escape", Commit(sha="x"))
 
 
 def test_teammate_status_publish_get_all_remove(plane: ControlPlane, opener: Opener) -> None:

@@ -25,7 +25,7 @@ from orchestrator.agent.tools.common import PathTool, obj, prop, write_file
 
 CELL_TYPES = ("code", "markdown", "raw")
 MODES = ("replace", "insert", "delete")
-CELL_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+CELL_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class NotebookError(Exception):
@@ -95,31 +95,42 @@ def validate(nb: Any) -> None:
                             f"(this one says nbformat {nb.get('nbformat')!r})")
     if not isinstance(nb.get("metadata"), dict):
         raise NotebookError("not a notebook: 'metadata' must be an object")
-    ids = set()
+    ids: set[str] = set()
     for i, cell in enumerate(nb["cells"]):
-        where = f"cell {i}"
-        if not isinstance(cell, dict) or cell.get("cell_type") not in CELL_TYPES:
-            raise NotebookError(f"{where}: cell_type must be one of {', '.join(CELL_TYPES)}")
-        if not isinstance(cell.get("metadata"), dict):
-            raise NotebookError(f"{where}: 'metadata' must be an object")
-        source = cell.get("source")
-        if not isinstance(source, str) and not (
-                isinstance(source, list) and all(isinstance(s, str) for s in source)):
-            raise NotebookError(f"{where}: 'source' must be a string or a list of strings")
-        if cell["cell_type"] == "code":
-            if not isinstance(cell.get("outputs"), list):
-                raise NotebookError(f"{where}: a code cell needs an 'outputs' list")
-            count = cell.get("execution_count", "missing")
-            if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
-                raise NotebookError(f"{where}: 'execution_count' must be an integer or null")
-        elif "outputs" in cell or "execution_count" in cell:
-            raise NotebookError(f"{where}: a {cell['cell_type']} cell has no outputs")
-        if nb["nbformat_minor"] >= 5:
-            cid = cell.get("id")
-            if not isinstance(cid, str) or not CELL_ID_RE.match(cid) or cid in ids:
-                raise NotebookError(f"{where}: nbformat 4.5+ needs a unique id of 1-64 "
-                                    f"letters, digits, - or _ (got {cid!r})")
-            ids.add(cid)
+        problem = _cell_problem(cell)
+        if problem is None and nb["nbformat_minor"] >= 5:
+            problem = _id_problem(cell.get("id"), ids)
+        if problem is not None:
+            raise NotebookError(f"cell {i}: {problem}")
+
+
+def _cell_problem(cell: Any) -> str | None:
+    if not isinstance(cell, dict) or cell.get("cell_type") not in CELL_TYPES:
+        return f"cell_type must be one of {', '.join(CELL_TYPES)}"
+    if not isinstance(cell.get("metadata"), dict):
+        return "'metadata' must be an object"
+    source = cell.get("source")
+    if not isinstance(source, str) and not (
+            isinstance(source, list) and all(isinstance(s, str) for s in source)):
+        return "'source' must be a string or a list of strings"
+    if cell["cell_type"] != "code":
+        has_outputs = "outputs" in cell or "execution_count" in cell
+        return f"a {cell['cell_type']} cell has no outputs" if has_outputs else None
+    if not isinstance(cell.get("outputs"), list):
+        return "a code cell needs an 'outputs' list"
+    count = cell.get("execution_count", "missing")
+    if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
+        return "'execution_count' must be an integer or null"
+    return None
+
+
+def _id_problem(cid: Any, ids: set[str]) -> str | None:
+    """nbformat 4.5+: every cell has a unique id (added to ``ids``)."""
+    if not isinstance(cid, str) or not CELL_ID_RE.fullmatch(cid) or cid in ids:
+        return (f"nbformat 4.5+ needs a unique id of 1-64 letters, digits, - or _ "
+                f"(got {cid!r})")
+    ids.add(cid)
+    return None
 
 
 def edit(nb: dict[str, Any], args: dict[str, Any]) -> str:

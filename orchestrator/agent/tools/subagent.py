@@ -47,6 +47,7 @@ from orchestrator.config import Config
 from orchestrator.controlplane import TaskLogger, TaskLogs
 from orchestrator.errors import BackendError, ConfigError, OrchestratorError
 from orchestrator.profiles import load_profiles
+from orchestrator.transcript import Subagent
 
 MAX_DEPTH = 2
 """The task's agent is depth 0; its sub-agents 1, theirs 2, and no deeper."""
@@ -205,9 +206,9 @@ class AgentTool:
         node.loop = AgentLoop(root.model, toolset, prompt, log, limits=limits,
                               max_tokens=root.max_tokens, stop=root.stop, ask=root.ask,
                               on_usage=live)
-        above.log.write("subagent", transcript=f"{log_name}.jsonl", depth=self.depth + 1,
-                        description=args.get("description", ""), agent=args.get("agent"),
-                        tools=toolset.names())
+        above.log.write(Subagent(transcript=f"{log_name}.jsonl", depth=self.depth + 1,
+                                 description=args.get("description", ""), agent=args.get("agent"),
+                                 tools=toolset.names()))
         try:
             answer = node.loop.run()
         except (LimitExceeded, Stopped) as exc:

@@ -67,6 +67,7 @@ from orchestrator.layout import Layout
 from orchestrator.model import Usage
 from orchestrator.prompting import task_env
 from orchestrator.protocols import RunContext, RunResult
+from orchestrator.transcript import Error
 
 __all__ = [
     "ClaudeCodeBackend",
@@ -119,5 +120,5 @@ class ClaudeCodeBackend:
 
     def _fail(self, ctx: RunContext, error: str, *, retry: bool,
               usage: Usage | None = None) -> RunResult:
-        ctx.log.write("error", error=error)
+        ctx.log.write(Error(error=error))
         return RunResult(ok=False, error=error, retry=retry, usage=usage or Usage())

@@ -30,6 +30,14 @@ from orchestrator.model import Task, Usage
 from orchestrator.process import ProcResult, run_streamed
 from orchestrator.prompting import build_prompt, last_failure
 from orchestrator.protocols import RunContext, RunResult
+from orchestrator.transcript import (
+    BackendFinished,
+    BackendStarted,
+    Error,
+    MessagesDelivered,
+    Permissions,
+    ResumeFailed,
+)
 
 INSTALL_HINT = "npm install -g @anthropic-ai/claude-code, or set claude_code.binary"
 
@@ -126,7 +134,7 @@ class Session:
         for round_no in range(rounds + 1):
             stream, proc = self.once(prompt, session)
             if session and not stream.started and _lost_session(stream):
-                ctx.log.write("resume_failed", session_id=session, error=stream.error())
+                ctx.log.write(ResumeFailed(session_id=session, error=stream.error()))
                 session, prompt = None, build_prompt(ctx.task)
                 stream, proc = self.once(prompt, None)
             while stream.note and stream.session_id and not ctx.stop.is_set():
@@ -145,7 +153,7 @@ class Session:
             if not denials:
                 news = inbox.new()  # messages sent during the turn: resume with them
                 if news and stream.session_id and not ctx.stop.is_set():
-                    ctx.log.write("messages_delivered", text=news)
+                    ctx.log.write(MessagesDelivered(text=news))
                     session, prompt = stream.session_id, delivery.as_prompt(news)
                     continue
                 break
@@ -183,8 +191,8 @@ class Session:
                 stream.stop_for(reason)
 
         stream = ClaudeStream(ctx, on_usage=live, watch=self.watch, halt=_Halt(ctx.stop))
-        ctx.log.write("backend_started", backend="claude-code", argv=argv[1:],
-                      resume=session, config_dir=str(self.cdir))
+        ctx.log.write(BackendStarted(backend="claude-code", argv=argv[1:],
+                                     resume=session, config_dir=str(self.cdir)))
         res = run_streamed(
             f"{shlex.join(argv)} < {shlex.quote(str(prompt_file))}", cwd=ctx.workspace.path,
             env=self.env, log=stream, timeout=ctx.timeout or self.config.team.task_timeout,
@@ -192,8 +200,8 @@ class Session:
             sandbox=self.sandbox)
         stream.close()
         prompt_file.unlink(missing_ok=True)
-        ctx.log.write("backend_finished", backend="claude-code", result=res.describe(),
-                      seconds=round(res.seconds, 3), session_id=stream.session_id)
+        ctx.log.write(BackendFinished(backend="claude-code", result=res.describe(),
+                                      seconds=round(res.seconds, 3), session_id=stream.session_id))
         return stream, res
 
     def failure(self, stream: ClaudeStream, res: ProcResult) -> RunResult | None:
@@ -220,7 +228,7 @@ class Session:
             error, retry = f"Claude Code failed: {stream.error()}", True
         else:
             return None
-        self.ctx.log.write("error", error=error)
+        self.ctx.log.write(Error(error=error))
         return RunResult(ok=False, error=error.strip(), retry=retry, usage=self.spent,
                          session_id=stream.session_id)
 
@@ -248,7 +256,7 @@ class Session:
                 approved.append(d.rule)
             else:
                 refused.append(f"{d.rule}" + (f": {answer.message}" if answer.message else ""))
-        ctx.log.write("permissions", approved=approved, refused=refused)
+        ctx.log.write(Permissions(approved=approved, refused=refused))
         if not approved:
             return None
         lines = ["The lead approved what was denied before; do it now and continue the task.",

@@ -14,6 +14,14 @@ from orchestrator.agent.paths import shown
 from orchestrator.agent.progress import Call, NoProgress, ProgressWatch
 from orchestrator.model import Usage
 from orchestrator.protocols import RunContext
+from orchestrator.transcript import (
+    ClaudeCode,
+    Error,
+    LogEntry,
+    NoProgressWarning,
+    Output,
+    RunPaused,
+)
 
 FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path",
               "NotebookEdit": "notebook_path"}
@@ -97,8 +105,8 @@ class ClaudeStream:
         return [Denial(str(d.get("tool_name")), d.get("tool_input") or {})
                 for d in raw if isinstance(d, dict)]
 
-    def write(self, kind: str, **fields: Any) -> None:
-        self._pending += str(fields.get("text", ""))
+    def write(self, entry: LogEntry) -> None:
+        self._pending += entry.text if isinstance(entry, Output) else ""
         *lines, self._pending = self._pending.split("\n")
         for line in lines:
             self.feed(line)
@@ -118,13 +126,13 @@ class ClaudeStream:
             msg = None
         if not isinstance(msg, dict):
             self.other = [*self.other[-19:], line]
-            self.ctx.log.write("output", text=line)
+            self.ctx.log.write(Output(text=line))
             return
-        self.ctx.log.write("claude_code", message=_clip(msg))
+        self.ctx.log.write(ClaudeCode(message=_clip(msg)))
         try:
             self.handle(msg)
         except Exception as exc:  # never stop draining the pipe: Claude Code would block
-            self.ctx.log.write("error", error=f"stream handling: {type(exc).__name__}: {exc}")
+            self.ctx.log.write(Error(error=f"stream handling: {type(exc).__name__}: {exc}"))
 
     def handle(self, msg: dict[str, Any]) -> None:
         kind = msg.get("type")
@@ -167,7 +175,7 @@ class ClaudeStream:
             self.stop_for(str(exc))
             return
         if note:
-            self.ctx.log.write("no_progress_warning", note=note)
+            self.ctx.log.write(NoProgressWarning(note=note))
             self.note = note
             self.halt.set()  # resumed at once with the note as the prompt
 
@@ -175,7 +183,7 @@ class ClaudeStream:
         """End the run now and let the task wait for a person with ``reason``."""
         if self.paused is None:
             self.paused = reason
-            self.ctx.log.write("paused", reason=reason)
+            self.ctx.log.write(RunPaused(reason=reason))
         self.halt.set()
 
     def _tool_use(self, block: dict[str, Any]) -> None:

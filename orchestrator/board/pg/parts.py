@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.board.mailboxes import check_name
 from orchestrator.board.pg.db import NO_WAIT, Database, Listener, jsonb
-from orchestrator.board.tasklogs import MAX_FIELD_CHARS, check_log_name
+from orchestrator.board.tasklogs import check_log_name
 from orchestrator.controlplane import (
     Answer,
     Event,
@@ -33,6 +33,7 @@ from orchestrator.errors import Conflict, InvalidInput, NotFound
 from orchestrator.events import redact, secret_values
 from orchestrator.fsutil import append_line
 from orchestrator.model import format_task_id
+from orchestrator.transcript import LogEntry, record
 
 if TYPE_CHECKING:
     from orchestrator.board.pg.db import Cursor
@@ -259,8 +260,8 @@ class PgLogWriter:
         self.name = name
         self.actor = actor
 
-    def write(self, kind: str, **fields: Any) -> None:
-        self.logs.insert(self.name, kind, self.actor, fields)
+    def write(self, entry: LogEntry) -> None:
+        self.logs.insert(self.name, entry, self.actor)
 
 
 class PgTaskLogs:
@@ -273,21 +274,12 @@ class PgTaskLogs:
     def writer(self, name: str, actor: str | None = None) -> PgLogWriter:
         return PgLogWriter(self, check_log_name(name), actor)
 
-    def append(self, name: str, kind: str, /, *, actor: str | None = None,
-               **fields: Any) -> None:
-        self.insert(name, kind, actor, fields)
+    def append(self, name: str, entry: LogEntry, /, *, actor: str | None = None) -> None:
+        self.insert(name, entry, actor)
 
-    def insert(self, name: str, kind: str, actor: str | None, fields: dict[str, Any]) -> None:
-        """One record; ``fields`` may hold any key (a tool call's ``name`` too)."""
+    def insert(self, name: str, entry: LogEntry, actor: str | None) -> None:
         check_log_name(name)
-        rec: dict[str, Any] = {"kind": kind}
-        if actor:
-            rec["actor"] = actor
-        for k, v in fields.items():
-            if isinstance(v, str) and len(v) > MAX_FIELD_CHARS:
-                v = v[:MAX_FIELD_CHARS] + f"\n… [{len(v) - MAX_FIELD_CHARS} more characters cut]"
-            rec[k] = v
-        data = jsonb(masked(rec, self.secrets))
+        data = jsonb(masked(record(entry, actor), self.secrets))
         self.db.hint(lambda cur: cur.execute(
             f"INSERT INTO task_logs (task, data) SELECT %s, %s FROM {NO_WAIT}", (name, data)))
 
