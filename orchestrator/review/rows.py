@@ -23,7 +23,7 @@ from orchestrator.errors import GitError
 from orchestrator.forge import pull_request
 from orchestrator.git import Git
 from orchestrator.layout import Layout
-from orchestrator.model import Status, Task, task_number
+from orchestrator.model import CheckResult, Status, Task, task_number
 from orchestrator.review.cache import PairCache, dumps, loads
 from orchestrator.review.common import using_board
 from orchestrator.review.control import control_changes, describe_control
@@ -352,11 +352,12 @@ def _row(task: Task, now: float) -> dict[str, Any]:
     }
 
 
-def _checks(checks: dict[str, Any] | None) -> dict[str, Any] | None:
+def _checks(checks: CheckResult | None) -> dict[str, Any] | None:
     """The verification result without its output (``orchestrator logs ID`` has that)."""
-    if not checks:
+    if checks is None:
         return None
-    return {k: checks.get(k) for k in ("passed", "result", "command", "seconds", "at")}
+    return {"passed": checks.passed, "result": checks.result, "command": checks.command,
+            "seconds": checks.seconds, "at": checks.at}
 
 
 def _since(iso: str, now: float) -> float | None:
