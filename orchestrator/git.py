@@ -264,52 +264,69 @@ def read_commits(git_dir: Path, common_dir: Path, revs: Sequence[str]
     """
     if (common_dir / "reftable").exists():
         return None
-    packed: dict[str, str] | None = None
+    refs = _RefFiles(git_dir, common_dir)
+    try:
+        found = [refs.commit(rev) for rev in revs]
+    except _AskGit:
+        return None
+    named = {oid for rev, oid in zip(revs, found, strict=True) if not is_oid(rev)}
+    return None if any(is_oid(rev) and rev not in named for rev in revs) else found
 
-    def ref(name: str) -> str | None:
-        nonlocal packed
+
+class _AskGit(Exception):
+    """The ref files cannot tell what a rev names: git must."""
+
+
+class _RefFiles:
+    """The refs of a repository read from its files: a loose ref, else ``packed-refs``
+    (read once, when first needed)."""
+
+    def __init__(self, git_dir: Path, common_dir: Path) -> None:
+        self.git_dir, self.common_dir = git_dir, common_dir
+        self.packed: dict[str, str] | None = None
+
+    def ref(self, name: str) -> str | None:
+        """The object id in ref ``name`` ("?" when it holds something else; None: no ref)."""
         try:
-            text = (common_dir / name).read_text().strip()
+            text = (self.common_dir / name).read_text().strip()
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            if packed is None:
-                packed = _packed_refs(common_dir)
-            return packed.get(name)
+            if self.packed is None:
+                self.packed = _packed_refs(self.common_dir)
+            return self.packed.get(name)
         return text if is_oid(text) else "?"
 
-    found: list[str | None] = []
-    literals: list[int] = []
-    for rev in revs:
+    def commit(self, rev: str) -> str | None:
+        """The commit ``rev`` names (None: none), or `_AskGit`."""
         if not rev or "\n" in rev:
-            found.append(None)
-            continue
+            return None
         if is_oid(rev):
-            literals.append(len(found))
-            found.append(rev)
-            continue
-        if rev == "HEAD":
-            try:
-                head = (git_dir / "HEAD").read_text().strip()
-            except OSError:
-                return None
-            oid = ref(head[5:]) if head.startswith("ref: refs/") else "?"
-        elif rev.startswith(("refs/heads/", "refs/remotes/")) and ".." not in rev:
-            oid = ref(rev)  # branches name commits; a tag may name a tag object
-        elif ".." in rev or rev.startswith(("/", "-")) or any(c in rev for c in "^~:@{*?[ \\"):
-            return None
-        else:
-            if (common_dir / rev).exists() or (git_dir / rev).exists() or any(
-                    ref(f"refs/{p}{rev}") is not None for p in ("", "tags/")):
-                return None  # shadowed: git's own rules decide
-            oid = ref(f"refs/heads/{rev}")
-            if oid is None:
-                return None  # maybe a remote branch, an abbreviated id…: ask git
+            return rev
+        oid = self.named(rev)
         if oid == "?" or (oid is not None and (oid.startswith("^") or len(oid) != 40)):
-            return None
-        found.append(oid)
-    named = {oid for i, oid in enumerate(found) if i not in literals and oid}
-    if any(found[i] not in named for i in literals):
-        return None
-    return found
+            raise _AskGit
+        return oid
+
+    def head(self) -> str | None:
+        try:
+            head = (self.git_dir / "HEAD").read_text().strip()
+        except OSError:
+            raise _AskGit from None
+        return self.ref(head[5:]) if head.startswith("ref: refs/") else "?"
+
+    def named(self, rev: str) -> str | None:
+        if rev == "HEAD":
+            return self.head()
+        if rev.startswith(("refs/heads/", "refs/remotes/")) and ".." not in rev:
+            return self.ref(rev)  # branches name commits; a tag may name a tag object
+        if ".." in rev or rev.startswith(("/", "-")) or any(c in rev for c in "^~:@{*?[ \\"):
+            raise _AskGit
+        if (self.common_dir / rev).exists() or (self.git_dir / rev).exists() or any(
+                self.ref(f"refs/{p}{rev}") is not None for p in ("", "tags/")):
+            raise _AskGit  # shadowed: git's own rules decide
+        oid = self.ref(f"refs/heads/{rev}")
+        if oid is None:
+            raise _AskGit  # maybe a remote branch, an abbreviated id…: ask git
+        return oid
 
 
 def _packed_refs(common_dir: Path) -> dict[str, str]:

@@ -101,6 +101,10 @@ DENIED = [
     "chpst -u nobody rm x",
     "xvfb-run -a rm x",
     "nice unshare -r timeout 5 setpriv --nnp rm x",
+    "env -vS'rm x'",  # -S clustered after a flag
+    "env -iS 'rm -rf x'",
+    "watch 'rm x'",  # watch runs its words through sh -c
+    "watch -n1 'ls; rm x'",
 ]
 
 ASKED = [
@@ -185,6 +189,11 @@ EVALUATED = [  # issue 29 item 9: bash evaluates a string as code, or a name cha
     "script -q /dev/null",
     "prlimit -n1024 ls",
     "unshare --weird ls",
+    # a wrapper given no command runs a shell reading stdin, unless known to run nothing
+    "echo rm x | fakeroot",
+    "echo rm x | chroot /",
+    "echo rm x | sudo -s",
+    "echo rm x | pkexec",
     # options written the way bash's getopt reads them: attached values, clustered letters
     "printf -v'a[$(rm x)]' %s y",
     "wait -p'a[$(rm x)]' -n",

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import msgspec
+
 from orchestrator.board import open_board
 from orchestrator.config import Config
 from orchestrator.forge.standin import StandIn
@@ -92,6 +94,22 @@ def test_a_huge_comment_a_force_push_and_a_deleted_branch(repo: Path, gh: StandI
     out = sync(repo)
     assert any("its branch" in n and "is gone" in n for n in out.notes)
     assert tasks(repo)[1].status is Status.REVIEW
+
+
+def test_an_error_about_pull_request_401_is_a_line_on_its_task(repo: Path, gh: StandIn) -> None:
+    """Only a refused token (`AuthFailed`) ends the pass for the whole board; a 404 on
+    ``.../pulls/401`` is one task's problem, not a 401."""
+    [one] = kept(repo, 1)
+    sync(repo)
+    with open_board(Layout.at(repo)) as board:
+        link = board.get(one).forge
+        assert link is not None
+        board.edit(one, actor="test", forge=msgspec.structs.replace(link, pr=401))
+    out = sync(repo)
+    assert any(n.startswith(f"{one}: GitHub said 404") and "/pulls/401" in n
+               for n in out.notes)
+    t = tasks(repo)[0]
+    assert t.forge is not None and t.forge.note and "404" in t.forge.note
 
 
 def test_a_rate_limit_pauses_the_whole_board_then_the_work_goes_on(repo: Path,

@@ -173,6 +173,18 @@ def test_plan_mode_overrides_allow_rules(tmp_path: Path) -> None:
     assert (d.behavior, d.reason) == ("deny", "plan mode is read-only")
 
 
+def test_plan_mode_denies_what_only_a_rule_it_might_dodge_would_have_asked(
+        tmp_path: Path) -> None:
+    """A line that may match a rule, or cannot be known, asks in the other modes (a rule
+    could be dodged); plan mode would deny it anyway, so it does. A sure ask rule asks."""
+    g = gate(tmp_path, mode="plan", deny=["Bash(rm:*)"], ask=["Bash(git push:*)"])
+    for line in ('eval "$X"', "$CMD x", "git $SUB", "echo rm x | fakeroot"):
+        d = g.check(TOOLS["bash"], {"command": line})
+        assert (d.behavior, d.reason) == ("deny", "plan mode is read-only"), line
+    assert bash(g, "git push origin") == "ask"
+    assert bash(g, "ls; rm x") == "deny"
+
+
 def test_bad_rules_and_modes_are_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="bad allow rule 'Bash\\(npm'"):
         gate(tmp_path, allow=["Bash(npm"])

@@ -34,9 +34,9 @@ list or pipeline, substitutions, and the command inside wrappers (``bash -c``,
 name (``/bin/rm`` is ``rm``). An allow rule must cover every command. What cannot
 be known statically (an expansion in the command position, ``eval "$x"``,
 ``source``, a shell reading stdin, unparseable input) asks whenever a Bash deny
-or ask rule exists that it could dodge, and is never allowed by a rule with a
-specifier. Rules see the command line, not what programs do with their input
-(``python -c``, ``make``, a script file): the sandbox is the wall.
+or ask rule exists that it could dodge (``plan`` denies it), and is never allowed
+by a rule with a specifier. Rules see the command line, not what programs do with
+their input (``python -c``, ``make``, a script file): the sandbox is the wall.
 
 Sources, merged: ``orchestrator.toml`` (``[agent] allow/ask/deny/permission_mode``),
 then the project's ``.claude/settings.json`` and ``.claude/settings.local.json``
@@ -212,43 +212,26 @@ class PermissionGate:
 
     def _check_bash(self, tool: Tool, line: str) -> Decision:
         """Deny and ask rules hit when any command the line runs matches them (wrappers
-        seen through, programs compared by name); what cannot be known statically
-        asks whenever such a rule could have been dodged; an allow rule must cover
-        every command. See `orchestrator.agent.shell_parse` for what is seen."""
+        seen through, programs compared by name); plan mode denies the rest; what may
+        match such a rule, or cannot be known statically while one exists (it could
+        be dodged), asks; an allow rule must cover every command. See
+        `orchestrator.agent.shell_parse` for what is seen."""
         analysis = analyze(line)
-        if (stop := self._bash_stopped(tool, analysis)) is not None:
-            return stop
+        guards = [r for r in self.rules if r.behavior != "allow" and r.covers(tool)]
+        hit, maybe = _bash_hit(sorted(guards, key=lambda r: r.behavior != "deny"), analysis)
+        if hit is not None:
+            return hit
         if self.mode == "plan":
             return PLAN_DENIES
-        if (allow := self._bash_allowed(tool, analysis)) is not None:
-            return allow
-        return Decision("ask", None, UNCONFINED) if self.unconfined_bash else self._by_mode(tool)
-
-    def _bash_stopped(self, tool: Tool, analysis: Analysis) -> Decision | None:
-        """The first deny or ask rule a command of the line surely matches; else an ask
-        when one may match, or when the line runs what cannot be known while such a
-        rule exists (it could be dodged)."""
-        guards = [r for r in self.rules if r.behavior != "allow" and r.covers(tool)]
-        maybe: tuple[Rule, Command] | None = None
-        for rule in sorted(guards, key=lambda r: r.behavior != "deny"):
-            if rule.bare:
-                return rule.decision()
-            for cmd in analysis.walk():
-                hit = cmd.matches(rule.specifier or "", by_name=True)
-                if hit == "yes":
-                    return rule.decision(f" matches `{cmd.text()}`")
-                if hit == "maybe" and maybe is None:
-                    maybe = (rule, cmd)
         if maybe is not None:
-            rule, cmd = maybe
-            why = cmd.opaque or "some of its words are only known at run time"
-            return Decision("ask", rule.text, f"`{cmd.text()}` may match {rule.behavior} rule "
-                            f"{rule.text} ({rule.source}): {why}")
+            return maybe
         unknown = analysis.undecidable()
         if unknown and guards:
             return Decision("ask", None, f"cannot tell statically what it runs ({unknown[0]}), "
                             f"so {guards[0].text} could be dodged")
-        return None
+        if (allow := self._bash_allowed(tool, analysis)) is not None:
+            return allow
+        return Decision("ask", None, UNCONFINED) if self.unconfined_bash else self._by_mode(tool)
 
     def _bash_allowed(self, tool: Tool, analysis: Analysis) -> Decision | None:
         """A bare ``Bash`` allow rule (unless bash runs unconfined), or allow rules that
@@ -319,6 +302,24 @@ def _self_and_parents(path: Path, stop: Path) -> list[Path]:
             break
         out.append(parent)
     return out
+
+
+def _bash_hit(rules: list[Rule], analysis: Analysis) -> tuple[Decision | None, Decision | None]:
+    """The first of ``rules`` a command of the line surely matches, else None; and an
+    ask for the first one a command may match (its words are only known at run time)."""
+    maybe: Decision | None = None
+    for rule in rules:
+        if rule.bare:
+            return rule.decision(), None
+        for cmd in analysis.walk():
+            hit = cmd.matches(rule.specifier or "", by_name=True)
+            if hit == "yes":
+                return rule.decision(f" matches `{cmd.text()}`"), None
+            if hit == "maybe" and maybe is None:
+                why = cmd.opaque or "some of its words are only known at run time"
+                maybe = Decision("ask", rule.text, f"`{cmd.text()}` may match {rule.behavior} "
+                                 f"rule {rule.text} ({rule.source}): {why}")
+    return None, maybe
 
 
 def _allowed_by(rules: list[str]) -> Decision:

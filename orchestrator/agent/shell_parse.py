@@ -145,9 +145,14 @@ class Wrapper:
     does not allow the wrapper."""
     numeric_flags: bool = False
     default: tuple[str, ...] = ()
+    """What it runs when given no command, if not `IDLE_ALONE` nor ``sh``."""
     open_tail: bool = False
     leading: int = 0
     """Operands before the options (``setarch ARCH -R cmd``)."""
+    splits: frozenset[str] = frozenset()
+    """Options whose value is a command line, split into words (``env -S``)."""
+    through_shell: bool = False
+    """Runs its words joined as one ``sh -c`` string (``watch``)."""
 
 
 _SETARCH = ("-B --32bit -F --fdpic-funcptrs -I --short-inode -L --addr-compat-layout -R "
@@ -160,10 +165,19 @@ def _w(with_arg: str = "", flags: str = "", no_command: str = "", **kw: object) 
                    frozenset(no_command.split()), **kw)  # type: ignore[arg-type]
 
 
+IDLE_ALONE = frozenset({"env", "command", "builtin", "exec", "nohup", "nice", "timeout",
+                        "stdbuf", "time", "coproc", "watch", "setsid", "flock", "ionice",
+                        "taskset", "chrt", "prlimit", "setpriv", "strace", "ltrace",
+                        "valgrind", "dbus-run-session", "runcon"})
+"""Wrappers that run nothing when given no command (each tried on Linux). Any other
+wrapper given none is read as running ``sh`` reading stdin, as ``fakeroot``,
+``chroot DIR``, ``sudo -s``, ``unshare`` and ``nsenter`` do."""
+
+
 WRAPPERS: dict[str, Wrapper] = {
-    "env": _w("-u --unset -C --chdir -S --split-string",
-              "-i --ignore-environment -0 --null -v --debug - --default-signal "
-              "--ignore-signal --block-signal --list-signal-handling", assignments=True),
+    "env": _w("-u --unset -C --chdir", "-i --ignore-environment -0 --null -v --debug - "
+              "--default-signal --ignore-signal --block-signal --list-signal-handling",
+              assignments=True, splits=frozenset({"-S", "--split-string"})),
     "command": _w("", "-p", "-v -V"),
     "builtin": _w(),
     "exec": _w("-a", "-c -l"),
@@ -188,7 +202,8 @@ WRAPPERS: dict[str, Wrapper] = {
                 "-0 --null -r --no-run-if-empty -t --verbose -p --interactive -x --exit "
                 "-o --open-tty", "--help --version", default=("echo",), open_tail=True),
     "watch": _w("-n --interval -q --equexit", "-t --no-title -b --beep -e --errexit -g "
-                "--chgexit -c --color -x --exec -p --precise -d --differences -w --no-wrap"),
+                "--chgexit -c --color -x --exec -p --precise -d --differences -w --no-wrap",
+                through_shell=True),
     "setsid": _w("", "-c --ctty -f --fork -w --wait"),
     "flock": _w("-w --timeout -E --conflict-exit-code",
                 "-s --shared -x -e --exclusive -n --nb --nonblock -o --close -F "
@@ -206,8 +221,7 @@ WRAPPERS: dict[str, Wrapper] = {
                   "-R --root -w --wd --map-user --map-group --map-users --map-groups",
                   "-m --mount -u --uts -i --ipc -n --net -p --pid -U --user -C --cgroup -T "
                   "--time -f --fork -r --map-root-user -c --map-current-user --map-auto "
-                  "--kill-child --mount-proc --keep-caps", "-h --help -V --version",
-                  default=("sh",)),
+                  "--kill-child --mount-proc --keep-caps", "-h --help -V --version"),
     "setpriv": _w("--ambient-caps --inh-caps --bounding-set --ruid --euid --rgid --egid "
                   "--reuid --regid --groups --securebits --pdeathsig --selinux-label "
                   "--apparmor-profile --landlock-access --landlock-rule",
@@ -216,8 +230,7 @@ WRAPPERS: dict[str, Wrapper] = {
     "nsenter": _w("-t --target -S --setuid -G --setgid -W --wdns",
                   "-a --all -m --mount -u --uts -i --ipc -n --net -p --pid -C --cgroup -U "
                   "--user -T --time --preserve-credentials -r --root -w --wd -F --no-fork "
-                  "-Z --follow-context", "-h --help -V --version", escalates=True,
-                  default=("sh",)),
+                  "-Z --follow-context", "-h --help -V --version", escalates=True),
     "prlimit": _w("-o --output", "--noheadings --raw --verbose -c --core -d --data -e --nice "
                   "-f --fsize -i --sigpending -l --memlock -m --rss -n --nofile -q "
                   "--msgqueue -r --rtprio -s --stack -t --cpu -u --nproc -v --as -x --locks "
@@ -225,9 +238,9 @@ WRAPPERS: dict[str, Wrapper] = {
     "runuser": _w("-u --user -w --whitelist-environment -g --group -G --supp-group -s "
                   "--shell", "-m -p --preserve-environment -l --login -f --fast -P --pty",
                   "-h --help -V --version", escalates=True),
-    "setarch": _w("", _SETARCH, "--list -h --help -V --version", leading=1, default=("sh",)),
-    "linux32": _w("", _SETARCH, "-h --help -V --version", default=("sh",)),
-    "linux64": _w("", _SETARCH, "-h --help -V --version", default=("sh",)),
+    "setarch": _w("", _SETARCH, "--list -h --help -V --version", leading=1),
+    "linux32": _w("", _SETARCH, "-h --help -V --version"),
+    "linux64": _w("", _SETARCH, "-h --help -V --version"),
     "strace": _w("-e -o -p -s -u -E -a -b -I -O -S -X -P",
                  "-f -ff -c -C -d -D -F -i -k -n -q -qq -r -t -tt -ttt -T -v -w -x -xx -y "
                  "-yy -Z -z", "-h -V"),
@@ -550,9 +563,12 @@ class _Reader:
         if found is None:
             return
         start, assigns = found
-        inner = tuple(args[start + spec.operands:]) or spec.default
+        inner = tuple(args[start + spec.operands:]) or spec.default or (
+            () if cmd.name in IDLE_ALONE else ("sh",))
         if cmd.name == "flock" and inner[:1] in (("-c",), ("--command",)):
             self.run_string(cmd, list(inner[1:2]), "flock -c")
+        elif spec.through_shell and inner:
+            self.run_string(cmd, list(inner), f"{cmd.name} (sh -c)")
         elif inner:
             cmd.transparent = True
             cmd.runs.append(self.expand(Command(inner, open_tail=spec.open_tail,
@@ -581,58 +597,50 @@ class _Reader:
                 continue
             if not a.startswith("-") or (a == "-" and "-" not in spec.flags):
                 break
-            if cmd.name == "env" and a.startswith(("-S", "--split-string")):
-                self.env_split(cmd, args, i)
-                return None
             step = self.option(cmd, spec, args, i)
             if step is None:
                 return None
             i += step
         return i, assigns
 
-    def env_split(self, cmd: Command, args: list[Word], i: int) -> None:
-        """``env -S 'cmd args' more``: the string is split into words like a shell would."""
-        a = args[i] or ""
-        value: Word
-        if a.startswith("-S") and len(a) > 2:
-            value, rest = a[2:], args[i + 1:]
-        elif "=" in a:
-            value, rest = a.partition("=")[2], args[i + 1:]
-        else:
-            value, rest = (args[i + 1] if i + 1 < len(args) else ""), args[i + 2:]
-        if value is None or None in rest:
+    def env_split(self, cmd: Command, args: list[Word], value: Word) -> None:
+        """``env -S 'cmd args' more``: the string (``value``, or else the next word) is
+        split into words as a shell would, and the words after it follow."""
+        if value is None:
+            value, args = (args[0] if args else ""), args[1:]
+        if value is None or None in args:
             cmd.opaque = "env -S with words only known at run time"
             return
-        self.run_string(cmd, [value, *(shlex.quote(w) for w in rest if w is not None)], "env -S")
+        self.run_string(cmd, [value, *(shlex.quote(w) for w in args if w is not None)], "env -S")
 
     def option(self, cmd: Command, spec: Wrapper, args: list[Word], i: int) -> int | None:
         """How many words the option at ``args[i]`` takes; None when the wrapper runs
-        nothing or the option is unknown (then ``cmd.opaque`` says so)."""
+        nothing, its command was in the option (``env -S``) or the option is unknown
+        (then ``cmd.opaque`` says so)."""
         a = args[i] or ""
-        if a.startswith("--"):
-            name, eq, _ = a.partition("=")
-            if name in spec.no_command:
-                return None
-            if name in spec.with_arg:
-                return 1 if eq else 2
-            if name in spec.flags:
-                return 1
-            cmd.opaque = f"unknown option {name} of {cmd.name}"
-            return None
-        if spec.numeric_flags and a[1:].isdigit():
+        if (spec.numeric_flags and a[1:].isdigit()) or a in spec.flags:
             return 1
-        if a in spec.flags:
-            return 1
-        for j, ch in enumerate(a[1:], start=1):
-            opt = "-" + ch
+        for opt, attached in _options_in(a):
             if opt in spec.no_command:
                 return None
+            if opt in spec.splits:
+                self.env_split(cmd, args[i + 1:], attached)
+                return None
             if opt in spec.with_arg:
-                return 1 if j + 1 < len(a) else 2
+                return 1 if attached is not None else 2
             if opt not in spec.flags:
                 cmd.opaque = f"unknown option {opt} of {cmd.name}"
                 return None
         return 1
+
+
+def _options_in(word: str) -> list[tuple[str, str | None]]:
+    """The options one word holds, each with the value attached to it: ``--name=v``,
+    or letters ``-abv`` (a letter's value would be the rest of the word)."""
+    if word.startswith("--"):
+        name, eq, value = word.partition("=")
+        return [(name, value if eq else None)]
+    return [("-" + ch, word[j + 1:] or None) for j, ch in enumerate(word[1:], start=1)]
 
 
 _RUNS: dict[str, Callable[[_Reader, Command, list[Word]], None]] = {

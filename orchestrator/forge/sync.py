@@ -41,6 +41,7 @@ from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError, InvalidInput
 from orchestrator.forge import (
+    AuthFailed,
     Check,
     CiState,
     Feedback,
@@ -111,26 +112,25 @@ class ForgeSync:
             issues_in(self, self.config.forge.issue_label, out)
         tasks = self.board.list()
         by_branch = {t.branch: t for t in tasks if t.branch}
-        kept = [t for t in tasks if t.status is Status.REVIEW and t.branch]
-        self._tips = self.tips() if kept else {}
-        self._recent = {p.number: p for p in self.forge.recent_pulls()} \
-            if any(t.forge and t.forge.pr for t in kept) else {}
+        self.read_ahead([t for t in tasks if t.status is Status.REVIEW and t.branch])
         for task in tasks:
             try:
                 if task.status is Status.REVIEW and task.branch:
                     self.publish(task, by_branch, out)
-                elif task.status in (Status.DISCARDED, Status.CANCELLED) and task.forge \
-                        and task.forge.pr and task.forge.state == "open":
+                elif _to_close(task):
                     self.close(task, out)
-            except (RateLimited, ForgeDown):
+            except (RateLimited, ForgeDown, AuthFailed):
                 raise
-            except ForgeError as exc:
-                if "401" in str(exc):
-                    raise
-                self.note(task, str(exc), out)
-            except (GitError, Conflict, InvalidInput) as exc:
+            except (ForgeError, GitError, Conflict, InvalidInput) as exc:
                 self.note(task, str(exc), out)
         return out
+
+    def read_ahead(self, kept: list[Task]) -> None:
+        """What the pass asks once for all ``kept`` tasks: every branch's commit, and the
+        pull requests that changed lately (`_unchanged`)."""
+        self._tips = self.tips() if kept else {}
+        self._recent = {p.number: p for p in self.forge.recent_pulls()} \
+            if any(t.forge and t.forge.pr for t in kept) else {}
 
     def note(self, task: Task, line: str, out: Outcome) -> None:
         """A line on the task (``show`` prints it) and an event, once per distinct line."""
@@ -155,34 +155,62 @@ class ForgeSync:
                 (line.partition(" ") for line in out.stdout.splitlines())}
 
     def publish(self, task: Task, by_branch: dict[str, Task], out: Outcome) -> None:
-        assert task.branch is not None
-        check_branch(task.branch, "task branch")
+        """Push a kept task's branch, open or update its pull request (`propose`), record
+        it on the task (`linked`), then follow its CI and comments (`watch`)."""
+        branch, tip = self.tip(task)
         link = task.forge or ForgeLink()
-        tip = self._tips.get(task.branch)
-        if tip is None:
-            raise InvalidInput(f"its branch {task.branch} is gone; nothing to push")
         base = self.target(task, by_branch)
         pull = self._recent.get(link.pr) if link.pr else None
         if pull is not None and _unchanged(link, pull, tip, base):
             return  # nothing changed here or there since the last close look
-        if link.pushed != tip:
-            self.push(task.branch, link.pushed)
-        if link.pr and (pull is None or link.pushed != tip):
+        moved = link.pushed != tip
+        if moved:
+            self.push(branch, link.pushed)
+        if link.pr and (pull is None or moved):
             pull = self.forge.get_pull(link.pr)
         if pull is not None and pull.merged:
-            by_branch[task.branch] = self.merged(task, pull, out)  # its dependants retarget
+            by_branch[branch] = self.merged(task, pull, out)  # its dependants retarget
             return
-        if pull is None or (pull.state == "closed" and link.pushed != tip):
+        pull = self.propose(task, pull, tip, base, out)
+        linked = self.linked(task, pull, tip, base)
+        if pull.state == "open":
+            self.watch(linked, pull, out, comments=link.updated != pull.updated)
+        elif link.state != "closed":
+            self.note(linked, f"pull request #{pull.number} was closed on the forge without "
+                              "merging: reopen it there, or discard the task", out)
+
+    def tip(self, task: Task) -> tuple[str, str]:
+        """The task's branch (its name checked: it comes from a task file) and its commit."""
+        assert task.branch is not None
+        check_branch(task.branch, "task branch")
+        tip = self._tips.get(task.branch)
+        if tip is None:
+            raise InvalidInput(f"its branch {task.branch} is gone; nothing to push")
+        return task.branch, tip
+
+    def propose(self, task: Task, pull: PullRequest | None, tip: str, base: str,
+                out: Outcome) -> PullRequest:
+        """The task's pull request: opened when it has none (or a new push follows a closed
+        one), else updated with a new push or target."""
+        moved = (task.forge or ForgeLink()).pushed != tip
+        if pull is None or (pull.state == "closed" and moved):
             pull = self.open(task, base)
             self.board.events.emit("pr_opened", task.id, actor=ACTOR, pr=pull.number,
                                    url=pull.url, base=base)
             out.opened.append(task.id)
-        elif link.pushed != tip or pull.base != base:
+        elif moved or pull.base != base:
             pull = self.forge.edit_pull(pull.number, title=_title(task), body=self.body(task),
                                         base=base if pull.base != base else None,
                                         state="open" if pull.state == "closed" else None)
             self.board.events.emit("pr_updated", task.id, actor=ACTOR, pr=pull.number,
                                    commit=tip, base=base)
+        return pull
+
+    def linked(self, task: Task, pull: PullRequest, tip: str, base: str) -> Task:
+        """The task with its pull request recorded. A new push starts its CI afresh (and
+        ends a wait for it); a pull request whose branch was changed on the forge is left
+        alone (`Conflict`)."""
+        link = task.forge or ForgeLink()
         if link.pushed != tip:
             link = msgspec.structs.replace(link, ci="none", note=None)
             if isinstance(task.wait, CiExhausted):
@@ -191,18 +219,11 @@ class ForgeSync:
             raise Conflict(f"pull request #{pull.number}'s branch was changed on the forge "
                            f"({pull.head_sha[:12]}, not {tip[:12]}): orchestrator leaves it; "
                            "fetch it into the task or close the pull request")
-        looked = link.updated
         link = msgspec.structs.replace(link, pr=pull.number, url=pull.url, pushed=tip,
                                        base=base, state=pull.state,
                                        updated=_settled(pull.updated))
-        was = task.forge.state if task.forge else None
-        if link != task.forge:
-            task = self.board.edit(task.id, actor=ACTOR, forge=link)
-        if pull.state == "open":
-            self.watch(task, pull, out, comments=looked is None or looked != pull.updated)
-        elif was != "closed":
-            self.note(task, f"pull request #{pull.number} was closed on the forge without "
-                            "merging: reopen it there, or discard the task", out)
+        return task if link == task.forge else self.board.edit(task.id, actor=ACTOR,
+                                                                forge=link)
 
     def open(self, task: Task, base: str) -> PullRequest:
         """Open the task's pull request; when the forge says one is open for the branch
@@ -251,10 +272,8 @@ class ForgeSync:
         if stat is not None and stat.returncode == 0 and stat.stdout.strip():
             parts.append(f"**Changes:** {stat.stdout.strip()}")
         if task.checks:
-            passed = task.checks.get("passed")
-            word = "passed" if passed else "failed" if passed is False else "ran"
-            parts.append(f"**Checks here:** {word} "
-                         f"(`{cut(str(task.checks.get('command', '')), 200)}`)")
+            parts.append(f"**Checks here:** {'passed' if task.checks.passed else 'failed'} "
+                         f"(`{cut(task.checks.command, 200)}`)")
         parts.append(f"**Cost:** ${task.usage.cost_usd:.2f}, {task.usage.tokens:,} tokens, "
                      f"{task.usage.seconds:.0f} s")
         see = f"`orchestrator show {task.id}`"
@@ -405,6 +424,12 @@ def _settled(updated: str) -> str | None:
     except ValueError:
         return None
     return updated if time.time() - stamp > SETTLE_SECONDS else None
+
+
+def _to_close(task: Task) -> bool:
+    """A discarded or cancelled task whose pull request is still open."""
+    return task.status in (Status.DISCARDED, Status.CANCELLED) and task.forge is not None \
+        and bool(task.forge.pr) and task.forge.state == "open"
 
 
 def _unchanged(link: ForgeLink, pull: PullRequest, tip: str, base: str) -> bool:
