@@ -182,6 +182,21 @@ class Todo(Record):
     status: TodoStatus = TodoStatus.PENDING
 
 
+class CheckResult(Record):
+    """The verification command's last run on the task (`orchestrator.checks.run_checks`);
+    ``stopped``: a stop interrupted it, so it neither passed nor failed."""
+
+    command: str
+    passed: bool
+    exit_code: int | None = None
+    result: str = ""
+    seconds: float = 0.0
+    output_tail: str = ""
+    """The output's last 2,000 characters (``orchestrator logs ID`` has all of it)."""
+    at: str = ""
+    stopped: bool = False
+
+
 class ForgeLink(Record, omit_defaults=True):
     """A task's pull request and issue on the team's forge (`orchestrator.forge`); written
     only by orchestrator (a dropped file's ``forge`` key goes to ``metadata``)."""
@@ -253,7 +268,7 @@ class Task(Record, omit_defaults=True):
     push_pending: PushPending | None = None
     """Across machines: the branch of this finished task is not on the remote yet."""
     feedback: list[str] = msgspec.field(default_factory=list)
-    checks: dict[str, Any] | None = None
+    checks: CheckResult | None = None
     usage: Usage = msgspec.field(default_factory=Usage)
     budget: Budget = msgspec.field(default_factory=Budget)
     """Limits on ``usage`` (``add --budget-usd/--budget-tokens/--timeout``)."""

@@ -131,8 +131,8 @@ def test_verification_output_lands_in_the_log(setup) -> None:  # type: ignore[no
     bad = run_checks("echo 2 tests failed; exit 1", cwd=ws_path, env=dict(os.environ),
                      log=log, timeout=30)
     slow = run_checks("sleep 300", cwd=ws_path, env=dict(os.environ), log=log, timeout=0.5)
-    assert ok["passed"] and ok["exit_code"] == 0
-    assert not bad["passed"] and bad["exit_code"] == 1 and "2 tests failed" in bad["output_tail"]
-    assert not slow["passed"] and "timed out" in slow["result"]
+    assert ok.passed and ok.exit_code == 0
+    assert not bad.passed and bad.exit_code == 1 and "2 tests failed" in bad.output_tail
+    assert not slow.passed and "timed out" in slow.result
     text = log_text(layout)
     assert "all good" in text and "2 tests failed" in text

@@ -239,6 +239,16 @@ def test_broken_task_file_in_tasks_is_flagged_then_rejected(board: FileBoard, co
     assert [t.id for t in board.list()] == ["task_001"] and board.problems() == {}
 
 
+def test_a_hand_edited_check_result_of_the_wrong_shape_is_flagged(board: FileBoard) -> None:
+    """A task's ``checks`` is a typed record: a value our checks never write is a problem
+    named by its field, not a result every reader takes for "passed"."""
+    board.add("a")
+    drop(board, "task_002.json", '{"id": "task_002", "subject": "x", "checks": '
+                                 '{"command": "make", "passed": "maybe"}}', inbox=False)
+    assert "checks.passed: expected bool" in board.problems()["task_002"]
+    assert [t.id for t in board.list()] == ["task_001"]
+
+
 def test_a_burst_is_flushed_once_and_its_ids_stay_in_order(board: FileBoard,
                                                           monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:

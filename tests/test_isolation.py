@@ -89,8 +89,8 @@ def test_no_unix_socket_outside_the_sandbox_can_be_reached(
         log = TaskLog(Layout.at(repo).ensure(), "task_001", actor="t")
         checks = run_checks("python3 probe.py " + " ".join(targets), cwd=worktree,
                             env=safe_env(os.environ), log=log, timeout=60, sandbox=box)
-        assert "REACHED" not in checks["output_tail"], checks["output_tail"]
-        assert checks["output_tail"].count("refused") == len(targets)
+        assert "REACHED" not in checks.output_tail, checks.output_tail
+        assert checks.output_tail.count("refused") == len(targets)
 
 
 def test_the_sandbox_is_unprivileged_even_for_root(worktree: Path) -> None:

@@ -84,7 +84,7 @@ def test_failing_verification_retries_then_fails_with_its_output_in_the_log(repo
     assert t.status == Status.FAILED and t.attempts == 1
     assert "verification failed" in (t.error or "") and "FAILED test_greeting" in (t.error or "")
     assert "waiting for a person" in (t.error or "")
-    assert t.checks and t.checks["passed"] is False and t.checks["exit_code"] == 1
+    assert t.checks and t.checks.passed is False and t.checks.exit_code == 1
     assert len(events(repo, "checks_failed")) == 3 and not events(repo, "task_completed")
     log = cli(repo, "logs", task.id)
     assert log.returncode == 0 and "FAILED test_greeting - AssertionError" in log.stdout
@@ -99,8 +99,8 @@ def test_passing_verification_is_recorded_on_the_task(repo: Path) -> None:
                   "--verify", 'test -s "$ORCH_TASK_ID.txt" && echo checked')
     assert res.returncode == 0, res.stdout + res.stderr
     [t] = tasks(repo)
-    assert t.status == Status.REVIEW and t.checks and t.checks["passed"]
-    assert "checked" in t.checks["output_tail"]
+    assert t.status == Status.REVIEW and t.checks and t.checks.passed
+    assert "checked" in t.checks.output_tail
     assert len(events(repo, "checks_passed")) == 1
 
 

@@ -147,7 +147,7 @@ def review_rows(layout: Layout) -> list[Row]:
             changes = _git(layout.root, "diff", "--shortstat", f"{t.base_commit}...{t.branch}")
             changes = changes.replace(" changed", "").replace("insertions(+)", "+").replace(
                 "insertion(+)", "+").replace("deletions(-)", "-").replace("deletion(-)", "-")
-        checks = "" if not t.checks else ("passed" if t.checks.get("passed") else "failed")
+        checks = "" if not t.checks else ("passed" if t.checks.passed else "failed")
         rows.append(Row(t.id, t.subject, str(t.status), t.branch or "", changes.strip(), checks,
                         f"${t.usage.cost_usd:.2f}"))
     return rows

@@ -271,7 +271,7 @@ def _changes(stat: dict[str, Any] | None) -> str:
 def _checks(checks: dict[str, Any] | None) -> str:
     if not checks:
         return "-"
-    return "[green]passed[/]" if checks.get("passed") else f"[red]{checks.get('result')}[/]"
+    return "[green]passed[/]" if checks["passed"] else f"[red]{checks['result']}[/]"
 
 
 def _age(seconds: float | None) -> str:

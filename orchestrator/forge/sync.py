@@ -272,10 +272,8 @@ class ForgeSync:
         if stat is not None and stat.returncode == 0 and stat.stdout.strip():
             parts.append(f"**Changes:** {stat.stdout.strip()}")
         if task.checks:
-            passed = task.checks.get("passed")
-            word = "passed" if passed else "failed" if passed is False else "ran"
-            parts.append(f"**Checks here:** {word} "
-                         f"(`{cut(str(task.checks.get('command', '')), 200)}`)")
+            parts.append(f"**Checks here:** {'passed' if task.checks.passed else 'failed'} "
+                         f"(`{cut(task.checks.command, 200)}`)")
         parts.append(f"**Cost:** ${task.usage.cost_usd:.2f}, {task.usage.tokens:,} tokens, "
                      f"{task.usage.seconds:.0f} s")
         see = f"`orchestrator show {task.id}`"

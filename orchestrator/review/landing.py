@@ -394,19 +394,19 @@ class Queue:
         checks = run_checks(self.verify, cwd=self.tree, env=env, log=log,
                             timeout=self.config.team.verify_timeout, stop=self.stop,
                             sandbox=task_sandbox(self.config, root=self.layout.root))
-        if checks["stopped"]:
+        if checks.stopped:
             self.report.stopped = True
             raise _Stopped
         self.report.verifications += 1
-        if not checks["passed"]:
+        if not checks.passed:
             together = f" (merged together with {', '.join(ids[1:])})" if len(ids) > 1 else ""
-            raise Rejected(f"checks failed on the merge result{together}: {checks['result']}: "
-                           f"{self.verify}", checks["output_tail"])
+            raise Rejected(f"checks failed on the merge result{together}: {checks.result}: "
+                           f"{self.verify}", checks.output_tail)
         for tid in ids:
             self.board.events.emit("land_verified", tid, actor=self.actor, commit=commit,
-                                   command=self.verify, seconds=checks["seconds"],
+                                   command=self.verify, seconds=checks.seconds,
                                    together=ids if len(ids) > 1 else None)
-        return float(checks["seconds"])
+        return checks.seconds
 
     def push(self, prep: Prepared, old: str, tip: str) -> str | None:
         """Across machines: push the target that moved to ``tip``; on a refusal move it

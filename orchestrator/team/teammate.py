@@ -472,24 +472,24 @@ class Teammate:
                             sandbox=task_sandbox(self.config, root=self.layout.root))
         if claim.lost:
             raise LeaseLost(f"{task.id}: the claim was lost", task=task.id)
-        if checks["stopped"]:
+        if checks.stopped:
             raise Stopping
-        self.board.events.emit("checks_passed" if checks["passed"] else "checks_failed",
-                               task.id, actor=self.name, command=checks["command"],
-                               result=checks["result"])
-        if checks["passed"]:
+        self.board.events.emit("checks_passed" if checks.passed else "checks_failed",
+                               task.id, actor=self.name, command=checks.command,
+                               result=checks.result)
+        if checks.passed:
             fields["checks"] = checks
             return True
-        error = (f"verification failed ({checks['result']}): {checks['command']}\n"
-                 f"{redact(_tail(checks['output_tail']))}")
+        error = (f"verification failed ({checks.result}): {checks.command}\n"
+                 f"{redact(_tail(checks.output_tail))}")
         if check_round >= self.config.checks.retries:
             claim.update(checks=checks)
             raise Failed(error + f"\n(checks failed {check_round + 1} times; waiting for a "
                          f"person: orchestrator retry {task.id} -m …)", retry=False,
-                         wait=waits.ChecksExhausted(result=str(checks["result"])[:2000],
+                         wait=waits.ChecksExhausted(result=checks.result[:2000],
                                                     rounds=check_round + 1))
         self.log.warning("checks failed; back to the agent with their output",
-                         task=task.id, result=checks["result"],
+                         task=task.id, result=checks.result,
                          round=f"{check_round + 1}/{self.config.checks.retries}")
         ctx.log.write(ChecksRetry(round=check_round + 1, of=self.config.checks.retries))
         ctx.task = claim.update(checks=checks, error=error, **fields)

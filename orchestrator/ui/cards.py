@@ -38,14 +38,14 @@ def column(task: Task) -> str:
 
 def card(task: Task, problems: dict[str, str], now: float | None = None) -> dict[str, Any]:
     """The fields a card shows (also what the live feed sends for a moved card)."""
-    checks = task.checks or {}
+    checks = task.checks
     return {
         "id": task.id, "subject": task.subject, "status": str(task.status),
         "column": column(task), "owner": task.owner or "", "priority": task.priority,
         "blocked_by": task.blocked_by, "attempts": task.attempts,
         "max_attempts": task.max_attempts, "cost": round(task.usage.cost_usd, 4),
         "age": age_text(task.updated_at, time.time() if now is None else now),
-        "checks": None if not checks else ("passed" if checks.get("passed") else "failed"),
+        "checks": None if checks is None else ("passed" if checks.passed else "failed"),
         "waiting": task.wait.label if task.wait else None,
         "wait_text": task.wait.text if task.wait else "", "problem": problems.get(task.id),
         "labels": labels_of(task), "error": (task.error or "").splitlines()[0][:200]
@@ -57,7 +57,7 @@ def needs_person(task: Task) -> bool:
     """A task that waits for a person: a wait (`orchestrator.waits`), failed checks,
     failed for good."""
     return task.wait is not None or task.status is Status.FAILED or (
-        bool(task.checks) and not (task.checks or {}).get("passed")
+        task.checks is not None and not task.checks.passed
         and task.status in (Status.REVIEW, Status.PENDING))
 
 

@@ -230,7 +230,7 @@ def needs_view(ctx: Context) -> dict[str, Any]:
     waiting = [t for t in tasks if t.wait is not None and not t.wait.of_run]
     failed = [t for t in tasks if t.status is Status.FAILED and t.wait is None]
     checks = [t for t in tasks if t.status in (Status.PENDING, Status.REVIEW)
-              and t.checks and not t.checks.get("passed")]
+              and t.checks and not t.checks.passed]
     conflicts = [{"id": r["id"], "subject": r["subject"], "into": r["merge"]["into"],
                   "files": r["merge"]["conflicts"]}
                  for r in rows if r.get("merge") and r["merge"].get("conflicts")]
