@@ -269,9 +269,8 @@ def read_commits(git_dir: Path, common_dir: Path, revs: Sequence[str]
         found = [refs.commit(rev) for rev in revs]
     except _AskGit:
         return None
-    literals = {i for i, rev in enumerate(revs) if is_oid(rev)}
-    named = {oid for i, oid in enumerate(found) if i not in literals and oid}
-    return None if any(revs[i] not in named for i in literals) else found
+    named = {oid for rev, oid in zip(revs, found, strict=True) if not is_oid(rev)}
+    return None if any(is_oid(rev) and rev not in named for rev in revs) else found
 
 
 class _AskGit(Exception):

@@ -377,3 +377,29 @@ def test_summary_reads_only_what_changed(repo: Path,
         to_json(msgspec.structs.replace(merged, id="task_011")))
     got, want, seen = fresh()
     assert got == want and got["merged"] == 2 and len(seen) == 60
+
+
+def test_a_run_makes_the_task_folder_durable_once_with_its_final_write(
+        board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every write of a run before its final one (the claim, renewals, the worktree's
+    binding, the run's usage, …) is forgotten with the run after a power cut, which kills
+    its teammate too, as an expired lease is: each fsyncs its file (so it is the old or the
+    new one, whole) but not the folder. The final write (complete, fail, release) does."""
+    from orchestrator import fsutil
+
+    board.add("a task")
+    synced: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(fsutil.os, "fsync", lambda fd: (
+        synced.append("folder" if os.path.isdir(f"/proc/self/fd/{fd}") else "file"),
+        real_fsync(fd))[1])
+    task = board.claim("alice")
+    assert task is not None and task.lease is not None
+    token = task.lease.token
+    board.update(task.id, token, worktree="/w/task_001", branch="task/task_001-a-task")
+    board.renew(task.id, token)
+    board.update(task.id, token, session_id="s1")
+    assert synced == ["file"] * 4
+    board.complete(task.id, token)
+    assert synced == ["file"] * 5 + ["folder"]
+    assert board.get(task.id).status is Status.REVIEW

@@ -267,11 +267,11 @@ def make_plan(goal: str, layout: Layout, config: Config, board: Board, model: An
     """Run the lead on ``goal`` and (unless ``dry_run``) write the checked plan."""
     from orchestrator.agent.base import Tool
     from orchestrator.agent.permissions import PermissionGate
-    from orchestrator.agent.sandbox import safe_env
     from orchestrator.agent.tools.board_tools import TaskGetTool, TaskListTool
     from orchestrator.agent.tools.files import ReadTool
     from orchestrator.agent.tools.search import GlobTool, GrepTool, LsTool
     from orchestrator.agent.toolset import Toolset
+    from orchestrator.sandbox import safe_env
 
     if not goal.strip():
         raise InvalidInput("the goal is empty: say what the team should achieve")

@@ -48,7 +48,14 @@ from orchestrator.layout import Layout
 from orchestrator.model import Usage
 from orchestrator.procutil import user_environ
 from orchestrator.protocols import RunContext, RunResult
-from orchestrator.transcript import Error, ProfileChosen, RunPaused, SandboxNote, SessionSaved
+from orchestrator.transcript import (
+    Error,
+    ProfileChosen,
+    RunPaused,
+    SandboxNote,
+    SessionSaved,
+    parse,
+)
 
 EXTENSIONS: list[str] = ["orchestrator.mcp.attach:attach"]
 
@@ -158,21 +165,20 @@ class AgentBackend:
         session = ctx.task.session_id
         if not self.resumable or not session or not session.startswith("loop-"):
             return None
-        saved: dict[str, Any] | None = None
+        saved: SessionSaved | None = None
         for rec in ctx.board.logs.read(_session_log(ctx)):
-            if rec.kind == "session" and rec.get("session_id") == session:
-                saved = rec.to_dict()
-        if saved is None or saved.get("session_id") != session \
-                or not isinstance(saved.get("messages"), list) or not saved["messages"]:
+            entry = parse(rec.to_dict())
+            if isinstance(entry, SessionSaved) and entry.session_id == session:
+                saved = entry
+        if saved is None or not saved.messages:
             return None
-        messages = list(saved["messages"])
-        seen = saved.get("feedback")
-        new = ctx.task.feedback[seen:] if isinstance(seen, int) and seen >= 0 else []
+        messages = list(saved.messages)
+        new = ctx.task.feedback[saved.feedback:] if saved.feedback >= 0 else []
         if new:  # what the person said when resuming (resume -m)
             note = {"type": "text", "text": "Feedback from a person:\n" + "\n".join(
                 f"- {f}" for f in new)}
             last = messages[-1]
-            if last.get("role") == "user":
+            if isinstance(last, dict) and last.get("role") == "user":
                 content = last.get("content")
                 blocks = content if isinstance(content, list) else [
                     {"type": "text", "text": str(content)}]
@@ -215,8 +221,8 @@ def _session_log(ctx: RunContext) -> str:
 
 def build_toolset(config: Config, ctx: RunContext) -> Toolset:
     from orchestrator.agent.permissions import PermissionGate
-    from orchestrator.agent.sandbox import safe_env, task_sandbox
     from orchestrator.agent.tools import default_tools
+    from orchestrator.sandbox import safe_env, task_sandbox
     from orchestrator.secrets import protect_process
 
     protect_process()  # this process is the parent of every tool process it runs

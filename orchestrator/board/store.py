@@ -448,7 +448,7 @@ class FileBoard:
         bad = PROTECTED & fields.keys()
         if bad:
             raise InvalidInput(f"update cannot change {', '.join(sorted(bad))}")
-        return self._fenced(task_id, token, lambda t: _assign(t, fields))
+        return self._fenced(task_id, token, lambda t: _assign(t, fields), forgettable=True)
 
     def complete(self, task_id: str, token: int, **fields: Any) -> Task:
         def done(t: Task) -> None:
@@ -623,9 +623,11 @@ class FileBoard:
     def _write(self, task: Task, *, forgettable: bool = False) -> None:
         """Replace the task file atomically and durably.
 
-        ``forgettable`` (claims and renewals) skips the folder fsync: after a power
-        cut the file is the old or the new one, whole; losing a claim then is the
-        same as its lease expiring, since every worker on this machine died too.
+        ``forgettable`` (a claim, and every write of its run before the final one:
+        renewals, updates) skips the folder fsync: after a power cut the file is the old
+        or the new one, whole; losing a claim or a step of its run then is the same as
+        its lease expiring, since every worker on this machine died too. The run's final
+        write fsyncs the folder, and so everything renamed in it before.
         """
         task.updated_at = utcnow()
         path = self.layout.task_file(task.id)

@@ -51,7 +51,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from orchestrator.agent.sandbox import task_sandbox
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
@@ -94,6 +93,7 @@ from orchestrator.review.merging import (
     unland,
 )
 from orchestrator.review.retrying import retry_task
+from orchestrator.sandbox import task_sandbox
 from orchestrator.secrets import safe_env
 from orchestrator.waits import LandRejected, MergeConflict, PushRejected, Wait
 from orchestrator.worktree.names import check_branch

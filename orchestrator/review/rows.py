@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import msgspec
 
@@ -36,6 +36,9 @@ from orchestrator.review.diff import (
 )
 from orchestrator.review.landing import land_rows
 from orchestrator.worktree.remote import Remote
+
+_Kept: TypeAlias = tuple[Changes, dict[str, Any]]
+"""A kept branch: its changes, and their facts (commits, diffstat, links, control files)."""
 
 
 def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = None,
@@ -70,8 +73,7 @@ def review_rows(layout: Layout, config: Config, *, board: ControlPlane | None = 
 
 
 def _branches(layout: Layout, config: Config, tasks: list[Task], shown: list[Task]
-              ) -> tuple[dict[str, tuple[Changes, dict[str, Any]]], dict[str, str],
-                         dict[str, dict[str, Any] | None]]:
+              ) -> tuple[dict[str, _Kept], dict[str, str], dict[str, dict[str, Any] | None]]:
     """Every kept branch read (`_kept`), and whether those of ``shown`` merge cleanly
     into their target now (`_merges`)."""
     remote = Remote.for_config(layout.root, config)
@@ -106,8 +108,7 @@ def _branch(task: Task, ch: Changes, facts: dict[str, Any],
 class _Overlaps:
     """Which other kept branches change some of the same files as a task's."""
 
-    def __init__(self, kept: dict[str, tuple[Changes, dict[str, Any]]],
-                 by_id: dict[str, Task]) -> None:
+    def __init__(self, kept: dict[str, _Kept], by_id: dict[str, Task]) -> None:
         self.by_id = by_id
         self.touched = {tid: {f["path"] for f in facts["files"]}
                         for tid, (_, facts) in kept.items()}
@@ -139,7 +140,7 @@ def _git_dir(repo: Git) -> Path | None:
 
 
 def _kept(repo: Git, tasks: list[Task], main: str | None, cache: PairCache
-          ) -> tuple[dict[str, tuple[Changes, dict[str, Any]]], dict[str, str]]:
+          ) -> tuple[dict[str, _Kept], dict[str, str]]:
     """Each kept branch's changes and their facts (commits, diffstat, outside symlinks),
     and the error of each branch that cannot be read; what `changes` answers, for all of
     them at once: the branches and bases resolved in one git call, the rest from the
@@ -148,7 +149,7 @@ def _kept(repo: Git, tasks: list[Task], main: str | None, cache: PairCache
     errors = {tid: start for tid, start in starts.items() if isinstance(start, str)}
     found = [start for start in starts.values() if isinstance(start, Changes)]
     known = cache.get_many("facts", [(ch.base, ch.tip) for ch in found])
-    kept: dict[str, tuple[Changes, dict[str, Any]]] = {}
+    kept: dict[str, _Kept] = {}
     for ch in found:
         try:
             kept[ch.task_id] = (ch, _facts(repo, cache, known.get((ch.base, ch.tip)), ch))
@@ -262,8 +263,7 @@ def _same_fork(cache: PairCache, moves: _Moves, tip: str, base: str) -> str | No
     return None
 
 
-def _same_merge(cache: PairCache, moves: _Moves, kept: tuple[Changes, dict[str, Any]],
-                target: str) -> str | None:
+def _same_merge(cache: PairCache, moves: _Moves, kept: _Kept, target: str) -> str | None:
     """``git merge-tree``'s answer for ``target`` without git, when it was asked of an
     older target commit that ``target`` descends from, the branch forks from both at the
     same commit, and what the target gained since touches none of the branch's files:
@@ -281,8 +281,7 @@ def _same_merge(cache: PairCache, moves: _Moves, kept: tuple[Changes, dict[str, 
 
 
 def _merges(repo: Git, shown: list[tuple[Task, Changes]], main: str | None,
-            cache: PairCache,
-            kept: dict[str, tuple[Changes, dict[str, Any]]]) -> dict[str, dict[str, Any] | None]:
+            cache: PairCache, kept: dict[str, _Kept]) -> dict[str, dict[str, Any] | None]:
     """Whether each branch merges cleanly into its target now (``git merge-tree``, once
     per pair of target and tip, or carried over from an older target, `_same_merge`)."""
     targets = sorted({target for t, _ in shown if (target := main or t.base)})

@@ -210,7 +210,7 @@ class Lead:
         self.tick()
 
     def reconcile(self) -> None:
-        from orchestrator.agent.sandbox import task_sandbox
+        from orchestrator.sandbox import task_sandbox
         from orchestrator.worktree import open_isolation
 
         manager = open_isolation(
@@ -486,7 +486,7 @@ class Lead:
         self.log.info("teammate started", teammate=child.name, pid=child.proc.pid)
 
     def start_spawner(self) -> None:
-        from orchestrator.agent.sandbox import task_sandbox
+        from orchestrator.sandbox import task_sandbox
 
         board = board_modules(self.config.board)
         for module in board:  # the lead opens the board next: its import (psycopg's ~0.08 s)

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from orchestrator import budget, delivery, waits
-from orchestrator.agent.sandbox import task_sandbox
 from orchestrator.backends import load_backend
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
@@ -64,6 +63,7 @@ from orchestrator.logging import configure, get_logger
 from orchestrator.model import Status, Task, Usage, utcnow
 from orchestrator.prompting import reason_line, task_env
 from orchestrator.protocols import Backend, RunContext, Workspace
+from orchestrator.sandbox import task_sandbox
 from orchestrator.secrets import redact, safe_env
 from orchestrator.settings.live import LiveConfig
 from orchestrator.team import status

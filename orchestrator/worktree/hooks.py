@@ -61,7 +61,7 @@ from orchestrator.worktree.safety import MAX_NAMED, MAX_TASK_REF, TASK_REF, dirt
 from orchestrator.worktree.setup import PortBlocks, run_setup
 
 if TYPE_CHECKING:
-    from orchestrator.agent.sandbox import Sandbox
+    from orchestrator.sandbox import Sandbox
 
 REGISTRY = "workspaces.json"
 

@@ -48,7 +48,7 @@ from orchestrator.worktree.setup import PortBlocks, copy_included, keep_ignored,
 from orchestrator.worktree.stacked import kept_blockers, merge_branches
 
 if TYPE_CHECKING:
-    from orchestrator.agent.sandbox import Sandbox
+    from orchestrator.sandbox import Sandbox
 
 SETUP_MARKER = "orchestrator-setup-done"
 """Written into the worktree's git dir once its setup commands succeeded."""

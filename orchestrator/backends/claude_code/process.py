@@ -20,7 +20,6 @@ from orchestrator import delivery
 from orchestrator.agent.base import PermissionAsked, Stopped
 from orchestrator.agent.progress import ProgressWatch
 from orchestrator.agent.prompt import project_memory
-from orchestrator.agent.sandbox import Sandbox
 from orchestrator.backends.claude_code.config import agents_arg, mcp_args, permission_args
 from orchestrator.backends.claude_code.stream import ClaudeStream, Denial
 from orchestrator.config import Config
@@ -31,6 +30,7 @@ from orchestrator.model import Task, Usage
 from orchestrator.process import ProcResult, run_streamed
 from orchestrator.prompting import build_prompt, last_failure
 from orchestrator.protocols import RunContext, RunResult
+from orchestrator.sandbox import Sandbox
 from orchestrator.transcript import (
     BackendFinished,
     BackendStarted,
