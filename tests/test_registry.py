@@ -206,7 +206,7 @@ def test_a_pending_task_naming_a_foreign_branch_never_works_on_it(repo: Path) ->
 
 
 def test_the_registry_is_read_only_inside_the_sandbox(repo: Path) -> None:
-    from orchestrator.agent.sandbox import Sandbox
+    from orchestrator.sandbox import Sandbox
 
     sandbox = Sandbox.detect("auto")
     if not sandbox.enabled:

@@ -23,7 +23,7 @@ def _manager(repo: Path | None) -> Iterator[tuple[Workspaces, list[Task]]]:
 
     r = open_repo(repo)
     with open_board(r.layout, r.board) as board:
-        from orchestrator.agent.sandbox import task_sandbox
+        from orchestrator.sandbox import task_sandbox
 
         box = task_sandbox(r.config, network=r.config.sandbox.network,  # re-created: setup
                            root=r.layout.root)
