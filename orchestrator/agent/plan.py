@@ -43,6 +43,7 @@ from orchestrator.agent.tools.common import obj, prop
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane as Board
 from orchestrator.errors import BackendError, ConfigError, InvalidInput
+from orchestrator.events import PlanWritten
 from orchestrator.layout import Layout
 from orchestrator.model import TASK_ID_RE, Task, Usage
 from orchestrator.profiles import Profile, check_task_profile, load_profiles
@@ -232,8 +233,8 @@ def write_plan(plan: Plan, layout: Layout, config: Config, board: Board) -> None
     for t in plan.tasks:
         t.blocked_by = [ids.get(b, b) for b in t.blocked_by]
     plan.written = True
-    board.events.emit("plan_written", actor=LEAD, plan=plan_id, goal=plan.goal[:500],
-                      tasks=[t.id for t in plan.tasks])
+    board.events.emit(PlanWritten(plan=plan_id, goal=plan.goal[:500],
+                                  tasks=[t.id for t in plan.tasks if t.id]), actor=LEAD)
 
 
 class _Memory:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from orchestrator.errors import InvalidInput, NotFound, RunError, UnsafeRemoval
+from orchestrator.events import UNSET, UnsetType, WorktreesReconciled
 from orchestrator.git import list_worktrees
 from orchestrator.model import Status, Task
 from orchestrator.procutil import busy_reason
@@ -42,6 +43,15 @@ class ReconcileReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def event(self, isolation: str | UnsetType = UNSET) -> WorktreesReconciled | None:
+        """The event that records what changed (None: nothing did)."""
+        if not any(self.to_dict().values()):
+            return None
+        return WorktreesReconciled(
+            isolation=isolation, pruned=self.pruned or UNSET, cleared=self.cleared or UNSET,
+            recreated=self.recreated or UNSET, orphans=self.orphans or UNSET,
+            problems=self.problems or UNSET)
 
 
 class GcRow(msgspec.Struct, omit_defaults=True):
@@ -106,9 +116,8 @@ def reconcile(m: WorktreeManager, tasks: list[Task]) -> ReconcileReport:
     for task_id in m.ports.live():
         if not m.layout.worktree(task_id).exists():
             m.ports.free(task_id)
-    changes = {k: v for k, v in report.to_dict().items() if v}
-    if changes:
-        m.events.emit("worktrees_reconciled", None, **changes)
+    if (event := report.event()) is not None:
+        m.events.emit(event, None)
     return report
 
 
