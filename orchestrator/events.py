@@ -25,6 +25,7 @@ import msgspec
 from msgspec import UNSET as UNSET  # re-exported: producers leave a field out with it
 from msgspec import UnsetType as UnsetType
 
+from orchestrator.model import Budget, Usage
 from orchestrator.secrets import MASK as MASK  # re-exported: callers import them from here
 from orchestrator.secrets import SECRET_NAME_RE as SECRET_NAME_RE
 from orchestrator.secrets import redact as redact
@@ -172,7 +173,7 @@ class TaskResumed(EventKind, frozen=True, tag="task_resumed"):
     """A task that waited for a person goes on (``budget``: the raised budget)."""
 
     to: str
-    budget: dict[str, Any]
+    budget: Budget
     feedback: str | None
 
 
@@ -207,7 +208,7 @@ class WorktreeSetAside(EventKind, frozen=True, tag="worktree_set_aside"):
 class Spend(EventKind, frozen=True, tag="spend"):
     """What a run spent (``usage``: tokens, cost, time; ``plan``: the plan it belongs to)."""
 
-    usage: dict[str, Any]
+    usage: Usage
     plan: str | None
 
 

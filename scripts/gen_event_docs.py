@@ -14,7 +14,7 @@ import argparse
 import sys
 import types
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import msgspec
 
@@ -60,9 +60,14 @@ def _type(t: Any) -> str:
         return "any"
     if t is type(None):
         return "null"
-    if isinstance(t, types.UnionType):
+    if isinstance(t, types.UnionType) or get_origin(t) is Union:
         return " or ".join(_type(a) for a in get_args(t) if a is not msgspec.UnsetType)
+    if isinstance(t, type) and issubclass(t, msgspec.Struct):  # a record: its fields
+        return "{" + ", ".join(f"`{f.encode_name}` {_type(f.type)}"
+                               for f in msgspec.structs.fields(t)) + "}"
     origin = get_origin(t)
+    if origin is Annotated:
+        return _type(get_args(t)[0])
     if origin is not None:
         return f"{origin.__name__}[{', '.join(_type(a) for a in get_args(t))}]"
     return str(t.__name__)
