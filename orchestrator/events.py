@@ -291,10 +291,10 @@ class PlanAnswered(_Answered, frozen=True, tag="plan_answered"):
 
 
 class McpServerFailed(EventKind, frozen=True, tag="mcp_server_failed"):
-    """An MCP server of the task's run could not be started."""
+    """An MCP server of the task's run did not connect."""
 
     server: str
-    error: str
+    error: str | None
 
 
 # --- worktrees ----------------------------------------------------------------------
