@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from orchestrator.backend_names import BACKENDS
 from orchestrator.board import board_paths, init_repo, open_board
 from orchestrator.cli import tasks
 from orchestrator.cli.app import (
@@ -23,7 +24,6 @@ from orchestrator.cli.app import (
     print_json,
 )
 from orchestrator.cli.output import plain
-from orchestrator.config import BACKENDS
 from orchestrator.controlplane import Event
 from orchestrator.model import Status, normalize_task_id
 
