@@ -33,6 +33,7 @@ import msgspec
 
 from orchestrator.clock import utcnow
 from orchestrator.errors import InvalidInput
+from orchestrator.events import BudgetWarning, Spend
 from orchestrator.model import Budget, InvalidRecord, Task, Usage
 from orchestrator.record import convert
 
@@ -173,10 +174,11 @@ def spent_today(events: Events) -> tuple[Usage, dict[str, Usage]]:
     for e in reversed(newest):
         if str(e.get("ts", ""))[:10] < today:
             break
-        if e.get("event") != "spend" or not isinstance(e.get("usage"), dict):
+        spend = e.decode()
+        if not isinstance(spend, Spend):
             continue
         try:
-            u = convert(e["usage"], Usage)
+            u = convert(spend.usage, Usage)
         except InvalidRecord:
             continue
         total = total.add(u)
@@ -192,8 +194,9 @@ def warn(limits: list[Limit], before: Usage, after: Usage, events: Events, task_
     for limit in limits:
         if "budget_warning" in crossed(limit.budget, limit.spent.add(before),
                                        limit.spent.add(after)):
-            events.emit("budget_warning", task_id, actor=actor, limit=limit.label or "task",
-                        spent=describe(limit.budget, limit.spent.add(after)))
+            events.emit(BudgetWarning(limit=limit.label or "task",
+                                      spent=describe(limit.budget, limit.spent.add(after))),
+                        task_id, actor=actor)
 
 
 def minus(a: Usage, b: Usage) -> Usage:

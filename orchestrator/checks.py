@@ -18,7 +18,7 @@ from orchestrator.protocols import TaskLogger
 from orchestrator.transcript import VerifyFinished, VerifyOutput, VerifyStarted
 
 if TYPE_CHECKING:
-    from orchestrator.agent.sandbox import Sandbox
+    from orchestrator.sandbox import Sandbox
 
 TAIL_CHARS = 2000
 

@@ -6,7 +6,7 @@ returns (a `ControlPlane`) is the task `Board` itself and hands out the rest:
 
     board = open_board(layout, config.board, actor="alice")
     board.claim("alice")                      # tasks            (Board)
-    board.events.emit("commit", tid, sha=…)   # the audit log    (Events)
+    board.events.emit(Committed(sha=…), tid)  # the audit log    (Events)
     board.mailboxes.send("lead", "alice", …)  # mailboxes        (Mailboxes)
     board.logs.append(tid, Commit(sha=…))     # task transcripts (TaskLogs)
     board.team.publish("alice", "working", …) # teammate status  (TeamStatus)
@@ -61,6 +61,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, runtime_checkabl
 
 import msgspec
 
+from orchestrator.events import AnyEvent, decode
+
 if TYPE_CHECKING:  # the board package imports this module: no cycle at run time
     from orchestrator.model import Status, Task
     from orchestrator.transcript import LogEntry
@@ -69,7 +71,8 @@ if TYPE_CHECKING:  # the board package imports this module: no cycle at run time
 
 
 class Event(msgspec.Struct, frozen=True):
-    """One entry of the audit log. ``fields`` holds everything beyond the five columns."""
+    """One entry of the audit log. ``fields`` holds everything beyond the five columns;
+    `decode` reads them as the event's kind (`orchestrator.events`)."""
 
     seq: int
     """Position in the board's log: strictly increasing per board (0: an event written
@@ -93,6 +96,11 @@ class Event(msgspec.Struct, frozen=True):
 
     def __contains__(self, key: str) -> bool:
         return key in _EVENT_COLUMNS or key in self.fields
+
+    def decode(self) -> AnyEvent | None:
+        """This event as its typed kind; None for a kind this code does not know or
+        fields that do not fit it (an old or hand-edited line)."""
+        return decode(self.event, self.fields)
 
     def to_dict(self) -> dict[str, Any]:
         return {"seq": self.seq, "ts": self.ts, "event": self.event, "task": self.task,
@@ -268,9 +276,10 @@ class Answer(msgspec.Struct, frozen=True):
 class Events(Protocol):
     """The append-only audit log of one board."""
 
-    def emit(self, event: str, task: str | None = None, actor: str | None = None,
-             **fields: Any) -> Event:
-        """Append one event (``actor`` defaults to the board's); returns it with its seq."""
+    def emit(self, event: AnyEvent, task: str | None = None,
+             actor: str | None = None) -> Event:
+        """Append one event of ``task`` (``actor`` defaults to the board's); returns it
+        with its seq."""
         ...
     def read(self, *, since: int = 0, task: str | None = None) -> Iterator[Event]:
         """Events with ``seq > since`` (of ``task`` only, when given), oldest first.
@@ -319,9 +328,9 @@ class ActorEvents:
     def __init__(self, events: Events, actor: str) -> None:
         self.inner, self.actor = events, actor
 
-    def emit(self, event: str, task: str | None = None, actor: str | None = None,
-             **fields: Any) -> Event:
-        return self.inner.emit(event, task, actor=actor or self.actor, **fields)
+    def emit(self, event: AnyEvent, task: str | None = None,
+             actor: str | None = None) -> Event:
+        return self.inner.emit(event, task, actor=actor or self.actor)
 
     def read(self, *, since: int = 0, task: str | None = None) -> Iterator[Event]:
         return self.inner.read(since=since, task=task)

@@ -27,7 +27,7 @@ from orchestrator.secrets import StreamMasker, redact
 from orchestrator.transcript import Output, SandboxNote
 
 if TYPE_CHECKING:
-    from orchestrator.agent.sandbox import Sandbox
+    from orchestrator.sandbox import Sandbox
 
 CHUNK_BYTES = 64 * 1024
 TAIL_BYTES = 4 * 1024

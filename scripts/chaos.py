@@ -60,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from orchestrator.board import open_board
 from orchestrator.board.eventlog import EventLog
 from orchestrator.config import BoardConfig
+from orchestrator.controlplane import Event
 from orchestrator.events import event_status
 from orchestrator.layout import Layout
 from orchestrator.model import Status
@@ -398,7 +399,7 @@ def audit(repo: Path, ids: list[str], config: BoardConfig | None = None) -> dict
             bad_lines.append(f"line {i}: {exc}")
     last: dict[str, str] = {}
     for e in events:
-        st = event_status(e)
+        st = event_status(Event.from_dict(e))
         if st is not None and e.get("task"):
             last[e["task"]] = st
     completions = Counter(e["task"] for e in events if e["event"] == "task_completed")

@@ -105,6 +105,8 @@ DENIED = [
     "env -iS 'rm -rf x'",
     "watch 'rm x'",  # watch runs its words through sh -c
     "watch -n1 'ls; rm x'",
+    "coproc { rm x; }",  # tree-sitter-bash reads coproc's braces as words
+    "coproc X { rm x; }",
 ]
 
 ASKED = [
@@ -194,6 +196,18 @@ EVALUATED = [  # issue 29 item 9: bash evaluates a string as code, or a name cha
     "echo rm x | chroot /",
     "echo rm x | sudo -s",
     "echo rm x | pkexec",
+    # input becomes the command: appended to a wrapper with none, or replacing xargs -I
+    "echo rm x | xargs env",
+    "echo rm x | xargs -I{} sh -c '{}'",
+    "echo rm x | xargs -0I R sh -c 'R'",
+    # builtins and loops assign a variable that changes what runs
+    "printf -v PATH %s /tmp/x; ls",
+    "read PATH < f; ls",
+    "echo /tmp/x | mapfile -t PATH; ls",
+    "for PATH in /tmp/x; do ls; done",
+    "select PATH in /tmp/x; do ls; done",
+    "set -a; : ${LD_PRELOAD:=/tmp/x.so}; ls",
+    "coproc PATH { ls; }",
     # options written the way bash's getopt reads them: attached values, clustered letters
     "printf -v'a[$(rm x)]' %s y",
     "wait -p'a[$(rm x)]' -n",
@@ -228,6 +242,9 @@ ALLOWED = [
     "FOO=1 npm test; BAR=2; ls",
     "read -rp 'name? ' -a names",
     "getopts ab opt",
+    "for f in *.py; do ls $f; done",
+    "echo a b | xargs -I{} echo {}",
+    "echo ${X:=1} ${X=2}",
 ]
 
 

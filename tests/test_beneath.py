@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from orchestrator.agent.git_confine import GitConfinement
 from orchestrator.beneath import NotRegular, read_beneath, write_beneath
 from orchestrator.board import open_board
 from orchestrator.budget import read_usage_file
 from orchestrator.config import Config
 from orchestrator.errors import InvalidInput
 from orchestrator.layout import Layout
+from orchestrator.sandbox.git_confine import GitConfinement
 from orchestrator.worktree.manager import WorktreeManager
 from tests.helpers import git
 from tests.test_review import get, keep

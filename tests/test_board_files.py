@@ -12,16 +12,17 @@ import pytest
 from orchestrator.board import init_repo, open_board
 from orchestrator.board.eventlog import EventLog
 from orchestrator.board.mailboxes import FileMailboxes
+from orchestrator.events import LandNote, LandSkipped, Merged, TaskCreated
 
 
 def test_a_torn_line_is_skipped_and_the_next_writer_starts_afresh(tmp_path: Path) -> None:
     log = EventLog(tmp_path / "events.jsonl", "t")
     for i in range(5):
-        log.emit("step", "task_001", n=i)
+        log.emit(LandNote(note=str(i)), "task_001")
     with log.path.open("ab") as fh:
         fh.write(b'{"seq": 99, "ts": "x", "ev')  # a writer killed mid-line
     assert [e.seq for e in log.read()] == [1, 2, 3, 4, 5] and log.last_seq() == 5
-    after = log.emit("after", "task_001")
+    after = log.emit(LandSkipped(reason="after"), "task_001")
     assert after.seq == 6
     assert [e.seq for e in log.read(task="task_001")] == [1, 2, 3, 4, 5, 6]
     assert [e.seq for e in log.tail(2, task="task_001")] == [5, 6]
@@ -31,17 +32,17 @@ def test_a_torn_line_is_skipped_and_the_next_writer_starts_afresh(tmp_path: Path
 def test_lines_appended_by_another_writer_are_read_and_continued(tmp_path: Path) -> None:
     log = EventLog(tmp_path / "events.jsonl", "t")
     for i in range(10):
-        log.emit("step", f"task_{i % 2 + 1:03d}")
+        log.emit(LandNote(note=str(i)), f"task_{i % 2 + 1:03d}")
     # lines appended by something else (an older version), in another key order
     with log.path.open("a") as fh:
         fh.write(json.dumps({"ts": "x", "seq": 11, "event": "late", "task": "task_002",
                              "actor": "old"}) + "\n")
     assert [e.event for e in log.read(since=10)] == ["late"]
     assert log.tail(1, task="task_002")[0].event == "late"
-    assert log.emit("next", "task_001").seq == 12
+    assert log.emit(LandNote(note="next"), "task_001").seq == 12
     log.path.unlink()  # the log replaced: seqs start again from it
-    log.emit("fresh", "task_001")
-    assert [e.event for e in log.read()] == ["fresh"]
+    log.emit(LandSkipped(reason="fresh"), "task_001")
+    assert [e.event for e in log.read()] == ["land_skipped"]
     assert [e.seq for e in log.read(task="task_001")] == [1] and log.last_seq() == 1
 
 
@@ -51,7 +52,8 @@ def test_a_log_from_before_seq_reads_and_continues(tmp_path: Path) -> None:
                     '{"ts": "b", "event": "task_claimed", "task": "task_001", "actor": "x"}\n')
     log = EventLog(path, "t")
     assert [(e.seq, e.event) for e in log.read()] == [(0, "task_created"), (0, "task_claimed")]
-    assert log.emit("merged", "task_001").seq == 1
+    assert log.emit(Merged(strategy="merge", into="main", commit="c", branch="b", tip="t"),
+                    "task_001").seq == 1
     assert [e.event for e in log.read(task="task_001")] == ["task_created", "task_claimed",
                                                             "merged"]
     assert [e.event for e in log.read(since=0)][-1] == "merged"
@@ -60,9 +62,9 @@ def test_a_log_from_before_seq_reads_and_continues(tmp_path: Path) -> None:
 
 def test_odd_task_names_in_events_are_still_found(tmp_path: Path) -> None:
     log = EventLog(tmp_path / "events.jsonl", "t")
-    log.emit("x", "task_0007")  # not the canonical task_007
-    log.emit("x", "weird \" name")
-    log.emit("x", "task_007")
+    log.emit(LandNote(note="x"), "task_0007")  # not the canonical task_007
+    log.emit(LandNote(note="x"), "weird \" name")
+    log.emit(LandNote(note="x"), "task_007")
     assert [e.task for e in log.read(task="task_0007")] == ["task_0007"]
     assert [e.task for e in log.read(task='weird " name')] == ['weird " name']
     assert [e.seq for e in log.read(task="task_007")] == [3]
@@ -88,17 +90,17 @@ def test_since_is_found_by_binary_search_over_lines_of_every_length(
     monkeypatch.setattr(eventlog, "CHUNK", 64)  # most lines are longer than a span
     log = EventLog(tmp_path / "events.jsonl", "t")
     for i in range(40):
-        log.emit("step", f"task_{i % 4 + 1:03d}", text="y" * (i * 7))  # lines of every length
+        log.emit(LandNote(note="y" * (i * 7)), f"task_{i % 4 + 1:03d}")  # lines of every length
     with log.path.open("a") as fh:  # a foreign line and an older one in between
         fh.write('not json\n{"ts": "x", "event": "old", "task": "task_002", "actor": "o"}\n')
-    log.emit("last", "task_002")
+    log.emit(LandSkipped(reason="last"), "task_002")
     assert log.last_seq() == 41
     assert [e.seq for e in log.read(task="task_002")] == [2, 6, 10, 14, 18, 22, 26, 30, 34,
                                                           38, 0, 41]
     for since in range(42):
         assert [e.seq for e in log.read(since=since)] == list(range(since + 1, 42)) \
             if since else [*range(1, 41), 0, 41]
-    assert [e.event for e in log.read(since=39)] == ["step", "last"]
+    assert [e.event for e in log.read(since=39)] == ["land_note", "land_skipped"]
 
 
 def _by_scan(log: EventLog, task: str) -> list[int]:
@@ -121,18 +123,19 @@ TASKS = ["task_001", "task_002", "task_778", "task_4294967294", "task_0007", 'od
 
 def test_one_tasks_events_agree_with_a_line_by_line_scan(tmp_path: Path) -> None:
     log = EventLog(tmp_path / "events.jsonl", "t", secrets=["s3cret-value"])
-    log.emit("first", "task_001", note='"task": "task_002"')  # a field that looks like one
-    log.emit_many([("made", TASKS[i % len(TASKS)], {"n": i, "note": "s3cret-value"})
+    log.emit(LandNote(note='"task": "task_002"'), "task_001")  # a field that looks like one
+    log.emit_many([(TaskCreated(subject=str(i), source="s3cret-value"), TASKS[i % len(TASKS)])
                    for i in range(25)], actor="intake")
     with log.path.open("ab") as fh:
         fh.write(b'{"seq": 99, "ts": "x", "ev')  # a writer killed mid-line
-    log.emit_many([("made", TASKS[(i * 5) % len(TASKS)], {"n": i}) for i in range(30)])
+    log.emit_many([(TaskCreated(subject=str(i)), TASKS[(i * 5) % len(TASKS)])
+                   for i in range(30)])
     log.emit_many([])
-    log.emit_many([("made", "task_001", {"last": True})])
+    log.emit_many([(LandNote(note="last"), "task_001")])
     events = list(log.read())
     assert [e.seq for e in events] == list(range(1, 58)) and log.last_seq() == 57
-    assert events[1].actor == "intake" and events[1].fields["note"] == "***"
-    assert events[-1].fields == {"last": True}
+    assert events[1].actor == "intake" and events[1].fields["source"] == "***"
+    assert events[-1].fields == {"note": "last"}
     for task in TASKS[:-1]:
         seqs = _by_scan(log, task)
         assert seqs, task

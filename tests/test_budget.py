@@ -22,6 +22,7 @@ from orchestrator import waits
 from orchestrator.board import open_board
 from orchestrator.budget import crossed, make_budget, parse_duration, reached, read_usage_file
 from orchestrator.errors import InvalidInput
+from orchestrator.events import BudgetWarning, Spend, TaskFailed
 from orchestrator.layout import Layout
 from orchestrator.model import Budget, Status, Usage
 from orchestrator.team.hooks import hook_kind
@@ -190,10 +191,10 @@ def test_reasons_thresholds_and_hooks() -> None:
                                                                     "budget_reached"]
     assert crossed(b, Usage(cost_usd=1.7), Usage(cost_usd=1.8)) == []
     assert crossed(Budget(), Usage(cost_usd=1.0), Usage(cost_usd=1e6)) == []
-    assert hook_kind({"event": "budget_warning"}) == "budget"
-    assert hook_kind({"event": "task_failed", "status": "failed",
-                      "error": "budget: $2.00 of $2.00 spent"}) is None
-    assert hook_kind({"event": "task_failed", "status": "failed", "error": "boom"}) == "failed"
+    assert hook_kind(BudgetWarning(limit="task", spent="$1.60/$2.00")) == "budget"
+    assert hook_kind(TaskFailed(token=1, status="failed", attempts=1,
+                                error="budget: $2.00 of $2.00 spent")) is None
+    assert hook_kind(TaskFailed(token=1, status="failed", attempts=3, error="boom")) == "failed"
 
 
 @pytest.mark.parametrize("content", [
@@ -290,9 +291,9 @@ def test_plan_and_teammate_limits(repo: Path) -> None:
             claimed = board.claim("alice", task_id=t.id)
             assert claimed is not None and claimed.lease is not None
             board.update(t.id, claimed.lease.token, usage=Usage(cost_usd=cost))
-            board.events.emit("spend", t.id, actor="alice",
-                              usage=msgspec.to_builtins(Usage(cost_usd=cost)))
-        board.events.emit("spend", None, actor="bob", usage={"cost_usd": "bogus"})
+            board.events.emit(Spend(usage=msgspec.to_builtins(Usage(cost_usd=cost)), plan=None),
+                              t.id, actor="alice")
+        board.events.emit(Spend(usage={"cost_usd": "bogus"}, plan=None), None, actor="bob")
         config = BudgetConfig(plan_usd=3.0, teammate_daily_usd=10.0, daily_usd=3.4)
         limits = limits_for(board.get(a.id), "alice", config, board)
     labels = {lim.label: lim.reached(Usage()) for lim in limits}

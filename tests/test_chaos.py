@@ -18,6 +18,17 @@ import pytest
 
 from orchestrator.board import FileBoard, init_repo, open_board
 from orchestrator.config import WorktreeConfig
+from orchestrator.controlplane import Event
+from orchestrator.events import (
+    AnyEvent,
+    Committed,
+    LeaseExpired,
+    TaskAbandoned,
+    TaskClaimed,
+    TaskCompleted,
+    TaskStatusSet,
+    fields_of,
+)
 from orchestrator.worktree import WorktreeManager, binding
 from scripts.chaos import audit, event_status
 from tests.helpers import git
@@ -85,11 +96,13 @@ def test_audit_passes_a_clean_run_and_counts_each_kind_of_damage(repo: Path) -> 
         two = _in_review(board, wm, commits=2)
         other = _in_review(board, wm, {"elsewhere.txt": "x\n"})
         stuck = board.add("never claimed").id
-        board.events.emit("task_completed", good, token=1)  # a second completion
-        board.events.emit("task_abandoned", two, actor="alice", token=1)  # after handing back
+        board.events.emit(TaskCompleted(token=1), good)  # a second completion
+        board.events.emit(TaskAbandoned(token=1, reason="lease lost"), two,
+                          actor="alice")  # after handing back
         extra = board.add("nobody asked for this").id
         board.cancel(extra)
-        board.events.emit("task_claimed", extra, token=9)  # the events say so, the board not
+        # the events say so, the board not
+        board.events.emit(TaskClaimed(owner="cli", token=9, attempt=1), extra)
     git(repo, "worktree", "add", "-q", str(layout.worktree_root / "stray"), "-b", "stray")
     with layout.events.open("ab") as fh:
         fh.write(b'{"ts": "torn\n')
@@ -108,10 +121,16 @@ def test_audit_passes_a_clean_run_and_counts_each_kind_of_damage(repo: Path) -> 
 
 
 def test_event_status_follows_every_status_changing_event() -> None:
-    assert event_status({"event": "task_claimed"}) == "in_progress"
-    assert event_status({"event": "lease_expired", "status": "failed"}) == "failed"
-    assert event_status({"event": "task_status", "to": "review"}) == "review"
-    assert event_status({"event": "commit"}) is None
+    def status(kind: AnyEvent) -> str | None:
+        name, fields = fields_of(kind)
+        return event_status(Event.from_dict({"event": name, **fields}))
+
+    assert status(TaskClaimed(owner="a", token=1, attempt=1)) == "in_progress"
+    assert status(LeaseExpired(owner="a", token=1, reason="r", attempts=3,
+                               status="failed")) == "failed"
+    assert status(TaskStatusSet(from_="failed", to="review")) == "review"
+    assert status(Committed(sha="abc", branch="b")) is None
+    assert event_status(Event.from_dict({"event": "task_claimed"})) is None  # does not fit
 
 
 @pytest.mark.slow

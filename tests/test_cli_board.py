@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli import main
+from orchestrator.events import LandNote
 
 
 def run(capsys: pytest.CaptureFixture[str], repo: Path, *args: str) -> tuple[int, str, str]:
@@ -162,15 +163,16 @@ def test_events_tail_on_a_terminal_and_everything_when_piped(repo: Path) -> None
     total = TAIL_ON_TERMINAL + 30
     with open_board(Layout.at(repo).ensure()) as board:
         for i in range(total):
-            board.events.emit("note", f"task_{i % 3 + 1:03d}", n=i)
+            board.events.emit(LandNote(note=str(i)), f"task_{i % 3 + 1:03d}")
     with Layout.at(repo).events.open("a") as fh:
         fh.write('{"torn')
     out = run_on_terminal(repo, ["events"], rows=500, cols=200)
-    shown = [int(line.split("n=")[1].split()[0]) for line in out.splitlines() if "n=" in line]
+    shown = [int(line.split("note=")[1].split()[0]) for line in out.splitlines()
+             if "note=" in line]
     assert shown == list(range(30, total)) and "-n 0 prints them all" in out
     piped = orch(repo, "events", "--json")
-    assert [json.loads(x)["n"] for x in piped.stdout.splitlines()] == list(range(total))
+    assert [int(json.loads(x)["note"]) for x in piped.stdout.splitlines()] == list(range(total))
     assert piped.stderr == ""
     last = orch(repo, "events", "-n", "2", "--task", "2", "--json")
-    assert [json.loads(x)["n"] for x in last.stdout.splitlines()] == [124, 127]
+    assert [json.loads(x)["note"] for x in last.stdout.splitlines()] == ["124", "127"]
     assert orch(repo, "events", "-n", "-1").returncode == 2

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from orchestrator.agent.base import ToolContext
-from orchestrator.agent.sandbox import Sandbox, safe_env
 from orchestrator.agent.tools.shell import BashTool
 from orchestrator.board.tasklogs import TaskLog
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError
 from orchestrator.layout import Layout
 from orchestrator.process import run_streamed
+from orchestrator.sandbox import Sandbox, safe_env
 from tests.helpers import git, survivors
 
 PODMAN = shutil.which("podman")
@@ -130,7 +130,7 @@ def test_the_main_checkout_s_devcontainer_image_and_env_are_used_never_the_workt
     # a sandbox.image setting wins over the devcontainer
     config = Config.load(repo, environ={}, overrides={"sandbox": {"runner": "podman",
                                                                   "image": "other:1"}})
-    from orchestrator.agent.sandbox import task_sandbox
+    from orchestrator.sandbox import task_sandbox
 
     other = task_sandbox(config, root=repo)
     assert other.container is not None and other.container.image == "other:1"

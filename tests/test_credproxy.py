@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.agent.credproxy import CredentialProxy, run_env
-from orchestrator.agent.sandbox import Sandbox, safe_env
 from orchestrator.backends.command import CommandBackend
 from orchestrator.board import open_board
 from orchestrator.board.tasklogs import TaskLog
@@ -22,6 +20,8 @@ from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.model import Task
 from orchestrator.protocols import RunContext, Workspace
+from orchestrator.sandbox import Sandbox, safe_env
+from orchestrator.sandbox.credproxy import CredentialProxy, run_env
 from tests.helpers import git
 from tests.loopback import LoopbackAPI
 from tests.test_sandbox import needs_bwrap

@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from orchestrator.events import KINDS
 from orchestrator.settings.registry import Registry
-from scripts import gen_config_docs
+from scripts import gen_config_docs, gen_event_docs
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -31,3 +32,11 @@ def test_pages_link_to_pages_that_exist_and_name_real_settings() -> None:
         for key in re.findall(r"`((?:board|team|agent|worktree|mcp|hooks|claude_code|"
                               r"commands)\.[a-z_]+)", text):
             assert key in keys, f"{page.name} names an unknown setting {key}"
+
+
+def test_the_event_list_is_generated_from_the_kinds_and_up_to_date() -> None:
+    text = gen_event_docs.render()
+    assert (DOCS / "events.md").read_text() == text, \
+        "docs/events.md is out of date: run scripts/gen_event_docs.py"
+    for kind in KINDS:
+        assert f"| `{kind.__struct_config__.tag}` |" in text

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.agent.base import ToolContext, ToolResult
-from orchestrator.agent.sandbox import Sandbox, safe_env
 from orchestrator.agent.tools.shell import BashTool
 from orchestrator.errors import GitError
 from orchestrator.model import Task
+from orchestrator.sandbox import Sandbox, safe_env
 from orchestrator.team.commit import commit_leftovers
 from tests.helpers import git
 from tests.test_sandbox import needs_bwrap

@@ -8,6 +8,15 @@ from pathlib import Path
 from orchestrator.board import init_repo, open_board
 from orchestrator.board.eventlog import EventLog
 from orchestrator.config import HooksConfig
+from orchestrator.events import (
+    LeaseExpired,
+    Merged,
+    PermissionRequested,
+    PlanSubmitted,
+    TaskClaimed,
+    TaskCompleted,
+    TaskFailed,
+)
 from orchestrator.layout import Layout
 from orchestrator.team.hooks import Hooks, hook_kind
 from tests.test_team_support import cli, team_cleanup, team_env
@@ -18,13 +27,16 @@ def lines(path: Path) -> list[dict]:
 
 
 def test_hook_kinds() -> None:
-    assert hook_kind({"event": "task_completed"}) == "review"
-    assert hook_kind({"event": "permission_requested"}) == "waiting"
-    assert hook_kind({"event": "plan_submitted"}) == "waiting"
-    assert hook_kind({"event": "task_failed", "status": "failed"}) == "failed"
-    assert hook_kind({"event": "lease_expired", "status": "failed"}) == "failed"
-    assert hook_kind({"event": "task_failed", "status": "pending"}) is None  # will be retried
-    assert hook_kind({"event": "task_claimed"}) is None
+    assert hook_kind(TaskCompleted(token=1)) == "review"
+    assert hook_kind(PermissionRequested(request_id="r", tool="Bash", subject="ls")) == "waiting"
+    assert hook_kind(PlanSubmitted(request_id="r", plan="p")) == "waiting"
+    assert hook_kind(TaskFailed(token=1, error="boom", attempts=3, status="failed")) == "failed"
+    assert hook_kind(LeaseExpired(owner="a", token=1, reason="lease expired", attempts=3,
+                                  status="failed")) == "failed"
+    assert hook_kind(TaskFailed(token=1, error="boom", attempts=1,
+                                status="pending")) is None  # will be retried
+    assert hook_kind(TaskClaimed(owner="a", token=1, attempt=1)) is None
+    assert hook_kind(None) is None  # a line of a kind this code does not know
 
 
 def test_a_hook_gets_the_event_on_stdin_only_for_new_events(repo: Path, tmp_path: Path) -> None:
@@ -32,14 +44,15 @@ def test_a_hook_gets_the_event_on_stdin_only_for_new_events(repo: Path, tmp_path
     out = tmp_path / "hook.jsonl"
     with open_board(layout) as board:
         old = board.add("before the lead started")
-        board.events.emit("task_completed", old.id)
+        board.events.emit(TaskCompleted(token=None), old.id)
         hooks = Hooks(layout, HooksConfig(
             review=[f'cat >> {out}; echo "$ORCH_HOOK $ORCH_TASK_ID" >> {out}.env'],
             events={"merged": [f"cat >> {out}"]}), board)
         task = board.add("Fix the login page")
-        board.events.emit("task_completed", task.id, token=1)
-        board.events.emit("task_claimed", task.id)
-        board.events.emit("merged", task.id, into="main")
+        board.events.emit(TaskCompleted(token=1), task.id)
+        board.events.emit(TaskClaimed(owner="alice", token=2, attempt=2), task.id)
+        board.events.emit(Merged(strategy="merge", into="main", commit="c", branch=None,
+                                 tip=None), task.id)
         assert hooks.poll() == 2
         assert hooks.poll() == 0  # each event once
         hooks.close()
@@ -56,8 +69,8 @@ def test_failing_and_hanging_hooks_are_logged_and_killed(repo: Path) -> None:
     layout = init_repo(repo)
     hooks = Hooks(layout, HooksConfig(failed=["echo oops; exit 3", "sleep 60"], timeout=0.5))
     log = EventLog(layout.events)
-    log.emit("task_failed", "task_001", status="failed", error="boom")
-    log.emit("task_failed", "task_002", status="pending", error="will retry")
+    log.emit(TaskFailed(token=1, status="failed", error="boom", attempts=3), "task_001")
+    log.emit(TaskFailed(token=1, status="pending", error="will retry", attempts=1), "task_002")
     assert hooks.poll() == 2
     hooks.close()  # waits for both: the sleeping one is killed at its timeout
     failures = [e for e in log.read() if e["event"] == "hook_failed"]
@@ -76,7 +89,8 @@ def test_a_torn_last_line_waits_for_its_end(repo: Path, tmp_path: Path) -> None:
     layout = init_repo(repo)
     out = tmp_path / "hook.jsonl"
     hooks = Hooks(layout, HooksConfig(waiting=[f"cat >> {out}"]))
-    record = json.dumps({"seq": 1, "event": "permission_requested", "task": "task_001"})
+    record = json.dumps({"seq": 1, "event": "permission_requested", "task": "task_001",
+                         "request_id": "r1", "tool": "Bash", "subject": "make"})
     with layout.events.open("a") as fh:
         fh.write(record[:10])
     assert hooks.poll() == 0

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -438,14 +439,15 @@ def test_tasks_made_together_answer_each_item_in_order(board: FileBoard,
         real_write(self, task, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(FileBoard, "_write", write)
-    items = [({"subject": "one"}, None, {"source": "a"}),
-             ({"subject": "owned", "owner": "mallory"}, None, {}),
-             ({"subject": "wanted"}, "task_020", {}),
-             ({"subject": "again"}, "task_020", {}),
-             ({"subject": "taken"}, "task_009", {}),
-             ({"subject": "bad", "priority": "high"}, None, {}),
-             ({"subject": "disk says no"}, None, {}),
-             ({"subject": "two"}, None, {"source": "b"})]
+    items: list[tuple[dict[str, Any], str | None, str | None]] = [
+        ({"subject": "one"}, None, "a"),
+        ({"subject": "owned", "owner": "mallory"}, None, None),
+        ({"subject": "wanted"}, "task_020", None),
+        ({"subject": "again"}, "task_020", None),
+        ({"subject": "taken"}, "task_009", None),
+        ({"subject": "bad", "priority": "high"}, None, None),
+        ({"subject": "disk says no"}, None, None),
+        ({"subject": "two"}, None, "b")]
     out = board.create_many(items, actor="intake")
     assert len(out) == len(items)
     made = {i: t for i, t in enumerate(out) if not isinstance(t, Exception)}

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from orchestrator.agent.base import ToolContext
-from orchestrator.agent.sandbox import Sandbox, safe_env
 from orchestrator.agent.tools.shell import BashTool
 from orchestrator.backends.command import CommandBackend
 from orchestrator.board import open_board
@@ -26,6 +25,7 @@ from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task
 from orchestrator.protocols import RunContext, Workspace
+from orchestrator.sandbox import Sandbox, safe_env
 from orchestrator.worktree.setup import run_setup
 from tests.helpers import git, survivors
 from tests.pg import Cluster
@@ -254,7 +254,7 @@ def _host_address() -> str | None:
                     reason="slirp4netns is not installed")
 def test_a_network_of_its_own_keeps_the_host_s_loopback_and_abstract_sockets_out(
         worktree: Path, repo: Path) -> None:
-    from orchestrator.agent.sandbox import task_sandbox
+    from orchestrator.sandbox import task_sandbox
 
     name = f"orch-test-{uuid.uuid4().hex}"
     with socket.socket(socket.AF_UNIX) as abstract, socket.socket() as loop, \

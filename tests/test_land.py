@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.agent.sandbox import task_sandbox
 from orchestrator.board import open_board
 from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task
 from orchestrator.review.landing import land_order, land_tasks
+from orchestrator.sandbox import task_sandbox
 from tests.helpers import git, make_repo
 from tests.test_review import Cli, get, in_process, keep, lc
 from tests.test_team_support import cli as up_cli

@@ -16,13 +16,13 @@ from orchestrator.agent.base import LimitExceeded, Stopped, ToolContext, ToolRes
 from orchestrator.agent.loop import CONTINUE, AgentLoop, Limits
 from orchestrator.agent.permissions import PermissionGate
 from orchestrator.agent.prompt import PromptSources, build_prompt
-from orchestrator.agent.sandbox import safe_env
 from orchestrator.agent.tools import default_tools
 from orchestrator.agent.toolset import Toolset
 from orchestrator.board.tasklogs import TaskLog
 from orchestrator.errors import BackendError
 from orchestrator.layout import Layout
 from orchestrator.model import Task
+from orchestrator.sandbox import safe_env
 from tests.loopback import LoopbackAPI, check_pairing, tool_use
 
 MODEL = "claude-sonnet-4-6"

@@ -21,6 +21,7 @@ from orchestrator.board import open_board
 from orchestrator.board.pg.store import PgBoard
 from orchestrator.config import BoardConfig
 from orchestrator.errors import LeaseLost, NotFound
+from orchestrator.events import ForgeWebhook
 from orchestrator.layout import Layout
 from orchestrator.model import Status
 from orchestrator.transcript import Output
@@ -220,8 +221,7 @@ def test_a_waiting_lead_wakes_on_an_event_alone(tmp_path: Path, pg_board_url: st
             board_at(tmp_path, pg_board_url, "m2", rescan_seconds=30) as m2:
         m2.wait_for_change(0.2)  # its listener's first connect counts as a change
         assert m2.wait_for_change(0.2) is False
-        timer = threading.Timer(0.3, lambda: m1.events.emit("forge_webhook", None,
-                                                            hook="check_run"))
+        timer = threading.Timer(0.3, lambda: m1.events.emit(ForgeWebhook(hook="check_run")))
         timer.start()
         t0 = time.monotonic()
         try:

@@ -137,7 +137,7 @@ def test_gc_of_merged_and_discarded_tasks_with_edited_fields(repo: Path) -> None
     with open_board(layout) as board:
         report = open_isolation(layout, config.worktree, board).gc(board.list())
     assert report.removed == []
-    reasons = {row["task"]: row["reason"] for row in report.skipped}
+    reasons = {row.task: row.reason for row in report.skipped}
     assert "did not create" in reasons[merged.id] and "'person'" in reasons[extra.id]
     assert {r: tip(repo, r) for r in before} == before
     assert Path(live.worktree or "").is_dir()
@@ -152,11 +152,11 @@ def test_fields_that_hide_commits_still_leave_a_snapshot(repo: Path) -> None:
     edit(repo, a.id, status="discarded", base=a.branch, base_commit=work)
     with open_board(layout) as board:
         report = open_isolation(layout, config.worktree, board).gc(board.list())
-    assert "is a base branch" in report.skipped[0]["reason"]
+    assert "is a base branch" in report.skipped[0].reason
     edit(repo, a.id, base="main", base_commit=work)
     with open_board(layout) as board:
         report = open_isolation(layout, config.worktree, board).gc(board.list())
-    assert [r["task"] for r in report.removed] == [a.id]
+    assert [r.task for r in report.removed] == [a.id]
     assert not git(repo, "branch", "--list", a.branch or "")
     snap = f"refs/orchestrator/snapshots/{a.id}"
     assert git(repo, "merge-base", "--is-ancestor", work, snap) == ""
@@ -206,7 +206,7 @@ def test_a_pending_task_naming_a_foreign_branch_never_works_on_it(repo: Path) ->
 
 
 def test_the_registry_is_read_only_inside_the_sandbox(repo: Path) -> None:
-    from orchestrator.agent.sandbox import Sandbox
+    from orchestrator.sandbox import Sandbox
 
     sandbox = Sandbox.detect("auto")
     if not sandbox.enabled:
@@ -229,7 +229,7 @@ def test_a_cancelled_task_with_commits_can_be_cleaned_up(repo: Path) -> None:
         board.cancel(a.id)
         report = open_isolation(layout, config.worktree, board).gc(board.list())
     [skipped] = report.skipped
-    assert "1 commit" in skipped["reason"] and f"discard {a.id} removes" in skipped["reason"]
+    assert "1 commit" in skipped.reason and f"discard {a.id} removes" in skipped.reason
     res = discard_task(layout, config, a.id)  # its commits go to the snapshot: no --force
     assert res.task.status is Status.CANCELLED  # what happened to it stays; its leftovers go
     assert git(repo, "show", f"{res.snapshot}:c.txt") == "c"

@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 from orchestrator.agent.base import ToolContext, ToolResult
-from orchestrator.agent.sandbox import Sandbox, safe_env
 from orchestrator.agent.tools.shell import BashTool
+from orchestrator.sandbox import Sandbox, safe_env
 from tests.helpers import git
 from tests.test_sandbox import needs_bwrap
 
@@ -125,7 +125,7 @@ def test_a_command_wrapped_without_a_confinement_cannot_write_the_repository(
 
 
 def test_scratch_left_by_a_killed_process_is_removed_by_the_next() -> None:
-    from orchestrator.agent import scratch as scratch_mod
+    from orchestrator.sandbox import scratch as scratch_mod
 
     dead = subprocess.Popen(["true"])
     dead.wait()

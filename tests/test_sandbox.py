@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.agent.base import ToolContext, ToolResult
-from orchestrator.agent.sandbox import Sandbox, _probe, safe_env
 from orchestrator.agent.tools.shell import BashTool
 from orchestrator.errors import ConfigError
+from orchestrator.sandbox import Sandbox, _probe, safe_env
 from tests.helpers import child_pids, git
 
 needs_bwrap = pytest.mark.skipif(_probe()[1] is not None,

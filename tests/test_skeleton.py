@@ -9,6 +9,7 @@ import pytest
 from orchestrator.board.eventlog import EventLog
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError, InvalidInput, InvalidTransition
+from orchestrator.events import TaskCreated
 from orchestrator.model import Status, Task, check_transition, format_task_id, parse_task_id
 
 
@@ -32,7 +33,7 @@ def test_transitions_checked_in_one_place() -> None:
 def test_events_are_lines_and_torn_tail_is_skipped(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("MY_API_KEY", "sk-very-secret-value")
     log = EventLog(tmp_path / "events.jsonl", actor="alice")
-    log.emit("task_created", "task_001", subject="leaks sk-very-secret-value?")
+    log.emit(TaskCreated(subject="leaks sk-very-secret-value?"), "task_001")
     with (tmp_path / "events.jsonl").open("a") as fh:
         fh.write('{"ts": "torn')
     events = list(log.read())

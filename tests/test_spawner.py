@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator.board import init_repo
 from orchestrator.config import BoardConfig, Config
-from orchestrator.events import event_status, last_status_event
+from orchestrator.events import LandNote, event_status, last_status_event
 from orchestrator.procutil import pid_alive, process_state, stat_fields
 from orchestrator.team.lead import Child, Lead
 from tests.helpers import cmdline
@@ -245,7 +245,7 @@ def test_the_tail_of_the_events_log_skips_a_torn_line(repo: Path) -> None:
 
     log = EventLog(repo / "events.jsonl")
     for i in range(300):
-        log.emit("note", f"task_{i:03d}", text="x" * (i % 37))
+        log.emit(LandNote(note="x" * (i % 37)), f"task_{i:03d}")
     with (repo / "events.jsonl").open("ab") as fh:
         fh.write(b'{"torn": ')  # a writer killed mid-line
     assert [e["task"] for e in log.tail(300)] == [f"task_{i:03d}" for i in range(300)]

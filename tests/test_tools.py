@@ -12,12 +12,12 @@ import pytest
 
 from orchestrator.agent.base import ToolContext, ToolResult
 from orchestrator.agent.permissions import PermissionGate
-from orchestrator.agent.sandbox import safe_env
 from orchestrator.agent.tools import default_tools
 from orchestrator.agent.tools.shell import OUTPUT_HEAD_BYTES
 from orchestrator.board import open_board
 from orchestrator.board.mailboxes import Mailbox
 from orchestrator.layout import Layout
+from orchestrator.sandbox import safe_env
 from tests.helpers import child_pids, git, make_repo
 
 TOOLS = {t.name: t for t in default_tools()}

@@ -10,11 +10,11 @@ import pytest
 
 from orchestrator.agent.base import PermissionAsked, ToolContext, ToolResult
 from orchestrator.agent.permissions import PermissionGate
-from orchestrator.agent.sandbox import safe_env
 from orchestrator.agent.tools import default_tools
 from orchestrator.agent.toolset import EVENT_SUBJECT_CHARS, Toolset, check_args
 from orchestrator.board.eventlog import EventLog
 from orchestrator.errors import ConfigError
+from orchestrator.sandbox import safe_env
 from tests.helpers import git
 
 API_KEY = "sk-ant-api03-test-secret-value-1234567890"

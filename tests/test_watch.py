@@ -10,12 +10,11 @@ import sys
 import threading
 from pathlib import Path
 
-from rich.console import Console
-
 from orchestrator.board import init_repo, open_board
 from orchestrator.board.mailboxes import LEAD, Mailbox
 from orchestrator.board.teamstatus import FileTeamStatus
-from orchestrator.cli.watch import column_of, frame, render_text, watch_board
+from orchestrator.cli.table import Piped
+from orchestrator.cli.watch import column_of, frame, watch_board
 from orchestrator.config import Config
 from orchestrator.layout import Layout
 from orchestrator.model import Status
@@ -60,7 +59,7 @@ def test_a_frame_has_every_column_and_the_teammates(repo: Path) -> None:
                     "waiting": "waiting for input", "review": "review", "merged": "merged",
                     "failed": "failed", "cancelled": None}
         assert {k: column_of(board.get(v)) for k, v in ids.items()} == expected
-        text = render_text(frame(layout, board), width=200)
+        text = "\n".join(frame(layout, board, Piped(200)))
     header = next(line for line in text.splitlines() if "pending (1)" in line)
     for col in ("pending (1)", "in progress (1)", "waiting for input (1)", "review (1)",
                 "merged (1)", "failed (1)"):
@@ -83,10 +82,9 @@ def test_a_frame_has_every_column_and_the_teammates(repo: Path) -> None:
 def test_watch_redraws_when_the_board_changes(repo: Path) -> None:
     layout = init_repo(repo)
     out = io.StringIO()
-    console = Console(file=out, width=160, color_system=None)
     drawn: list[int] = []
     watcher = threading.Thread(target=lambda: drawn.append(
-        watch_board(layout, Config.load(repo), frames=2, console=console)))
+        watch_board(layout, Config.load(repo), frames=2, console=Piped(160), out=out)))
     watcher.start()
     try:
         wait_until(lambda: "pending (0)" in out.getvalue(), 30, "the first frame")
@@ -132,3 +130,16 @@ def _ctrl_c_reaches() -> None:
     """As from a terminal: a suite started in the background (``cmd &``) passes SIGINT on
     ignored, and an ignored SIGINT never becomes Ctrl-C in the child."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_a_subject_cannot_drive_the_terminal(repo: Path) -> None:
+    """The frame goes through the one table renderer, whose cells are written out plain:
+    an agent's or a dropped file's escape codes are shown, never sent to the terminal."""
+    layout = init_repo(repo)
+    with open_board(layout) as board:
+        board.add("ok\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J")
+    res = subprocess.run([sys.executable, "-m", "orchestrator", "board", "--watch",
+                          "--frames", "1"], cwd=repo, capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert res.returncode == 0, res.stderr
+    assert "\x1b" not in res.stdout and "ok\\x1b]52;c;" in res.stdout

@@ -155,13 +155,13 @@ def test_gc_removes_what_is_safe_and_says_what_it_skipped(board: FileBoard,
     review = run_task(board, wm, board.add("Awaiting review").id, {"r.txt": "r\n"})
 
     dry = wm.gc(board.list(), dry_run=True)
-    assert [r["task"] for r in dry.removed] == [merged.id]
-    assert [r["task"] for r in dry.skipped] == [discarded.id]
-    assert "1 commit(s)" in dry.skipped[0]["reason"]
+    assert [r.task for r in dry.removed] == [merged.id]
+    assert [r.task for r in dry.skipped] == [discarded.id]
+    assert "1 commit(s)" in dry.skipped[0].reason
     assert Path(merged.worktree).exists()  # dry run touches nothing
 
     report = wm.gc(board.list())
-    assert [r["task"] for r in report.removed] == [merged.id]
+    assert [r.task for r in report.removed] == [merged.id]
     assert not Path(merged.worktree).exists() and not git(root, "branch", "--list", merged.branch)
     assert Path(discarded.worktree).exists() and Path(review.worktree).exists()
     assert wm.gc(board.list()).removed == []

@@ -1,1 +1,2 @@
-"""The agent runtime: the master loop, its tools, the permission gate and the sandbox."""
+"""The agent runtime: the master loop, its tools and the permission gate (the sandbox it
+runs commands in is `orchestrator.sandbox`)."""

@@ -19,9 +19,9 @@ from orchestrator.model import Usage
 
 if TYPE_CHECKING:
     from orchestrator.agent.permissions import PermissionGate
-    from orchestrator.agent.sandbox import Sandbox
     from orchestrator.controlplane import ControlPlane, Events
     from orchestrator.layout import Layout
+    from orchestrator.sandbox import Sandbox
 
 
 @dataclass

@@ -32,12 +32,20 @@ from typing import Any
 from orchestrator.agent.base import PermissionAsked, Stopped
 from orchestrator.controlplane import ControlPlane, Request, RequestKind
 from orchestrator.errors import Conflict, NotFound, OrchestratorError
+from orchestrator.events import (
+    PermissionAnswered,
+    PermissionRequested,
+    PlanAnswered,
+    PlanSubmitted,
+    fields_of,
+)
 from orchestrator.model import TASK_ID_RE, Status, normalize_task_id
 from orchestrator.waits import Permission, Plan, Wait
 
 REQUEST: RequestKind = "permission"
 PLAN_REQUEST: RequestKind = "plan"
-ANSWERED = {REQUEST: "permission_answered", PLAN_REQUEST: "plan_answered"}
+ANSWERED: dict[str, type[PermissionAnswered | PlanAnswered]] = {
+    REQUEST: PermissionAnswered, PLAN_REQUEST: PlanAnswered}
 """Request kind -> the event its answer records."""
 POLL_SECONDS = 0.25
 
@@ -57,21 +65,22 @@ class PermissionFlow:
         self.teammate, self.stop, self.poll = teammate, stop, poll
 
     def ask(self, request: PermissionAsked, args: dict[str, Any] | None = None) -> Answer:
-        return self.request(REQUEST, f"{request.tool}({request.subject or ''})",
-                            "permission_requested", request_id=request.request_id,
-                            tool=request.tool, subject=request.subject)
+        return self.request(f"{request.tool}({request.subject or ''})", PermissionRequested(
+            request_id=request.request_id, tool=request.tool, subject=request.subject))
 
-    def request(self, kind: RequestKind, body: str, event: str, *, request_id: str,
-                **fields: Any) -> Answer:
-        """Ask a ``kind`` request, record ``event``, mark the task waiting, and block
-        until the answer arrives."""
-        self.board.requests.ask(kind, request_id=request_id, sender=self.teammate,
-                                task=self.task_id, body=body, token=self.token, **fields)
-        self.board.events.emit(event, self.task_id, actor=self.teammate,
-                               request_id=request_id, **fields)
-        wait: Wait = Plan(request_id=request_id) if kind == PLAN_REQUEST else Permission(
-            request_id=request_id, tool=str(fields.get("tool") or ""),
-            subject=str(fields.get("subject") or "")[:2000])
+    def request(self, body: str, event: PermissionRequested | PlanSubmitted) -> Answer:
+        """Ask the request ``event`` records (a plan or a tool call), record it, mark the
+        task waiting, and block until the answer arrives."""
+        request_id = event.request_id
+        wait: Wait
+        if isinstance(event, PlanSubmitted):
+            kind, wait = PLAN_REQUEST, Plan(request_id=request_id)
+        else:
+            kind, wait = REQUEST, Permission(request_id=request_id, tool=event.tool,
+                                             subject=(event.subject or "")[:2000])
+        self.board.requests.ask(kind, sender=self.teammate, task=self.task_id, body=body,
+                                token=self.token, **fields_of(event)[1])
+        self.board.events.emit(event, self.task_id, actor=self.teammate)
         self.board.update(self.task_id, self.token, wait=wait)
         try:
             got = self.board.requests.wait(request_id, stop=self.stop, poll=self.poll)
@@ -133,8 +142,9 @@ def answer(board: ControlPlane, ident: str, *, approved: bool, message: str = ""
                           if still else ""))
     req = match[0]
     board.requests.answer(req.id, approved=approved, message=message, actor=actor)
-    board.events.emit(ANSWERED[req.kind], req.task, actor=actor, request_id=req.id,
-                      approved=approved, message=message or None, tool=req.fields.get("tool"))
+    board.events.emit(ANSWERED[req.kind](request_id=req.id, approved=approved,
+                                         message=message or None, tool=req.fields.get("tool")),
+                      req.task, actor=actor)
     return _as_dict(req)
 
 

@@ -43,6 +43,7 @@ from orchestrator.agent.tools.common import obj, prop
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane as Board
 from orchestrator.errors import BackendError, ConfigError, InvalidInput
+from orchestrator.events import PlanWritten
 from orchestrator.layout import Layout
 from orchestrator.model import TASK_ID_RE, Task, Usage
 from orchestrator.profiles import Profile, check_task_profile, load_profiles
@@ -232,8 +233,8 @@ def write_plan(plan: Plan, layout: Layout, config: Config, board: Board) -> None
     for t in plan.tasks:
         t.blocked_by = [ids.get(b, b) for b in t.blocked_by]
     plan.written = True
-    board.events.emit("plan_written", actor=LEAD, plan=plan_id, goal=plan.goal[:500],
-                      tasks=[t.id for t in plan.tasks])
+    board.events.emit(PlanWritten(plan=plan_id, goal=plan.goal[:500],
+                                  tasks=[t.id for t in plan.tasks if t.id]), actor=LEAD)
 
 
 class _Memory:
@@ -266,11 +267,11 @@ def make_plan(goal: str, layout: Layout, config: Config, board: Board, model: An
     """Run the lead on ``goal`` and (unless ``dry_run``) write the checked plan."""
     from orchestrator.agent.base import Tool
     from orchestrator.agent.permissions import PermissionGate
-    from orchestrator.agent.sandbox import safe_env
     from orchestrator.agent.tools.board_tools import TaskGetTool, TaskListTool
     from orchestrator.agent.tools.files import ReadTool
     from orchestrator.agent.tools.search import GlobTool, GrepTool, LsTool
     from orchestrator.agent.toolset import Toolset
+    from orchestrator.sandbox import safe_env
 
     if not goal.strip():
         raise InvalidInput("the goal is empty: say what the team should achieve")

@@ -26,11 +26,12 @@ import uuid
 from typing import Any
 
 from orchestrator.agent.base import ToolContext, ToolResult
-from orchestrator.agent.permission_flow import PLAN_REQUEST, PermissionFlow
+from orchestrator.agent.permission_flow import PermissionFlow
 from orchestrator.agent.permissions import PermissionGate
 from orchestrator.agent.tools.common import obj, prop
 from orchestrator.agent.toolset import Toolset
 from orchestrator.errors import OrchestratorError
+from orchestrator.events import PlanSubmitted
 from orchestrator.model import Task
 from orchestrator.protocols import Board
 
@@ -60,8 +61,8 @@ class Planning:
         plan = plan.strip()
         if not plan:
             return ToolResult("submit_plan: the plan is empty", is_error=True)
-        answer = self.flow.request(PLAN_REQUEST, _headline(plan), "plan_submitted",
-                                   request_id=f"plan-{uuid.uuid4().hex[:12]}", plan=plan)
+        answer = self.flow.request(_headline(plan), PlanSubmitted(
+            request_id=f"plan-{uuid.uuid4().hex[:12]}", plan=plan))
         note = f"\nNote from the lead: {answer.message}" if answer.message else ""
         if not answer.approved:
             return ToolResult("The lead sent your plan back: "

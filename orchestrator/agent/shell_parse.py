@@ -38,7 +38,8 @@ data (fail closed: an allow rule never covers a line holding one):
   are the same options as ``printf -v 'a[…]'`` and ``hash -p``;
 - assignments to variables that change what runs or what the shell executes
   (`risky_name`: ``PATH``, ``PS4``, ``BASH_ALIASES``, ``BASH_CMDS``, ``BASH_FUNC_*``…),
-  in front of a command or on their own.
+  in front of a command, on their own, or by a builtin (``read``, ``printf -v``…),
+  a ``for``/``select`` loop, ``${X:=…}`` or ``coproc NAME``.
 
 Parsed with tree-sitter-bash: a complete grammar of bash (``case``, ``[[ ]]``,
 arithmetic, here-documents, functions) in C, error-tolerant — a line with a
@@ -153,6 +154,8 @@ class Wrapper:
     """Options whose value is a command line, split into words (``env -S``)."""
     through_shell: bool = False
     """Runs its words joined as one ``sh -c`` string (``watch``)."""
+    replaces: frozenset[str] = frozenset()
+    """Options whose value, in the command's words, is replaced by input (``xargs -I``)."""
 
 
 _SETARCH = ("-B --32bit -F --fdpic-funcptrs -I --short-inode -L --addr-compat-layout -R "
@@ -166,7 +169,7 @@ def _w(with_arg: str = "", flags: str = "", no_command: str = "", **kw: object) 
 
 
 IDLE_ALONE = frozenset({"env", "command", "builtin", "exec", "nohup", "nice", "timeout",
-                        "stdbuf", "time", "coproc", "watch", "setsid", "flock", "ionice",
+                        "stdbuf", "time", "watch", "setsid", "flock", "ionice",
                         "taskset", "chrt", "prlimit", "setpriv", "strace", "ltrace",
                         "valgrind", "dbus-run-session", "runcon"})
 """Wrappers that run nothing when given no command (each tried on Linux). Any other
@@ -188,7 +191,6 @@ WRAPPERS: dict[str, Wrapper] = {
     "stdbuf": _w("-i -o -e --input --output --error"),
     "time": _w("-f --format -o --output",
                "-p -a --append -v --verbose -q --quiet --portability"),
-    "coproc": _w(),
     "sudo": _w("-u --user -g --group -C --close-from -D --chdir -h --host -p --prompt "
                "-r --role -t --type -U --other-user -T --command-timeout -R --chroot",
                "-E --preserve-env -H --set-home -n --non-interactive -S --stdin -b "
@@ -200,7 +202,8 @@ WRAPPERS: dict[str, Wrapper] = {
     "xargs": _w("-a --arg-file -d --delimiter -E -I -L --max-lines -n --max-args -P "
                 "--max-procs -s --max-chars --process-slot-var",
                 "-0 --null -r --no-run-if-empty -t --verbose -p --interactive -x --exit "
-                "-o --open-tty", "--help --version", default=("echo",), open_tail=True),
+                "-o --open-tty", "--help --version", default=("echo",), open_tail=True,
+                replaces=frozenset({"-I"})),
     "watch": _w("-n --interval -q --equexit", "-t --no-title -b --beep -e --errexit -g "
                 "--chgexit -c --color -x --exec -p --precise -d --differences -w --no-wrap",
                 through_shell=True),
@@ -525,6 +528,17 @@ class _Reader:
         else:
             cmd.opaque = "sg runs a shell reading its commands from stdin"
 
+    def coproc(self, cmd: Command, args: list[Word]) -> None:
+        """``coproc cmd…`` or ``coproc [NAME] { cmd…; }`` (tree-sitter-bash reads its
+        words up to the first ``;``, then the rest of the braces as commands)."""
+        if args[1:2] == ["{"]:
+            cmd.opaque = _names_badly("coproc", args[:1])
+            args = args[1:]
+        inner = tuple(args[1:] if args[:1] == ["{"] else args)
+        if inner and not cmd.opaque:
+            cmd.transparent = True
+            cmd.runs.append(self.expand(Command(inner)))
+
     def trap(self, cmd: Command, args: list[Word]) -> None:
         operands = [a for a in args if a is None or not a.startswith("-")]
         if len(operands) >= 2 and operands[0] != "-":
@@ -563,8 +577,11 @@ class _Reader:
         if found is None:
             return
         start, assigns = found
-        inner = tuple(args[start + spec.operands:]) or spec.default or (
-            () if cmd.name in IDLE_ALONE else ("sh",))
+        inner = _replaced(spec, args[:start], tuple(args[start + spec.operands:]))
+        if not inner and cmd.open_tail:
+            cmd.opaque = f"{cmd.name} runs a command given at run time"
+            return
+        inner = inner or spec.default or (() if cmd.name in IDLE_ALONE else ("sh",))
         if cmd.name == "flock" and inner[:1] in (("-c",), ("--command",)):
             self.run_string(cmd, list(inner[1:2]), "flock -c")
         elif spec.through_shell and inner:
@@ -634,6 +651,19 @@ class _Reader:
         return 1
 
 
+def _replaced(spec: Wrapper, options: list[Word], inner: tuple[Word, ...]
+              ) -> tuple[Word, ...]:
+    """``inner`` with each word holding a string `Wrapper.replaces` names (any value one
+    of ``options`` may give it) unknown: input takes its place at run time."""
+    found = {attached if attached is not None else next(iter(options[k + 1:k + 2]), "")
+             for k, word in enumerate(options) if word is not None
+             for opt, attached in _options_in(word) if opt in spec.replaces}
+    if None in found:
+        return tuple(None for _ in inner)
+    return tuple(None if w is None or any(r in w for r in found if r is not None) else w
+                 for w in inner)
+
+
 def _options_in(word: str) -> list[tuple[str, str | None]]:
     """The options one word holds, each with the value attached to it: ``--name=v``,
     or letters ``-abv`` (a letter's value would be the rest of the word)."""
@@ -648,6 +678,7 @@ _RUNS: dict[str, Callable[[_Reader, Command, list[Word]], None]] = {
     **dict.fromkeys(SHELLS, _Reader.shell),
     "eval": lambda reader, cmd, args: reader.run_string(cmd, args, "eval"),
     "trap": _Reader.trap,
+    "coproc": _Reader.coproc,
     "su": _Reader.su,
     "runuser": _Reader.runuser,
     "script": _Reader.script,
@@ -708,7 +739,15 @@ def _expansion(node: Node) -> str | None:
         return "prompt expansion ${x@P} runs the substitutions a value holds"
     if ":" in types:
         return _arithmetic([k for k in kids[types.index(":") + 1:-1] if k.type != ":"])
+    if {":=", "="} & set(types) and "variable_name" in types:  # ${X:=value} assigns X
+        return _names_badly("${X:=…}", [_text(kids[types.index("variable_name")])])
     return None
+
+
+def _loop_variable(node: Node) -> str | None:
+    """``for NAME in …`` and ``select NAME in …`` assign NAME."""
+    name = node.child_by_field_name("variable")
+    return _names_badly(_text(node.children[0]), [_text(name)]) if name else None
 
 
 def _tests_a_name(node: Node) -> str | None:
@@ -740,6 +779,7 @@ _EVALUATORS: dict[str, Callable[[Node], str | None]] = {
     "arithmetic_expansion": _double_parens,  # $(( … ))
     "compound_statement": _double_parens,  # (( … ))
     "c_style_for_statement": _c_style_for,  # for (( … ))
+    "for_statement": _loop_variable,  # for NAME in, select NAME in
     "subscript": _subscript,  # ${a[i]}, a[i]=…
     "expansion": _expansion,  # ${!x}, ${x@P}, ${x:n}
     "unary_expression": _tests_a_name,  # [[ -v x ]]
@@ -842,16 +882,17 @@ def _declares_unsafely(name: str, args: list[Word]) -> str | None:
     changes what runs."""
     if any(a is not None and a[:1] in "-+" and ("n" in a or "i" in a) for a in args):
         return f"{name} -n/-i makes later values evaluate as names or arithmetic"
-    names = [None if a is None else a.partition("=")[0] for a in args
-             if a is None or a[:1] not in "-+"]
-    if any(n and risky_name(n) for n in names):
-        return f"{name} assigns a variable that changes what runs"
-    return _names_badly(name, names)
+    return _names_badly(name, [None if a is None else a.partition("=")[0] for a in args
+                               if a is None or a[:1] not in "-+"])
 
 
 def _names_badly(name: str, names: list[Word]) -> str | None:
+    """Why ``names``, variables ``name`` assigns or tests, may run code: unknown, with
+    a subscript, or `risky_name`."""
     if None in names:
         return f"{name} names a variable only known at run time"
+    if any(n and risky_name(n) for n in names):
+        return f"{name} assigns a variable that changes what runs"
     if any("[" in n for n in names if n):
         return f"{name} names a variable with a subscript, which bash evaluates as code"
     return None

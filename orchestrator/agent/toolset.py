@@ -20,6 +20,7 @@ from orchestrator.agent.paths import PathEscape, confine, shown
 from orchestrator.agent.permissions import Decision, PermissionGate, edits_files
 from orchestrator.agent.spill import RESULT_CAP_CHARS, spill
 from orchestrator.errors import ConfigError
+from orchestrator.events import UNSET, AnyEvent, FileModified, ToolCalled
 from orchestrator.secrets import redact
 
 EVENT_SUBJECT_CHARS = 500
@@ -105,7 +106,7 @@ class Toolset:
                     result.is_error, decision)
         if edits_files(tool) and not result.is_error and subject:
             path = confine(self.ctx.cwd, subject)
-            self._emit("file_modified", tool=name, path=shown(path, self.ctx.cwd))
+            self._emit(FileModified(tool=name, path=shown(path, self.ctx.cwd)))
         return result
 
     def _confinement(self, tool: Tool, args: dict[str, Any]) -> str | None:
@@ -123,17 +124,13 @@ class Toolset:
                why: Decision | None = None) -> None:
         if subject is not None and len(subject) > EVENT_SUBJECT_CHARS:
             subject = subject[:EVENT_SUBJECT_CHARS] + "…"
-        fields: dict[str, Any] = {"tool": tool.name, "subject": subject, "decision": decision,
-                                  "is_error": is_error}
-        if why is not None and why.rule:
-            fields["rule"] = why.rule
-        self._emit("tool_called", **fields)
+        self._emit(ToolCalled(tool=tool.name, subject=subject, decision=decision,
+                              is_error=is_error,
+                              rule=why.rule if why is not None and why.rule else UNSET))
 
-    def _emit(self, event: str, **fields: Any) -> None:
-        events = self.ctx.events
-        if events is not None:
-            actor = self.ctx.teammate
-            events.emit(event, task=self.ctx.task_id, actor=actor, **fields)
+    def _emit(self, event: AnyEvent) -> None:
+        if self.ctx.events is not None:
+            self.ctx.events.emit(event, self.ctx.task_id, actor=self.ctx.teammate)
 
 
 def check_args(schema: dict[str, Any], value: Any, where: str = "arguments") -> str | None:

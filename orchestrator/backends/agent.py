@@ -221,8 +221,8 @@ def _session_log(ctx: RunContext) -> str:
 
 def build_toolset(config: Config, ctx: RunContext) -> Toolset:
     from orchestrator.agent.permissions import PermissionGate
-    from orchestrator.agent.sandbox import safe_env, task_sandbox
     from orchestrator.agent.tools import default_tools
+    from orchestrator.sandbox import safe_env, task_sandbox
     from orchestrator.secrets import protect_process
 
     protect_process()  # this process is the parent of every tool process it runs

@@ -33,8 +33,6 @@ from pathlib import Path
 import msgspec
 
 from orchestrator import budget as budgets
-from orchestrator.agent.credproxy import run_env
-from orchestrator.agent.sandbox import backend_sandbox
 from orchestrator.budget import USAGE_FILE_ENV, read_usage_file
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError, InvalidInput, OrchestratorError
@@ -44,6 +42,8 @@ from orchestrator.model import Usage
 from orchestrator.process import CANNOT_RUN, run_streamed
 from orchestrator.prompting import last_lines, task_env
 from orchestrator.protocols import RunContext, RunResult
+from orchestrator.sandbox import backend_sandbox
+from orchestrator.sandbox.credproxy import run_env
 from orchestrator.transcript import (
     BackendFinished,
     BackendStarted,

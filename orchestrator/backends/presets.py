@@ -28,8 +28,6 @@ import shlex
 import shutil
 from pathlib import Path
 
-from orchestrator.agent.credproxy import run_env
-from orchestrator.agent.sandbox import backend_sandbox
 from orchestrator.config import CommandPreset, Config
 from orchestrator.fsutil import atomic_write
 from orchestrator.git import Git
@@ -37,6 +35,8 @@ from orchestrator.layout import Layout
 from orchestrator.process import CANNOT_RUN, run_streamed
 from orchestrator.prompting import build_prompt, last_lines, task_env
 from orchestrator.protocols import RunContext, RunResult
+from orchestrator.sandbox import backend_sandbox
+from orchestrator.sandbox.credproxy import run_env
 from orchestrator.transcript import BackendFinished, BackendStarted, Error
 
 PRESETS: dict[str, CommandPreset] = {

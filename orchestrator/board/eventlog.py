@@ -28,7 +28,7 @@ from typing import Any
 
 from orchestrator.clock import utcnow
 from orchestrator.controlplane import Event
-from orchestrator.events import redact
+from orchestrator.events import AnyEvent, fields_of, redact
 from orchestrator.flock import flocked
 
 SEQ_RE = re.compile(rb'^\{"seq": (\d+),')
@@ -76,24 +76,25 @@ class EventLog:
         self._tlock = threading.Lock()
 
     # --- writing -----------------------------------------------------------------
-    def emit(self, event: str, task: str | None = None, actor: str | None = None,
-             **fields: Any) -> Event:
-        [body] = self._emit([(event, task, fields)], actor)
+    def emit(self, event: AnyEvent, task: str | None = None,
+             actor: str | None = None) -> Event:
+        [body] = self._emit([(event, task)], actor)
         return Event.from_dict(json.loads(body))
 
-    def emit_many(self, events: Sequence[tuple[str, str | None, dict[str, Any]]],
+    def emit_many(self, events: Sequence[tuple[AnyEvent, str | None]],
                   actor: str | None = None) -> None:
-        """Append ``events`` (each ``(event, task, fields)``, as `emit` takes them) with
+        """Append ``events`` (each ``(event, task)``, as `emit` takes them) with
         consecutive seqs, in one write under one lock."""
         if events:
             self._emit(events, actor)
 
-    def _emit(self, events: Sequence[tuple[str, str | None, dict[str, Any]]],
+    def _emit(self, events: Sequence[tuple[AnyEvent, str | None]],
               actor: str | None) -> list[bytes]:
         ts = utcnow()
         records: list[dict[str, Any]] = []
-        for event, task, fields in events:
-            record: dict[str, Any] = {"seq": 0, "ts": ts, "event": event, "task": task,
+        for event, task in events:
+            name, fields = fields_of(event)
+            record: dict[str, Any] = {"seq": 0, "ts": ts, "event": name, "task": task,
                                       "actor": actor or self.actor}
             for k, v in fields.items():
                 if k not in record:

@@ -52,6 +52,7 @@ from orchestrator.board.index import (
 )
 from orchestrator.budget import make_budget
 from orchestrator.errors import Conflict, InvalidInput, NotFound
+from orchestrator.events import TaskCreated, TaskRejected
 from orchestrator.fsutil import atomic_write, read_open_file
 from orchestrator.model import InvalidRecord, Status, Task, normalize_task_id
 from orchestrator.procutil import pid_alive
@@ -444,7 +445,7 @@ def _make(board: FileBoard, actor: str, batch: list[_Claimed], moved: list[Path]
     """The tasks of ``batch`` (emptied), made together where the board can (`create_many`);
     each file whose task could not be made is rejected, and its claimed copy goes to
     ``taken`` otherwise, for the caller to delete once the task files are durable."""
-    items = [(dict(d.fields, source=c.rel), d.task_id, {"source": c.rel})
+    items = [(dict(d.fields, source=c.rel), d.task_id, c.rel)
              for c in batch if isinstance(d := c.draft, Draft)]
     many = getattr(board, "create_many", None)
     results = iter(many(items, actor=actor) if many is not None else [
@@ -479,9 +480,9 @@ def _make(board: FileBoard, actor: str, batch: list[_Claimed], moved: list[Path]
 
 
 def _create_one(board: Any, actor: str, fields: dict[str, Any], task_id: str | None,
-                event_fields: dict[str, Any]) -> Task | Exception:
+                source: str) -> Task | Exception:
     try:
-        task: Task = board.create(fields, actor=actor, task_id=task_id, **event_fields)
+        task: Task = board.create(fields, actor=actor, task_id=task_id, source=source)
     except Exception as exc:
         return exc
     return task
@@ -569,8 +570,8 @@ def _repair(board: FileBoard, task_id: str, actor: str, moved: list[Path]) -> Ta
             board._index.load(task_id)
             return None
         # the event first: once the file is valid the task can be claimed
-        board.events.emit("task_created", task.id, actor=actor, subject=task.subject,
-                          source=path.name)
+        board.events.emit(TaskCreated(subject=task.subject, source=path.name), task.id,
+                          actor=actor)
         board._write(task)
     _add_blocks(board, task.id, draft.blocks)
     return task
@@ -588,8 +589,9 @@ def reject(board: FileBoard, path: Path, name: str, rel: str, reason: str, actor
         dest = rejected / f"{name}.{n}"
     os.rename(path, dest)
     atomic_write(dest.with_name(dest.name + ".error.txt"), f"{_printable(rel)}: {reason}\n")
-    board.events.emit("task_rejected", None, actor=actor, file=_printable(rel),
-                      moved_to=str(dest.relative_to(board.layout.root)), reason=reason)
+    board.events.emit(TaskRejected(file=_printable(rel), reason=reason,
+                                   moved_to=str(dest.relative_to(board.layout.root))),
+                      None, actor=actor)
     return dest
 
 

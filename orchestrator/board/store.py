@@ -41,7 +41,21 @@ from orchestrator.board.index import (
 from orchestrator.board.settings import BoardSettings, default_settings
 from orchestrator.controlplane import BoardSummary
 from orchestrator.errors import Conflict, InvalidInput, LeaseLost, NotFound
-from orchestrator.events import secret_values
+from orchestrator.events import (
+    UNSET,
+    LeaseExpired,
+    TaskCancelled,
+    TaskClaimed,
+    TaskCompleted,
+    TaskCreated,
+    TaskCreateFailed,
+    TaskEdited,
+    TaskFailed,
+    TaskReleased,
+    TaskRequeued,
+    TaskStatusSet,
+    secret_values,
+)
 from orchestrator.flock import LOCK_TIMEOUT, FileLocked, flocked
 from orchestrator.fsutil import fsync_dir, read_regular_bytes, sync_filesystem
 from orchestrator.layout import Layout
@@ -220,16 +234,17 @@ class FileBoard:
                                 blocked_by=blockers, priority=priority), actor=actor)
 
     def create(self, fields: dict[str, Any], *, actor: str, task_id: str | None = None,
-               event: str = "task_created", **event_fields: Any) -> Task:
-        """Allocate an id (or take ``task_id`` when free) and write a new pending task."""
-        [made] = self.create_many([(fields, task_id, event_fields)], actor=actor, event=event)
+               source: str | None = None) -> Task:
+        """Allocate an id (or take ``task_id`` when free) and write a new pending task
+        (``source``: the dropped file it came from, for its ``task_created``)."""
+        [made] = self.create_many([(fields, task_id, source)], actor=actor)
         if isinstance(made, Exception):
             raise made
         return made
 
-    def create_many(self, items: Sequence[tuple[dict[str, Any], str | None, dict[str, Any]]],
-                    *, actor: str, event: str = "task_created") -> builtins.list[Task | Exception]:
-        """`create` for each ``(fields, task_id, event_fields)``, in order: each item's new
+    def create_many(self, items: Sequence[tuple[dict[str, Any], str | None, str | None]],
+                    *, actor: str) -> builtins.list[Task | Exception]:
+        """`create` for each ``(fields, task_id, source)``, in order: each item's new
         task, or the error that kept it from being made (one item never stops the others;
         only an interrupt does). Their events are logged in one append, then their files
         written (a burst of drops: one event write, not one per task)."""
@@ -275,16 +290,16 @@ class FileBoard:
                 made.append((i, msgspec.structs.replace(draft, id=new_id)))
             # The events first: once a file is written a teammate may claim the task,
             # and its task_claimed must come after this in the log.
-            self.events.emit_many([(event, t.id, {"subject": t.subject, **items[i][2]})
-                                   for i, t in made], actor=actor)
+            self.events.emit_many([(TaskCreated(subject=t.subject, source=items[i][2] or UNSET),
+                                    t.id) for i, t in made], actor=actor)
             written: builtins.list[Task] = []
             for i, task in made:
                 try:
                     self._write(task)
                 except BaseException as exc:
                     with contextlib.suppress(Exception):
-                        self.events.emit("task_create_failed", task.id, actor=actor,
-                                         error=f"{type(exc).__name__}: {exc}")
+                        self.events.emit(TaskCreateFailed(error=f"{type(exc).__name__}: {exc}"),
+                                         task.id, actor=actor)
                     if self._durable:
                         with contextlib.suppress(OSError):
                             fsync_dir(self.layout.tasks)
@@ -302,7 +317,7 @@ class FileBoard:
             raise InvalidInput(f"edit cannot change {', '.join(sorted(bad))} "
                                "(use claim/complete/set_status)")
         task = self._mutate(task_id, lambda t: _assign(t, fields))
-        self.events.emit("task_edited", task.id, actor=actor, fields=sorted(fields))
+        self.events.emit(TaskEdited(fields=sorted(fields)), task.id, actor=actor)
         return task
 
     def set_status(self, task_id: str, status: Status, *, actor: str, **fields: Any) -> Task:
@@ -320,7 +335,7 @@ class FileBoard:
             _assign(t, fields)
 
         task = self._mutate(task_id, change)
-        self.events.emit("task_status", task.id, actor=actor, **{"from": old[0], "to": status})
+        self.events.emit(TaskStatusSet(from_=old[0], to=status), task.id, actor=actor)
         return task
 
     def cancel(self, task_id: str, *, actor: str = "cli") -> Task:
@@ -331,7 +346,7 @@ class FileBoard:
             _move(t, Status.CANCELLED)
 
         task = self._mutate(task_id, change)
-        self.events.emit("task_cancelled", task.id, actor=actor, previous=old[0])
+        self.events.emit(TaskCancelled(previous=old[0]), task.id, actor=actor)
         return task
 
     @contextlib.contextmanager
@@ -412,8 +427,8 @@ class FileBoard:
                         skip = 0
                     continue
                 if task is not None:
-                    self.events.emit("task_claimed", task.id, actor=owner, owner=owner,
-                                     token=task.fence, attempt=task.attempts + 1)
+                    self.events.emit(TaskClaimed(owner=owner, token=task.fence,
+                                                 attempt=task.attempts + 1), task.id, actor=owner)
                     return task
             candidates, busy = iter(busy), []
             skip = 0  # the second round waits on each busy task: none is skipped again
@@ -441,19 +456,18 @@ class FileBoard:
             _assign(t, fields)
 
         task = self._fenced(task_id, token, done)
-        self.events.emit("task_completed", task.id, actor=self._holder, token=token)
+        self.events.emit(TaskCompleted(token=token), task.id, actor=self._holder)
         return task
 
     def fail(self, task_id: str, token: int, error: str, *, retry: bool = True) -> Task:
         task = self._fenced(task_id, token, lambda t: _count_attempt(t, error, retry))
-        self.events.emit("task_failed", task.id, actor=self._holder, token=token, error=error,
-                         attempts=task.attempts, status=task.status)
+        self.events.emit(TaskFailed(token=token, error=error, attempts=task.attempts,
+                                    status=task.status), task.id, actor=self._holder)
         return task
 
     def release(self, task_id: str, token: int, *, reason: str = "") -> Task:
         task = self._fenced(task_id, token, lambda t: _move(t, Status.PENDING))
-        self.events.emit("task_released", task.id, actor=self._holder, token=token,
-                         reason=reason)
+        self.events.emit(TaskReleased(token=token, reason=reason), task.id, actor=self._holder)
         return task
 
     def requeue_expired(self, *, now: float | None = None,
@@ -463,14 +477,15 @@ class FileBoard:
         def expired(t: Task) -> bool:
             return not t.lease_live(time.time() if now is None else now)
 
-        return self._requeue(expired, "lease expired", "lease_expired", actor,
+        return self._requeue(expired, "lease expired", LeaseExpired, actor,
                              lock_timeout=REAP_LOCK_TIMEOUT)
 
     def requeue_owner(self, owner: str, *, reason: str, actor: str = "lead") -> builtins.list[Task]:
-        return self._requeue(lambda t: t.owner == owner, reason, "task_requeued", actor)
+        return self._requeue(lambda t: t.owner == owner, reason, TaskRequeued, actor)
 
-    def _requeue(self, match: Callable[[Task], bool], reason: str, event: str,
-                 actor: str, lock_timeout: float = LOCK_TIMEOUT) -> builtins.list[Task]:
+    def _requeue(self, match: Callable[[Task], bool], reason: str,
+                 kind: type[LeaseExpired | TaskRequeued], actor: str,
+                 lock_timeout: float = LOCK_TIMEOUT) -> builtins.list[Task]:
         """Send matching in-progress tasks back (an attempt counts); checked again under lock."""
         self._index.refresh()
         out: builtins.list[Task] = []
@@ -487,9 +502,9 @@ class FileBoard:
 
             with contextlib.suppress(_Skip, NotFound, Conflict):
                 task = self._mutate(seen.id, requeue, lock_timeout=lock_timeout)
-                self.events.emit(event, task.id, actor=actor, owner=leases[0].owner,
-                                 token=leases[0].token, reason=reason,
-                                 attempts=task.attempts, status=task.status)
+                self.events.emit(kind(owner=leases[0].owner, token=leases[0].token,
+                                      reason=reason, attempts=task.attempts,
+                                      status=task.status), task.id, actor=actor)
                 out.append(task)
         return out
 

@@ -10,6 +10,7 @@ import typer
 from orchestrator.board import open_board
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
 from orchestrator.errors import InvalidInput
+from orchestrator.events import WorktreeEntered
 from orchestrator.model import normalize_task_id
 
 
@@ -32,8 +33,8 @@ def enter(
     with open_board(r.layout, r.board, actor="cli") as board:
         path, env = workspace_of(open_isolation(r.layout, r.config.worktree, board), board,
                                  task_id)
-        board.events.emit("worktree_entered", task_id, actor="cli", path=str(path),
-                          command=command or None)
+        board.events.emit(WorktreeEntered(path=str(path), command=command or None), task_id,
+                          actor="cli")
     argv = command or [user_shell()]
     if json_ and not command:
         raise InvalidInput("--json needs a command: orchestrator enter ID --json -- CMD")

@@ -23,7 +23,7 @@ def _manager(repo: Path | None) -> Iterator[tuple[Workspaces, list[Task]]]:
 
     r = open_repo(repo)
     with open_board(r.layout, r.board) as board:
-        from orchestrator.agent.sandbox import task_sandbox
+        from orchestrator.sandbox import task_sandbox
 
         box = task_sandbox(r.config, network=r.config.sandbox.network,  # re-created: setup
                            root=r.layout.root)
@@ -78,16 +78,16 @@ def gc(
         return
     verb = "would remove" if dry_run else "removed"
     for row in report.removed:
-        branch = f", branch {row['branch']}" if row["branch"] else ""
-        typer.echo(f"{verb} {row['task']} ({row['status']}): {_short(Path(row['path']), root)}"
-                   f"{branch} ({human_bytes(row['freed_bytes'])})")
-        if row.get("kept_ignored"):
-            typer.echo(f"  its gitignored files are kept in {row['kept_ignored']}")
-    for row in report.cache:
-        typer.echo(f"{verb} unused cache entry {_short(Path(row['entry']), root)} "
-                   f"({human_bytes(row['freed_bytes'])})")
+        branch = f", branch {row.branch}" if row.branch else ""
+        typer.echo(f"{verb} {row.task} ({row.status}): {_short(Path(row.path), root)}"
+                   f"{branch} ({human_bytes(row.freed_bytes)})")
+        if row.kept_ignored:
+            typer.echo(f"  its gitignored files are kept in {row.kept_ignored}")
+    for cached in report.cache:
+        typer.echo(f"{verb} unused cache entry {_short(Path(cached.entry), root)} "
+                   f"({human_bytes(cached.freed_bytes)})")
     for row in report.skipped:
-        typer.echo(f"skipped {row['task']} ({row['status']}): {row['reason']}")
+        typer.echo(f"skipped {row.task} ({row.status}): {row.reason}")
     if not report.removed and not report.skipped and not report.cache:
         typer.echo("nothing to clean up")
     elif report.removed or report.cache:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.adding import MAX_LABELS, add_task, label_names
 from orchestrator.errors import InvalidTransition
+from orchestrator.events import IssueClosed, IssueTaken
 from orchestrator.forge import Issue, cut
 from orchestrator.model import ForgeLink, Status, Task
 
@@ -50,7 +51,7 @@ def issues_in(sync: ForgeSync, label: str, out: Outcome) -> None:
             except InvalidTransition:
                 continue
             sync.save(board.get(task.id), state="issue_closed")
-            board.events.emit("issue_closed", task.id, actor=ACTOR, issue=issue.number)
+            board.events.emit(IssueClosed(issue=issue.number), task.id, actor=ACTOR)
             out.cancelled.append(task.id)
 
 
@@ -68,7 +69,7 @@ def task_from(sync: ForgeSync, issue: Issue, latest: dict[int, Task]) -> Task | 
         description=f"{issue.body}\n\n(From issue #{issue.number}: {issue.url})",
         blocked_by=blockers, labels=label_names(issue.labels)[:MAX_LABELS],
         metadata={"issue_url": issue.url}, forge=ForgeLink(issue=issue.number), actor=ACTOR)
-    sync.board.events.emit("issue_taken", task.id, actor=ACTOR, issue=issue.number)
+    sync.board.events.emit(IssueTaken(issue=issue.number), task.id, actor=ACTOR)
     return task
 
 

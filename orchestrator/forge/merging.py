@@ -20,6 +20,7 @@ import msgspec
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict
+from orchestrator.events import Merged
 from orchestrator.forge import ForgeError, PullRequest, open_forge
 from orchestrator.git import Git
 from orchestrator.layout import Layout
@@ -129,9 +130,8 @@ def mark_merged(layout: Layout, config: Config, board: ControlPlane, task: Task,
     kept = tip is not None and repo.ok("merge-base", "--is-ancestor", tip, new)
     link = msgspec.structs.replace(task.forge or ForgeLink(), state="merged", note=None)
     task = board.set_status(task.id, Status.MERGED, actor=actor, forge=link)
-    board.events.emit("merged", task.id, actor=actor, strategy="forge", into=pull.base,
-                      commit=pull.merge_commit or new, branch=task.branch, tip=tip,
-                      pr=pull.number)
+    board.events.emit(Merged(strategy="forge", into=pull.base, commit=pull.merge_commit or new,
+                             branch=task.branch, tip=tip, pr=pull.number), task.id, actor=actor)
     result = MergeResult(task=task, strategy="merge" if kept else "squash", into=pull.base,
                          commit=new, branch=task.branch or "", removed=False)
     cleanup(layout, config, board, result)

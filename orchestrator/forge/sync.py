@@ -40,6 +40,16 @@ import msgspec
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError, InvalidInput
+from orchestrator.events import (
+    ForgeCommentIgnored,
+    ForgeProblem,
+    PrChecks,
+    PrClosed,
+    PrOpened,
+    PrReady,
+    PrUpdated,
+    Waiting,
+)
 from orchestrator.forge import (
     AuthFailed,
     Check,
@@ -140,7 +150,7 @@ class ForgeSync:
         if link.note == line:
             return
         self.save(task, note=line)
-        self.board.events.emit("forge_problem", task.id, actor=ACTOR, problem=line)
+        self.board.events.emit(ForgeProblem(problem=line), task.id, actor=ACTOR)
         self.log.warning("forge", task=task.id, problem=line)
 
     def save(self, task: Task, **changes: Any) -> Task:
@@ -195,15 +205,15 @@ class ForgeSync:
         moved = (task.forge or ForgeLink()).pushed != tip
         if pull is None or (pull.state == "closed" and moved):
             pull = self.open(task, base)
-            self.board.events.emit("pr_opened", task.id, actor=ACTOR, pr=pull.number,
-                                   url=pull.url, base=base)
+            self.board.events.emit(PrOpened(pr=pull.number, url=pull.url, base=base), task.id,
+                                   actor=ACTOR)
             out.opened.append(task.id)
         elif moved or pull.base != base:
             pull = self.forge.edit_pull(pull.number, title=_title(task), body=self.body(task),
                                         base=base if pull.base != base else None,
                                         state="open" if pull.state == "closed" else None)
-            self.board.events.emit("pr_updated", task.id, actor=ACTOR, pr=pull.number,
-                                   commit=tip, base=base)
+            self.board.events.emit(PrUpdated(pr=pull.number, commit=tip, base=base), task.id,
+                                   actor=ACTOR)
         return pull
 
     def linked(self, task: Task, pull: PullRequest, tip: str, base: str) -> Task:
@@ -297,9 +307,8 @@ class ForgeSync:
             out.waiting = out.waiting or state in ("none", "pending")
             if state != link.ci:
                 task = self.save(task, ci=state)
-                self.board.events.emit("pr_checks", task.id, actor=ACTOR, pr=pull.number,
-                                       state=state, checks={c.name: c.conclusion
-                                                            for c in checks})
+                self.board.events.emit(PrChecks(pr=pull.number, state=state, checks={
+                    c.name: c.conclusion for c in checks}), task.id, actor=ACTOR)
                 link = task.forge
                 assert link is not None
                 if state == "failure":
@@ -307,7 +316,7 @@ class ForgeSync:
                     return
                 if state == "success" and pull.draft and self.config.forge.draft:
                     self.forge.ready_for_review(pull)
-                    self.board.events.emit("pr_ready", task.id, actor=ACTOR, pr=pull.number)
+                    self.board.events.emit(PrReady(pr=pull.number), task.id, actor=ACTOR)
         if comments:  # a review or comment changes the pull request's updated_at
             self.comments(task, pull, out)
 
@@ -322,8 +331,8 @@ class ForgeSync:
             why = f"{', '.join(c.name for c in failed)[:200]} failed on #{pull.number}"
             self.board.edit(task.id, actor=ACTOR, wait=CiExhausted(reason=why, url=pull.url),
                             error=feedback)
-            self.board.events.emit("waiting", task.id, actor=ACTOR, reason=CI_WAIT,
-                                   pr=pull.number)
+            self.board.events.emit(Waiting(reason=CI_WAIT, pr=pull.number), task.id,
+                                   actor=ACTOR)
             self.forge.comment(pull.number, f"CI failed again ({', '.join(c.name for c in failed)}"
                                             f"); {task.id} waits for a person after "
                                             f"{link.ci_rounds} rounds.")
@@ -344,9 +353,9 @@ class ForgeSync:
             if f.author == me or not self.asks(f, items):
                 continue
             if not self.writer(f.author):
-                self.board.events.emit("forge_comment_ignored", task.id, actor=ACTOR,
-                                       pr=pull.number, author=cut(f.author, 100),
-                                       reason="no write access")
+                self.board.events.emit(ForgeCommentIgnored(
+                    pr=pull.number, author=cut(f.author, 100), reason="no write access"),
+                    task.id, actor=ACTOR)
                 self.log.info("comment ignored: its author has no write access", task=task.id,
                               author=cut(f.author, 100), pr=pull.number)
                 continue
@@ -409,7 +418,7 @@ class ForgeSync:
         self.forge.comment(link.pr, f"{task.id} was {task.status} on the board; closing.")
         self.forge.edit_pull(link.pr, state="closed")
         self.save(task, state="closed")
-        self.board.events.emit("pr_closed", task.id, actor=ACTOR, pr=link.pr)
+        self.board.events.emit(PrClosed(pr=link.pr), task.id, actor=ACTOR)
         out.closed.append(task.id)
 
 SETTLE_SECONDS = 2.0

@@ -22,6 +22,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.config import Config
+from orchestrator.events import (
+    Discarded,
+    ForgeBackoff,
+    ForgeWebhook,
+    Merged,
+    TaskCancelled,
+    TaskCompleted,
+    TaskStatusSet,
+    names,
+)
 from orchestrator.forge import ForgeError, RateLimited, open_forge
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
@@ -30,8 +40,9 @@ if TYPE_CHECKING:
     from orchestrator.controlplane import ControlPlane
     from orchestrator.forge.sync import ForgeSync
 
-WAKE_EVENTS = frozenset({"forge_webhook", "task_completed", "discarded", "task_cancelled",
-                         "merged", "task_status"})
+WAKE_EVENTS = names(ForgeWebhook, TaskCompleted, Discarded, TaskCancelled, Merged,
+                    TaskStatusSet)
+EVENT_POLL_SECONDS = 0.2
 
 
 class ForgeWatcher:
@@ -128,5 +139,5 @@ class ForgeWatcher:
     def _trouble(self, sync: ForgeSync, line: str) -> None:
         if line.split(" (asking")[0] != (self.last_error or "").split(" (asking")[0]:
             self.log.warning("forge", problem=line)
-            sync.board.events.emit("forge_backoff", None, actor="forge", problem=line)
+            sync.board.events.emit(ForgeBackoff(problem=line), None, actor="forge")
         self.last_error = line

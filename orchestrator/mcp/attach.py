@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from orchestrator.agent.toolset import Toolset
 from orchestrator.config import Config
+from orchestrator.events import McpServerFailed
 from orchestrator.mcp.client import McpClientManager
 from orchestrator.protocols import RunContext
 from orchestrator.transcript import Mcp
@@ -33,8 +34,8 @@ def attach(config: Config, ctx: RunContext, toolset: Toolset) -> Iterator[str]:
             if row["state"] != "connected":
                 ctx.log.write(Mcp(server=row["server"], state=row["state"],
                                   error=row["error"]))
-                ctx.board.events.emit("mcp_server_failed", ctx.task.id, actor=ctx.teammate,
-                                      server=row["server"], error=row["error"])
+                ctx.board.events.emit(McpServerFailed(server=row["server"], error=row["error"]),
+                                      ctx.task.id, actor=ctx.teammate)
         for note in manager.naming_notes:
             ctx.log.write(Mcp(note=note))
         yield manager.capabilities_text()

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.config import Config
-from orchestrator.controlplane import ControlPlane
+from orchestrator.controlplane import ControlPlane, Event
 from orchestrator.errors import Conflict, GitError
+from orchestrator.events import Merged
 from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.model import Task
@@ -163,22 +164,21 @@ def diff_text(layout: Layout, config: Config, task_id: str, *, stat: bool = Fals
 
 def merged_text(layout: Layout, config: Config, task_id: str, *, stat: bool = False,
                 board: ControlPlane | None = None, limit: int | None = None
-                ) -> tuple[str, dict[str, Any]]:
+                ) -> tuple[str, Event]:
     """What a merged task brought into its target, from its ``merged`` event (the branch is
     gone by then): the diff of the merge commit against its first parent (``merge``,
     ``squash``), else of the branch tip it landed against where it started. Returns the
     diff and the event; `Conflict` when there is no merge to show."""
     with using_board(layout, config, board, "cli") as b:
         task = b.get(task_id)
-        merged = [e.to_dict() for e in b.events.read(task=task.id)
-                  if e.get("event") == "merged"]
-    if not merged:
+        found = [(e, m) for e in b.events.read(task=task.id) if isinstance(m := e.decode(), Merged)]
+    if not found:
         raise Conflict(f"{task.id} is {task.status}: no merge of it is recorded")
-    event = merged[-1]
+    event, merged = found[-1]
     repo = Git(layout.root)
-    commit, tip = str(event.get("commit") or ""), str(event.get("tip") or "")
+    commit, tip = merged.commit, merged.tip
     parents = repo.run("rev-list", "--parents", "-n", "1", commit, check=False).stdout.split()
-    if len(parents) >= 2 and event.get("strategy") in ("merge", "squash", "forge"):
+    if len(parents) >= 2 and merged.strategy in ("merge", "squash", "forge"):
         old, new = parents[1], commit
     elif tip and task.base_commit:
         old, new = task.base_commit, tip

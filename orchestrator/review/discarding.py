@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
+from orchestrator.events import Discarded
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task, check_transition
 from orchestrator.record import Record
@@ -57,8 +58,8 @@ def discard_task(layout: Layout, config: Config, task_id: str, force: bool = Fal
             remote.drop_wip(task.id)
         if task.status is not Status.CANCELLED:
             task = b.set_status(task.id, Status.DISCARDED, actor=actor)
-        b.events.emit("discarded", task.id, actor=actor, branch=task.branch, snapshot=snapshot,
-                      forced=force)
+        b.events.emit(Discarded(branch=task.branch, snapshot=snapshot, forced=force), task.id,
+                      actor=actor)
     kept = getattr(manager, "kept_ignored", None)
     return DiscardResult(task=task, snapshot=snapshot,
                          kept_ignored=str(kept) if kept is not None else None)

@@ -51,11 +51,21 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from orchestrator.agent.sandbox import task_sandbox
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, GitError, InvalidInput, OrchestratorError, RunError
+from orchestrator.events import (
+    LandFinished,
+    LandingRejected,
+    LandNote,
+    LandRestacked,
+    LandSkipped,
+    LandStarted,
+    LandVerified,
+    Merged,
+    TaskMerged,
+)
 from orchestrator.git import Git
 from orchestrator.layout import Layout
 from orchestrator.model import (
@@ -83,6 +93,7 @@ from orchestrator.review.merging import (
     unland,
 )
 from orchestrator.review.retrying import retry_task
+from orchestrator.sandbox import task_sandbox
 from orchestrator.secrets import safe_env
 from orchestrator.waits import LandRejected, MergeConflict, PushRejected, Wait
 from orchestrator.worktree.names import check_branch
@@ -194,8 +205,8 @@ def land_tasks(layout: Layout, config: Config, ids: Sequence[str] | None = None,
                       named=named)
         report = queue.report
         if tasks:
-            b.events.emit("land_started", None, actor=actor, tasks=[t.id for t in tasks],
-                          verify=command, batch=batch)
+            b.events.emit(LandStarted(tasks=[t.id for t in tasks], verify=command,
+                                      batch=batch), None, actor=actor)
             with verify_tree(Git(layout.root), layout.run / "land") as tree:
                 queue.tree = tree
                 try:
@@ -205,9 +216,9 @@ def land_tasks(layout: Layout, config: Config, ids: Sequence[str] | None = None,
                     queue.cleanups.shutdown(wait=True)
         report.seconds = round(time.monotonic() - started, 3)
         if tasks:
-            b.events.emit("land_finished", None, actor=actor, landed=report.landed,
-                          rejected=report.rejected, seconds=report.seconds,
-                          verifications=report.verifications)
+            b.events.emit(LandFinished(landed=report.landed, rejected=report.rejected,
+                                       seconds=report.seconds,
+                                       verifications=report.verifications), None, actor=actor)
     return report
 
 
@@ -376,8 +387,8 @@ class Queue:
         except Conflict as exc:
             raise Rejected(f"its blocker {', '.join(changed)} changed after it started, and "
                            f"rebasing onto the landed work conflicts: {exc}") from exc
-        self.board.events.emit("land_restacked", task.id, actor=self.actor,
-                               blockers=changed, old_tip=prep.ch.tip, new_tip=new_tip)
+        self.board.events.emit(LandRestacked(blockers=changed, old_tip=prep.ch.tip,
+                                             new_tip=new_tip), task.id, actor=self.actor)
         return prepare(self.layout, self.repo, self.board.get(task.id), self.into,
                        main=self.main, main_checked=self.main_checked, config=self.config,
                        board=self.board)
@@ -403,9 +414,10 @@ class Queue:
             raise Rejected(f"checks failed on the merge result{together}: {checks.result}: "
                            f"{self.verify}", checks.output_tail)
         for tid in ids:
-            self.board.events.emit("land_verified", tid, actor=self.actor, commit=commit,
-                                   command=self.verify, seconds=checks.seconds,
-                                   together=ids if len(ids) > 1 else None)
+            self.board.events.emit(LandVerified(commit=commit, command=self.verify,
+                                                seconds=checks.seconds,
+                                                together=ids if len(ids) > 1 else None),
+                                   tid, actor=self.actor)
         return checks.seconds
 
     def push(self, prep: Prepared, old: str, tip: str) -> str | None:
@@ -423,8 +435,8 @@ class Queue:
     # --- outcomes -------------------------------------------------------------------
     def push_rejected(self, task: Task, reason: str) -> None:
         remote = self.remote.name if self.remote is not None else "the remote"
-        self.board.events.emit("land_rejected", task.id, actor=self.actor, reason=reason,
-                               retried=False)
+        self.board.events.emit(LandingRejected(reason=reason, retried=False), task.id,
+                               actor=self.actor)
         self.board.edit(task.id, actor=self.actor, error=reason,
                         wait=PushRejected(reason=reason[:2000], remote=remote))
         self._add(Outcome(task=task.id, result="rejected", reason=reason))
@@ -434,8 +446,9 @@ class Queue:
                         actor=self.actor, remove=False)
         # removing the worktree and branch overlaps the next task's verify
         self.cleanups.submit(self.remove, result)
-        self.board.events.emit("task_merged", prep.task.id, actor=self.actor, into=result.into,
-                               commit=tip, branch=result.branch, verify_seconds=seconds)
+        self.board.events.emit(TaskMerged(into=result.into, commit=tip, branch=result.branch,
+                                          verify_seconds=seconds), prep.task.id,
+                               actor=self.actor)
         self._add(Outcome(task=prep.task.id, result="landed", commit=tip,
                           verify_seconds=seconds))
         self.report.into = result.into
@@ -449,16 +462,16 @@ class Queue:
         except Exception as exc:  # the task is merged; gc removes the rest later
             result.note = f"merged, but the worktree was kept: {type(exc).__name__}: {exc}"
         if result.note:
-            self.board.events.emit("land_note", result.task.id, actor=self.actor,
-                                   note=result.note)
+            self.board.events.emit(LandNote(note=result.note), result.task.id,
+                                   actor=self.actor)
 
     def reject(self, task: Task, rej: Rejected) -> None:
         tail = rej.output[-FEEDBACK_TAIL_CHARS:].strip()
         feedback = f"{LAND_FEEDBACK} {rej.reason}" + (f"\n\n{tail}" if tail else "")
         earlier = sum(1 for f in task.feedback if f.startswith(LAND_FEEDBACK))
         retried = self.retry and earlier < MAX_LAND_RETRIES
-        self.board.events.emit("land_rejected", task.id, actor=self.actor, reason=rej.reason,
-                               output=tail, retried=retried)
+        self.board.events.emit(LandingRejected(reason=rej.reason, output=tail, retried=retried),
+                               task.id, actor=self.actor)
         if retried:
             retry_task(self.layout, self.config, task.id, feedback, actor=self.actor,
                        board=self.board)
@@ -467,7 +480,7 @@ class Queue:
         self._add(Outcome(task=task.id, result="rejected", reason=rej.reason, retried=retried))
 
     def skip(self, task_id: str, reason: str) -> None:
-        self.board.events.emit("land_skipped", task_id, actor=self.actor, reason=reason)
+        self.board.events.emit(LandSkipped(reason=reason), task_id, actor=self.actor)
         self._add(Outcome(task=task_id, result="skipped", reason=reason))
 
     def _add(self, outcome: Outcome) -> None:
@@ -505,8 +518,9 @@ def _landed_tip(board: ControlPlane, task_id: str) -> str | None:
         return None
     tip = None
     for e in board.events.read(task=task_id):
-        if e.get("event") == "merged" and isinstance(e.get("tip"), str):
-            tip = e["tip"]
+        merged = e.decode()
+        if isinstance(merged, Merged) and merged.tip:
+            tip = merged.tip
     return tip
 
 

@@ -47,6 +47,7 @@ from orchestrator.errors import (
     RunError,
     UnsafeRemoval,
 )
+from orchestrator.events import Merged
 from orchestrator.flock import flocked
 from orchestrator.git import Git, list_worktrees
 from orchestrator.layout import Layout
@@ -257,8 +258,8 @@ def finish(layout: Layout, config: Config, board: ControlPlane, prep: Prepared, 
     if remote is not None:
         remote.drop_wip(prep.task.id)  # merged: its snapshot is of no more use
     task = board.set_status(prep.task.id, Status.MERGED, actor=actor)
-    board.events.emit("merged", task.id, actor=actor, strategy=strategy, into=prep.target,
-                      commit=commit, branch=prep.ch.branch, tip=prep.ch.tip)
+    board.events.emit(Merged(strategy=strategy, into=prep.target, commit=commit,
+                             branch=prep.ch.branch, tip=prep.ch.tip), task.id, actor=actor)
     result = MergeResult(task=task, strategy=strategy, into=prep.target, commit=commit,
                          branch=prep.ch.branch, removed=False, added=commit != prep.target_tip)
     if remove:

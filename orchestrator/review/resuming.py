@@ -14,6 +14,7 @@ from orchestrator import budget
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, InvalidInput
+from orchestrator.events import TaskResumed
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task, check_transition
 from orchestrator.review.common import using_board
@@ -55,6 +56,6 @@ def resume_task(layout: Layout, config: Config, task_id: str, *, usd: Any = None
                                    f"orchestrator resume {task.id} --budget-usd N (or "
                                    "--budget-tokens, --timeout), or --review")
             task = b.set_status(task.id, Status.PENDING, actor=actor, attempts=0, **fields)
-        b.events.emit("task_resumed", task.id, actor=actor, to=str(task.status),
-                      budget=msgspec.to_builtins(raised), feedback=note)
+        b.events.emit(TaskResumed(to=str(task.status), budget=msgspec.to_builtins(raised),
+                                  feedback=note), task.id, actor=actor)
     return task

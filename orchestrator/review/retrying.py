@@ -18,6 +18,7 @@ from typing import Any
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import Conflict, InvalidInput
+from orchestrator.events import TaskRetried
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task, check_transition
 from orchestrator.review.common import using_board
@@ -45,6 +46,5 @@ def retry_task(layout: Layout, config: Config, task_id: str, feedback: str | Non
         extra = {"feedback": [*task.feedback, note]} if note else {}
         task = b.set_status(task.id, Status.PENDING, actor=actor, attempts=0, error=None,
                             **extra, **(also or {}))
-        b.events.emit("task_retried", task.id, actor=actor, feedback=note,
-                      branch=task.branch)
+        b.events.emit(TaskRetried(feedback=note, branch=task.branch), task.id, actor=actor)
     return task

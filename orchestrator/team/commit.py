@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.agent.git_confine import SHA_RE
 from orchestrator.beneath import read_text_beneath
 from orchestrator.errors import GitError, SecretLeak
 from orchestrator.git import Git
 from orchestrator.model import Task
+from orchestrator.sandbox.git_confine import SHA_RE
 from orchestrator.secrets import commit_leaks, secret_names, text_leaks
 from orchestrator.worktree.safety import MAX_TASK_REF, worktree_git_dir
 

@@ -31,35 +31,46 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from orchestrator.config import HooksConfig
-from orchestrator.controlplane import ActorEvents, ControlPlane
+from orchestrator.controlplane import ActorEvents, ControlPlane, Event
 from orchestrator.errors import OrchestratorError
+from orchestrator.events import (
+    AnyEvent,
+    BudgetReached,
+    BudgetWarning,
+    HookFailed,
+    LeaseExpired,
+    NoProgress,
+    PermissionRequested,
+    PlanSubmitted,
+    TaskCompleted,
+    TaskFailed,
+    TaskRequeued,
+)
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
 from orchestrator.waits import as_dict
 
 MAX_WORKERS = 4
 OUTPUT_TAIL = 2000
-FINAL_FAILURES = ("task_failed", "lease_expired", "task_requeued")
 PAUSES = ("budget:", "no progress:")
 """The errors of runs stopped to wait for a person (see `orchestrator.budget`)."""
 
 
-def hook_kind(event: dict[str, Any]) -> str | None:
+def hook_kind(event: AnyEvent | None) -> str | None:
     """Which named hook an event fires: ``review``, ``failed``, ``waiting``, ``budget`` or
     None. A run stopped to wait for a person (budget, no progress) is not a failure."""
-    name = event.get("event")
-    if name == "task_completed":
-        return "review"
-    if name in ("budget_warning", "budget_reached"):
-        return "budget"
-    if name == "no_progress":
-        return "waiting"
-    if name == "task_failed" and str(event.get("error", "")).startswith(PAUSES):
-        return None
-    if name in ("permission_requested", "plan_submitted"):
-        return "waiting"
-    if name in FINAL_FAILURES and event.get("status") == "failed":
-        return "failed"
+    match event:
+        case TaskCompleted():
+            return "review"
+        case BudgetWarning() | BudgetReached():
+            return "budget"
+        case NoProgress() | PermissionRequested() | PlanSubmitted():
+            return "waiting"
+        case TaskFailed(error=error) if error.startswith(PAUSES):
+            return None
+        case (TaskFailed(status="failed") | LeaseExpired(status="failed")
+              | TaskRequeued(status="failed")):
+            return "failed"
     return None
 
 
@@ -95,15 +106,15 @@ class Hooks:
             for kind, cmd in self.commands(event):
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(MAX_WORKERS, thread_name_prefix="hook")
-                self._pool.submit(self.run, kind, cmd, self._payload(kind, event))
+                self._pool.submit(self.run, kind, cmd, self._payload(kind, event.to_dict()))
                 started += 1
         return started
 
-    def commands(self, event: dict[str, Any]) -> list[tuple[str, str]]:
-        name = str(event.get("event", ""))
+    def commands(self, event: Event) -> list[tuple[str, str]]:
+        name = event.event
         if name.startswith("hook_"):
             return []  # a hook's own failure never fires hooks
-        kind = hook_kind(event)
+        kind = hook_kind(event.decode())
         named = getattr(self.config, kind) if kind else []
         return [(kind or name, c) for c in named] + \
             [(name, c) for c in self.config.events.get(name, [])]
@@ -144,13 +155,13 @@ class Hooks:
             self._pool = None
 
     # --- internals ------------------------------------------------------------------
-    def _new_events(self) -> list[dict[str, Any]]:
+    def _new_events(self) -> list[Event]:
         """Events appended since ``pos`` (the seq of the last one seen)."""
         if self.events.last_seq() < self.pos:
             self.pos = 0  # the log was replaced
-        found = [e.to_dict() for e in self.events.read(since=self.pos) if e.seq > self.pos]
+        found = [e for e in self.events.read(since=self.pos) if e.seq > self.pos]
         if found:
-            self.pos = max(self.pos, max(int(e["seq"]) for e in found))
+            self.pos = max(self.pos, max(e.seq for e in found))
         return found
 
     def _payload(self, kind: str, event: dict[str, Any]) -> dict[str, Any]:
@@ -169,8 +180,8 @@ class Hooks:
 
     def _failed(self, outcome: dict[str, Any], why: str, output: str) -> dict[str, Any]:
         self.log.warning("hook failed", **outcome, error=why, output=output)
-        self.events.emit("hook_failed", outcome.get("task"), hook=outcome["hook"],
-                         command=outcome["command"], error=why, output=output)
+        self.events.emit(HookFailed(hook=outcome["hook"], command=outcome["command"],
+                                    error=why, output=output), outcome.get("task"))
         return {**outcome, "ok": False, "error": why, "output": output}
 
 

@@ -38,14 +38,23 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from orchestrator.backends import backend_module
 from orchestrator.board import board_modules
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import ConfigError, OrchestratorError
-from orchestrator.events import last_status_event
+from orchestrator.events import (
+    ConfigChanged,
+    ConfigRejected,
+    TaskClaimed,
+    TaskCompleted,
+    TaskStatusSet,
+    TeammateStarted,
+    TeammateStopped,
+    last_status_event,
+)
 from orchestrator.forge.watcher import ForgeWatcher
 from orchestrator.layout import Layout
 from orchestrator.logging import get_logger
@@ -71,6 +80,7 @@ LAND_POLL_SECONDS = 0.5
 """How often the lead looks whether its ``orchestrator land`` has finished."""
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 @dataclass
@@ -200,7 +210,7 @@ class Lead:
         self.tick()
 
     def reconcile(self) -> None:
-        from orchestrator.agent.sandbox import task_sandbox
+        from orchestrator.sandbox import task_sandbox
         from orchestrator.worktree import open_isolation
 
         manager = open_isolation(
@@ -315,7 +325,8 @@ class Lead:
                                  "killing it", teammate=child.name, pid=child.proc.pid)
                 _signal(child.proc, signal.SIGKILL)
 
-    def guarded(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+    def guarded(self, what: str, fn: Callable[P, T], *args: P.args,
+                **kwargs: P.kwargs) -> T | None:
         """Run ``fn``; when it fails — the control plane cannot be used (a full or read-only
         disk, too few open files, a board database that is down), or any other error — log
         one line (once, until it works again) and return None: the supervisor stays up, the
@@ -344,7 +355,7 @@ class Lead:
         if change.error:
             self.log.error("configuration not applied; the last good settings stay in force",
                            error=change.error)
-            self.board.events.emit("config_rejected", actor=LEAD, error=change.error)
+            self.board.events.emit(ConfigRejected(error=change.error), actor=LEAD)
             return
         if not change.changed:
             return
@@ -356,7 +367,7 @@ class Lead:
         for c in change.changed:
             if not c.live:
                 self.log.warning("setting changed; it applies after a restart", key=c.key)
-        self.board.events.emit("config_changed", actor=LEAD, changes=changes)
+        self.board.events.emit(ConfigChanged(changes=changes), actor=LEAD)
         self.config = self.live.config
         if not self.hooks.configured:  # newly configured hooks start from now on
             self.hooks.pos = self.board.events.last_seq()
@@ -470,12 +481,12 @@ class Lead:
         child.restart_at = None
         self.guarded("recording a teammate", self.board.team.publish, child.name,
                      "starting", pid=child.proc.pid, since=utcnow())
-        self.guarded("recording an event", self.board.events.emit, "teammate_started",
-                     actor=LEAD, teammate=child.name, pid=child.proc.pid)
+        self.guarded("recording an event", self.board.events.emit,
+                     TeammateStarted(teammate=child.name, pid=child.proc.pid), actor=LEAD)
         self.log.info("teammate started", teammate=child.name, pid=child.proc.pid)
 
     def start_spawner(self) -> None:
-        from orchestrator.agent.sandbox import task_sandbox
+        from orchestrator.sandbox import task_sandbox
 
         board = board_modules(self.config.board)
         for module in board:  # the lead opens the board next: its import (psycopg's ~0.08 s)
@@ -566,9 +577,9 @@ class Lead:
                          st.task)
         self.guarded("recording a teammate", self.board.team.publish, child.name,
                      "stopped", pid=child.proc.pid, exit=how, since=utcnow())
-        self.guarded("recording an event", self.board.events.emit, "teammate_stopped",
-                     actor=LEAD, teammate=child.name, pid=child.proc.pid, exit_code=rc,
-                     requeued=[t.id for t in requeued])
+        self.guarded("recording an event", self.board.events.emit, TeammateStopped(
+            teammate=child.name, pid=child.proc.pid, exit_code=rc,
+            requeued=[t.id for t in requeued]), actor=LEAD)
         if self.stopping or rc == 0 or child.retiring:
             child.retired = True
             self.log.info("teammate stopped", teammate=child.name, exit=how)
@@ -585,22 +596,24 @@ class Lead:
         the log one line short (the board says ``review``, the log still says it was
         claimed). When the task still carries that teammate's claim (no claim since),
         log what the board shows on its behalf, marked ``recovered``."""
-        claimed = last_status_event(self.board.events, task_id)
-        if claimed is None or claimed["event"] != "task_claimed" or claimed["actor"] != name:
+        last = last_status_event(self.board.events, task_id)
+        claimed = None if last is None else last.decode()
+        if not isinstance(claimed, TaskClaimed) or claimed.owner != name:
             return
         try:
             task = self.board.get(task_id)
         except OrchestratorError:
             return
-        if task.status is Status.IN_PROGRESS or task.fence != claimed.get("token"):
+        token = claimed.token
+        if task.status is Status.IN_PROGRESS or task.fence != token:
             return  # still running (requeued just now if it was ours), or claimed again
         if task.status is Status.REVIEW:
-            self.board.events.emit("task_completed", task_id, actor=name,
-                                   token=claimed.get("token"), recovered=True)
+            self.board.events.emit(TaskCompleted(token=token, recovered=True), task_id,
+                                   actor=name)
         else:
-            self.board.events.emit("task_status", task_id, actor=name, recovered=True,
-                                   token=claimed.get("token"), error=task.error,
-                                   **{"from": "in_progress", "to": str(task.status)})
+            self.board.events.emit(TaskStatusSet(from_="in_progress", to=str(task.status),
+                                                 recovered=True, token=token, error=task.error),
+                                   task_id, actor=name)
         self.log.warning("logged the last board write of a dead teammate", teammate=name,
                          task=task_id, status=str(task.status))
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import GitError
+from orchestrator.events import BranchPushed
 from orchestrator.model import PushPending, Status, Task
 from orchestrator.worktree.remote import PushRefused, Remote
 
@@ -159,8 +160,8 @@ def retry_pending(board: ControlPlane, remote: Remote, machine: str,
         pushed = {k: v for k, v in task.pushed.items() if k != "wip"}
         board.edit(task.id, actor="lead", push_pending=None, pushed={**pushed,
                                                                      "branch": commit})
-        board.events.emit("branch_pushed", task.id, actor="lead", branch=task.branch,
-                          sha=commit, after=task.push_pending.reason)
+        board.events.emit(BranchPushed(branch=task.branch, sha=commit,
+                                       after=task.push_pending.reason), task.id, actor="lead")
         log.info("pending push landed", task=task.id, branch=task.branch)
         landed += 1
     return landed, left

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from orchestrator import budget, delivery, waits
-from orchestrator.agent.sandbox import task_sandbox
 from orchestrator.backends import load_backend
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
@@ -47,6 +46,16 @@ from orchestrator.errors import (
     OrchestratorError,
     SecretLeak,
 )
+from orchestrator.events import (
+    BudgetReached,
+    ChecksFailed,
+    ChecksPassed,
+    Committed,
+    NoProgress,
+    Spend,
+    TaskAbandoned,
+    WorktreeSetAside,
+)
 from orchestrator.fsutil import atomic_write
 from orchestrator.git import Git
 from orchestrator.layout import Layout
@@ -54,6 +63,7 @@ from orchestrator.logging import configure, get_logger
 from orchestrator.model import Status, Task, Usage, utcnow
 from orchestrator.prompting import reason_line, task_env
 from orchestrator.protocols import Backend, RunContext, Workspace
+from orchestrator.sandbox import task_sandbox
 from orchestrator.secrets import redact, safe_env
 from orchestrator.settings.live import LiveConfig
 from orchestrator.team import status
@@ -342,8 +352,9 @@ class Teammate:
                    else "lease lost (another teammate owns the task now)")
             self.log.warning("task abandoned", task=task.id, reason=why)
             tlog.write(Abandoned(reason=why))
-            self.board.events.emit("task_abandoned", task.id, actor=self.name, token=token,
-                                   reason="cancelled" if beat.cancelled else "lease lost")
+            self.board.events.emit(TaskAbandoned(
+                token=token, reason="cancelled" if beat.cancelled else "lease lost"),
+                task.id, actor=self.name)
 
     def _work(self, task: Task, claim: Claim, tlog: TaskLogger, stop: threading.Event) -> None:
         from orchestrator.worktree.manager import WorktreeManager, binding
@@ -447,8 +458,8 @@ class Teammate:
             raise Failed(str(exc)) from exc
         if sha:
             self.committed = True
-            self.board.events.emit("commit", task.id, actor=self.name, sha=sha,
-                                   branch=ws.branch)
+            self.board.events.emit(Committed(sha=sha, branch=ws.branch), task.id,
+                                   actor=self.name)
             ctx.log.write(Commit(sha=sha))
         elif task.expect_changes and _unchanged(ws.path, task):
             raise Failed("the agent changed nothing: no commit and no change in the "
@@ -474,9 +485,9 @@ class Teammate:
             raise LeaseLost(f"{task.id}: the claim was lost", task=task.id)
         if checks.stopped:
             raise Stopping
-        self.board.events.emit("checks_passed" if checks.passed else "checks_failed",
-                               task.id, actor=self.name, command=checks.command,
-                               result=checks.result)
+        outcome = ChecksPassed if checks.passed else ChecksFailed
+        self.board.events.emit(outcome(command=checks.command, result=checks.result),
+                               task.id, actor=self.name)
         if checks.passed:
             fields["checks"] = checks
             return True
@@ -544,8 +555,7 @@ class Teammate:
                                       task.pushed)
         if saved:
             self.log.warning("set aside a stale worktree", task=task.id, saved=saved)
-            self.board.events.emit("worktree_set_aside", task.id, actor=self.name,
-                                   sha=saved)
+            self.board.events.emit(WorktreeSetAside(sha=saved), task.id, actor=self.name)
 
     def fail(self, claim: Claim, error: str, *, retry: bool = True) -> None:
         """Record a failed run (the claim's final write), and say why on the console: the
@@ -567,8 +577,8 @@ class Teammate:
         run = msgspec.structs.replace(usage, seconds=usage.seconds + seconds)
         so_far = self.board.get(task.id).usage  # a backend may have counted live already
         updated = claim.update(usage=task.usage.add(run))
-        self.board.events.emit("spend", task.id, actor=self.name, usage=msgspec.to_builtins(run),
-                               plan=budget.plan_of(task))
+        self.board.events.emit(Spend(usage=msgspec.to_builtins(run), plan=budget.plan_of(task)),
+                               task.id, actor=self.name)
         live = budget.minus(so_far, task.usage)  # what the backend already warned about
         budget.warn(limits, live, run, self.board.events, task.id, self.name)
         return updated, run
@@ -583,16 +593,17 @@ class Teammate:
             else None
         if sha:
             self.committed = True
-            self.board.events.emit("commit", task.id, actor=self.name, sha=sha,
-                                   branch=task.branch, wip=True)
+            self.board.events.emit(Committed(sha=sha, branch=task.branch, wip=True), task.id,
+                                   actor=self.name)
         claim.fail(reason, retry=False)
         fields: dict[str, Any] = {"wait": waits.paused(reason)}
         if session_id:
             fields["session_id"] = session_id
         done = self.board.edit(task.id, actor=self.name, **fields)
-        event = "budget_reached" if reason.startswith("budget:") else "no_progress"
-        self.board.events.emit(event, task.id, actor=self.name, reason=reason, wip=sha,
-                               spent=budget.describe(done.budget, done.usage))
+        paused = BudgetReached if reason.startswith("budget:") else NoProgress
+        self.board.events.emit(paused(reason=reason, wip=sha,
+                                      spent=budget.describe(done.budget, done.usage)),
+                               task.id, actor=self.name)
         tlog.write(RunPaused(reason=reason, commit=sha))
         self.log.info("paused for a person", task=task.id, reason=reason)
 

@@ -33,7 +33,7 @@ from orchestrator.board import open_board
 from orchestrator.budget import money
 from orchestrator.config import Config
 from orchestrator.errors import Conflict, InvalidInput, NotFound, OrchestratorError, UserError
-from orchestrator.events import redact, secret_values
+from orchestrator.events import ForgeWebhook, redact, secret_values
 from orchestrator.layout import Layout
 from orchestrator.review import STRATEGIES, discard_task, merge_task, retry_task
 from orchestrator.review.resuming import resume_task
@@ -153,8 +153,8 @@ def create_app(layout: Layout, config: Config, guard: Guard, *,
     from orchestrator.forge.webhook import read_secret, with_webhooks
 
     return with_webhooks(middleware(app, guard), read_secret(config.forge, layout.root),
-                         lambda hook: ui.ctx.board.events.emit("forge_webhook", None,
-                                                               actor="forge", hook=hook))
+                         lambda hook: ui.ctx.board.events.emit(ForgeWebhook(hook=hook), None,
+                                                               actor="forge"))
 
 
 Endpoint = Callable[[Request], Any]

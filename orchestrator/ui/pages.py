@@ -168,7 +168,7 @@ def task_view(ctx: Context, ident: str) -> dict[str, Any]:
     history = []
     for ev in ctx.board.events.read(task=task.id):
         e = ev.to_dict()
-        st = event_status(e)
+        st = event_status(ev)
         history.append({"ts": str(e.get("ts", ""))[:19].replace("T", " "),
                         "event": str(e.get("event")), "actor": str(e.get("actor") or ""),
                         "status": st or "", "detail": _detail(e)})

@@ -20,7 +20,7 @@ from orchestrator.worktree.manager import WorktreeManager, binding
 from orchestrator.worktree.reconcile import GcReport, ReconcileReport
 
 if TYPE_CHECKING:
-    from orchestrator.agent.sandbox import Sandbox
+    from orchestrator.sandbox import Sandbox
 
 
 @runtime_checkable

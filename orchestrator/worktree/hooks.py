@@ -42,6 +42,7 @@ from orchestrator.beneath import read_beneath, write_beneath
 from orchestrator.config import WorktreeConfig
 from orchestrator.controlplane import ActorEvents, ControlPlane
 from orchestrator.errors import GitError, NotFound, RunError, UnsafeRemoval
+from orchestrator.events import UNSET, WorktreeCreated, WorktreeKept, WorktreeRemoved
 from orchestrator.fsutil import atomic_write
 from orchestrator.git import Git
 from orchestrator.layout import Layout
@@ -60,7 +61,7 @@ from orchestrator.worktree.safety import MAX_NAMED, MAX_TASK_REF, TASK_REF, dirt
 from orchestrator.worktree.setup import PortBlocks, run_setup
 
 if TYPE_CHECKING:
-    from orchestrator.agent.sandbox import Sandbox
+    from orchestrator.sandbox import Sandbox
 
 REGISTRY = "workspaces.json"
 
@@ -143,9 +144,9 @@ class HookIsolation:
             self.config, self.layout.root, path, shared.cache_root(self._common_dir()),
             env=ws.env, log=self.plane.logs.writer(task.id, "setup"), task_id=task.id,
             git_checkout=branch is not None)
-        extra: dict[str, Any] = {"shared": linked} if linked else {}
-        self.events.emit("worktree_created", task.id, path=str(path), branch=branch,
-                         isolation="hooks", reused=reused, port_base=port, **extra)
+        self.events.emit(WorktreeCreated(path=str(path), branch=branch, isolation="hooks",
+                                         reused=reused, port_base=port,
+                                         shared=linked or UNSET), task.id)
         if self.config.setup and not rec.get("setup"):
             run_setup(self.config.setup, path, ws.env, self.config.setup_timeout,
                       self.plane.logs.writer(task.id, "setup"), task.id, self.sandbox)
@@ -158,8 +159,8 @@ class HookIsolation:
         snap, digest = None, None
         if path.is_dir() and not _is_git(path):
             snap, digest = self._snapshot(task.id, path)
-        self.events.emit("worktree_kept", task.id, path=str(path), branch=task.branch,
-                         **({"snapshot": snap, "digest": digest} if snap else {}))
+        self.events.emit(WorktreeKept(path=str(path), branch=task.branch,
+                                      snapshot=snap or UNSET, digest=digest or UNSET), task.id)
 
     def remove(self, task: Task, *, force: bool = False,
                keep_commits: bool = False) -> str | None:
@@ -181,8 +182,9 @@ class HookIsolation:
             snap = self._snapshot(task.id, path)[0] if reasons else None
             self._run_remove(task, path, force)
             self._forget(task.id)
-        self.events.emit("worktree_removed", task.id, path=str(path), branch=task.branch,
-                         isolation="hooks", snapshot=snap, forced=force and bool(reasons))
+        self.events.emit(WorktreeRemoved(path=str(path), branch=task.branch, isolation="hooks",
+                                         snapshot=snap, forced=force and bool(reasons)),
+                         task.id)
         return snap
 
     # --- reading ------------------------------------------------------------------
@@ -256,9 +258,8 @@ class HookIsolation:
         for task_id in self.ports.live():
             if task_id not in reg:
                 self.ports.free(task_id)
-        changes = {k: v for k, v in report.to_dict().items() if v}
-        if changes:
-            self.events.emit("worktrees_reconciled", None, isolation="hooks", **changes)
+        if (event := report.event(isolation="hooks")) is not None:
+            self.events.emit(event, None)
         return report
 
     # --- the commands -------------------------------------------------------------

@@ -32,6 +32,7 @@ from orchestrator.beneath import write_beneath
 from orchestrator.config import WorktreeConfig
 from orchestrator.controlplane import ActorEvents, ControlPlane
 from orchestrator.errors import GitError, InvalidInput, NotFound, RunError, UnsafeRemoval
+from orchestrator.events import UNSET, WorktreeCreated, WorktreeKept, WorktreeRemoved
 from orchestrator.git import Git, WorktreeEntry, list_worktrees, read_commits
 from orchestrator.layout import Layout
 from orchestrator.model import Task
@@ -47,7 +48,7 @@ from orchestrator.worktree.setup import PortBlocks, copy_included, keep_ignored,
 from orchestrator.worktree.stacked import kept_blockers, merge_branches
 
 if TYPE_CHECKING:
-    from orchestrator.agent.sandbox import Sandbox
+    from orchestrator.sandbox import Sandbox
 
 SETUP_MARKER = "orchestrator-setup-done"
 """Written into the worktree's git dir once its setup commands succeeded."""
@@ -144,11 +145,9 @@ class WorktreeManager:
         linked = shared.link_shared(self.config, self.layout.root, path, self.cache(),
                                     env=ws.env, log=self.plane.logs.writer(task.id, "setup"),
                                     task_id=task.id)
-        extra: dict[str, Any] = {"note": note} if note else {}
-        if linked:
-            extra["shared"] = linked
-        self.events.emit("worktree_created", task.id, path=str(path), branch=branch, base=base,
-                         base_commit=base_commit, reused=reused, port_base=port, **extra)
+        self.events.emit(WorktreeCreated(path=str(path), branch=branch, base=base,
+                                         base_commit=base_commit, reused=reused, port_base=port,
+                                         note=note or UNSET, shared=linked or UNSET), task.id)
         copy_included(self.repo, self.layout.root, path, self._skip_prefixes())
         self._setup(ws)
         return ws
@@ -157,8 +156,8 @@ class WorktreeManager:
         self._dirs()  # one git call, cached for the life of the manager
 
     def keep(self, task: Task) -> None:
-        self.events.emit("worktree_kept", task.id, path=str(self.path_for(task)),
-                         branch=self.branch_for(task))
+        self.events.emit(WorktreeKept(path=str(self.path_for(task)),
+                                      branch=self.branch_for(task)), task.id)
 
     def remove(self, task: Task, *, force: bool = False,
                keep_commits: bool = False) -> str | None:
@@ -212,9 +211,9 @@ class WorktreeManager:
                 self.repo.run("update-ref", "-d", f"refs/heads/{branch}", co.branch_tip)
             self.registry().forget(task.id)
         self.ports.free(task.id)
-        kept = {"kept_ignored": str(self.kept_ignored)} if self.kept_ignored else {}
-        self.events.emit("worktree_removed", task.id, path=str(path), branch=branch,
-                         snapshot=snap, forced=force and bool(reasons), **kept)
+        self.events.emit(WorktreeRemoved(
+            path=str(path), branch=branch, snapshot=snap, forced=force and bool(reasons),
+            kept_ignored=str(self.kept_ignored) if self.kept_ignored else UNSET), task.id)
         return snap
 
     def _ignored_skip(self) -> set[str]:

@@ -11,12 +11,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from orchestrator.errors import InvalidInput, NotFound, RunError, UnsafeRemoval
+from orchestrator.events import UNSET, UnsetType, WorktreesReconciled
 from orchestrator.git import list_worktrees
 from orchestrator.model import Status, Task
 from orchestrator.procutil import busy_reason
 from orchestrator.worktree.safety import dirty_paths
-from orchestrator.worktree.shared import tree_bytes
+from orchestrator.worktree.shared import CacheRow, tree_bytes
 
 if TYPE_CHECKING:
     from orchestrator.worktree import Workspaces
@@ -41,25 +44,48 @@ class ReconcileReport:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def event(self, isolation: str | UnsetType = UNSET) -> WorktreesReconciled | None:
+        """The event that records what changed (None: nothing did)."""
+        if not any(self.to_dict().values()):
+            return None
+        return WorktreesReconciled(
+            isolation=isolation, pruned=self.pruned or UNSET, cleared=self.cleared or UNSET,
+            recreated=self.recreated or UNSET, orphans=self.orphans or UNSET,
+            problems=self.problems or UNSET)
+
+
+class GcRow(msgspec.Struct, omit_defaults=True):
+    """A worktree `gc` removed (or would), or skipped with the ``reason``; ``kept_ignored``:
+    where its gitignored files were kept."""
+
+    task: str
+    status: str
+    path: str
+    branch: str | None
+    freed_bytes: int
+    kept_ignored: str | None = None
+    reason: str | None = None
+
 
 @dataclass
 class GcReport:
-    removed: list[dict[str, Any]]
-    """Removed (or, with ``dry_run``, would be removed), each with its ``freed_bytes``."""
-    skipped: list[dict[str, Any]]
+    removed: list[GcRow]
+    """Removed (or, with ``dry_run``, would be removed)."""
+    skipped: list[GcRow]
     """Left in place, each with the ``reason``."""
     dry_run: bool
-    cache: list[dict[str, Any]] = field(default_factory=list)
+    cache: list[CacheRow] = field(default_factory=list)
     """Shared-folder cache entries no checkout uses any more, removed."""
     freed_bytes: int = 0
     """Disk space given back (or that would be), worktrees and cache entries together."""
 
-    def add_cache(self, rows: list[dict[str, Any]]) -> None:
+    def add_cache(self, rows: list[CacheRow]) -> None:
         self.cache.extend(rows)
-        self.freed_bytes += sum(r["freed_bytes"] for r in rows)
+        self.freed_bytes += sum(r.freed_bytes for r in rows)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out: dict[str, Any] = msgspec.to_builtins(self)
+        return out
 
 
 def reconcile(m: WorktreeManager, tasks: list[Task]) -> ReconcileReport:
@@ -90,9 +116,8 @@ def reconcile(m: WorktreeManager, tasks: list[Task]) -> ReconcileReport:
     for task_id in m.ports.live():
         if not m.layout.worktree(task_id).exists():
             m.ports.free(task_id)
-    changes = {k: v for k, v in report.to_dict().items() if v}
-    if changes:
-        m.events.emit("worktrees_reconciled", None, **changes)
+    if (event := report.event()) is not None:
+        m.events.emit(event, None)
     return report
 
 
@@ -104,13 +129,12 @@ def gc(m: Workspaces, tasks: list[Task], dry_run: bool = False) -> GcReport:
         if task.status not in GC_STATUSES:
             continue
         path = m.path_for(task)
-        row: dict[str, Any] = {"task": task.id, "status": str(task.status), "path": str(path),
-                               "branch": task.branch, "freed_bytes": 0}
+        row = GcRow(task.id, str(task.status), str(path), task.branch, 0)
         try:
             if not m.exists(task):
                 continue
-            row.update(branch=m.branch_for(task),
-                       freed_bytes=disk_use(path) if path.exists() else 0)
+            row.branch = m.branch_for(task)
+            row.freed_bytes = disk_use(path) if path.exists() else 0
             busy = busy_reason(path) if path.exists() else None
             reasons = [busy] if busy else m.removal_risks(task)
             if reasons:
@@ -119,16 +143,17 @@ def gc(m: Workspaces, tasks: list[Task], dry_run: bool = False) -> GcReport:
                 m.remove(task)  # checks again, under the lock
                 kept = getattr(m, "kept_ignored", None)
                 if kept is not None:
-                    row["kept_ignored"] = str(kept)
+                    row.kept_ignored = str(kept)
         except (UnsafeRemoval, RunError, InvalidInput) as exc:
             hint = (f" (orchestrator discard {task.id} removes it, keeping its commits in a "
                     "snapshot; --force also for uncommitted changes)"
                     if isinstance(exc, UnsafeRemoval) and task.status is Status.CANCELLED
                     else "")
-            report.skipped.append({**row, "reason": str(exc) + hint})
+            row.reason = str(exc) + hint
+            report.skipped.append(row)
         else:
             report.removed.append(row)
-            report.freed_bytes += row["freed_bytes"]
+            report.freed_bytes += row.freed_bytes
     return report
 
 

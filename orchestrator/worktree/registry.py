@@ -9,7 +9,7 @@ and merge act only on the branch that record names.
 Why a file under the git common dir (and not refs, or ``.tasks/``):
 
 - no agent can write it: it is outside every worktree, and the bash sandbox binds
-  this folder read-only (`orchestrator.agent.sandbox`) although the rest of the git
+  this folder read-only (`orchestrator.sandbox`) although the rest of the git
   dir is writable for commits; ``.tasks/`` is the board, edited by people and tools;
 - it belongs to this clone, as worktrees do (a shared PostgreSQL board has no
   business recording which folders one machine made);

@@ -32,7 +32,7 @@ from orchestrator.transcript import Setup
 from orchestrator.worktree.lock import RepoLock
 
 if TYPE_CHECKING:
-    from orchestrator.agent.sandbox import Sandbox
+    from orchestrator.sandbox import Sandbox
 
 INCLUDE_FILE = ".worktreeinclude"
 MAX_PORT = 65535
@@ -117,7 +117,7 @@ def run_setup(commands: Sequence[str], cwd: Path, env: Mapping[str, str], timeou
     enabled ``sandbox`` (the task's: setup runs what the worktree holds, e.g. a
     ``package.json``'s scripts) each runs inside it, with no secret in its environment.
     """
-    from orchestrator.agent.sandbox import Sandbox  # the sandbox's git rules import worktree/
+    from orchestrator.sandbox import Sandbox  # the sandbox's git rules import worktree/
 
     full = {**user_environ(cwd), **env}
     if sandbox is not None and sandbox.enabled:

@@ -34,6 +34,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from orchestrator.beneath import read_beneath
 from orchestrator.config import SharedFolder, WorktreeConfig
 from orchestrator.errors import RunError
@@ -203,8 +205,15 @@ def _copy(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, symlinks=True)
 
 
+class CacheRow(msgspec.Struct):
+    """A cache entry `gc_cache` removed (or would), with the bytes it held."""
+
+    entry: str
+    freed_bytes: int
+
+
 def gc_cache(cache: Path, config: WorktreeConfig, checkouts: list[Path],
-             dry_run: bool = False) -> list[dict[str, Any]]:
+             dry_run: bool = False) -> list[CacheRow]:
     """Remove cache entries that no checkout in ``checkouts`` (the main one and every live
     worktree) has the key files of; one row per entry with the bytes it held."""
     cached = sorted(f for f in cache.iterdir() if f.is_dir()) if cache.is_dir() else []
@@ -227,7 +236,7 @@ def gc_cache(cache: Path, config: WorktreeConfig, checkouts: list[Path],
             size = tree_bytes(entry)
             if not dry_run:
                 shutil.rmtree(entry)
-            removed.append({"entry": str(entry), "freed_bytes": size})
+            removed.append(CacheRow(str(entry), size))
     return removed
 
 

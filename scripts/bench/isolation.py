@@ -42,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from orchestrator.agent.sandbox import Sandbox, _probe, safe_env
+from orchestrator.sandbox import Sandbox, _probe, safe_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,7 +92,7 @@ def post(url: str, key: str) -> None:
 
 def proxy_ms(runs: int) -> float:
     """Start a proxy, send one request through it, stop it; minus the direct request."""
-    from orchestrator.agent.credproxy import CredentialProxy
+    from orchestrator.sandbox.credproxy import CredentialProxy
     from tests.loopback import LoopbackAPI
 
     with LoopbackAPI() as api:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 
+from orchestrator.events import LandNote
 from tests.conformance.boards import open_spec
 
 
@@ -41,13 +42,13 @@ def main(argv: list[str]) -> int:
                     seqs.append(plane.events.last_seq())
                     plane.claim(name, task_id=task.id)
                 else:
-                    seqs.append(plane.events.emit("step", None, n=i).seq)
+                    seqs.append(plane.events.emit(LandNote(note=str(i)), None).seq)
             print(json.dumps({"seqs": seqs}))
         elif job == "append-forever":
             print(json.dumps({"started": True}), flush=True)
             i = 0
             while True:
-                plane.events.emit("step", "task_001", n=i, pad="x" * 2000)
+                plane.events.emit(LandNote(note=f"{i} {'x' * 2000}"), "task_001")
                 i += 1
         elif job == "ask":
             plane.requests.ask("permission", request_id=args[0], sender=name,

@@ -21,8 +21,8 @@ import time
 from typing import Any
 
 from orchestrator.agent.base import ToolContext, ToolResult
-from orchestrator.agent.sandbox import Sandbox
 from orchestrator.agent.tools.common import obj, prop
+from orchestrator.sandbox import Sandbox
 
 DEFAULT_TIMEOUT = 120.0
 MAX_TIMEOUT = 600.0

@@ -17,9 +17,9 @@ Permissions come from orchestrator's own rules (`PermissionGate.from_sources`):
 allow → ``--allowedTools``, deny → ``--disallowedTools``, ask → ``--settings``
 (in ``-p`` mode an ask is a denial). ``bypassPermissions`` as root, which Claude
 Code refuses, becomes ``acceptEdits`` with every built-in tool allowed. The CLI
-runs in the task's sandbox (`orchestrator.agent.sandbox.backend_sandbox`, unless
+runs in the task's sandbox (`orchestrator.sandbox.backend_sandbox`, unless
 ``sandbox.backends`` is off) with a credential proxy's token in place of the key
-(`orchestrator.agent.credproxy`). Its Bash is still treated as unconfined
+(`orchestrator.sandbox.credproxy`). Its Bash is still treated as unconfined
 (the rule predates the sandbox and asks more, never less): unless
 ``agent.allow_unsandboxed_bash`` is set
 neither ``bypassPermissions`` nor a bare ``Bash`` rule allows it (a ``Bash(...)``
@@ -42,8 +42,6 @@ puts them together as the backend.
 
 from __future__ import annotations
 
-from orchestrator.agent.credproxy import is_proxied, run_env
-from orchestrator.agent.sandbox import backend_sandbox
 from orchestrator.backends.claude_code.config import (
     budget,
     config_dir,
@@ -67,6 +65,8 @@ from orchestrator.layout import Layout
 from orchestrator.model import Usage
 from orchestrator.prompting import task_env
 from orchestrator.protocols import RunContext, RunResult
+from orchestrator.sandbox import backend_sandbox
+from orchestrator.sandbox.credproxy import is_proxied, run_env
 from orchestrator.transcript import Error
 
 __all__ = [

@@ -20,16 +20,17 @@ from orchestrator import delivery
 from orchestrator.agent.base import PermissionAsked, Stopped
 from orchestrator.agent.progress import ProgressWatch
 from orchestrator.agent.prompt import project_memory
-from orchestrator.agent.sandbox import Sandbox
 from orchestrator.backends.claude_code.config import agents_arg, mcp_args, permission_args
 from orchestrator.backends.claude_code.stream import ClaudeStream, Denial
 from orchestrator.config import Config
 from orchestrator.errors import OrchestratorError
+from orchestrator.events import PermissionDenied
 from orchestrator.fsutil import atomic_write
 from orchestrator.model import Task, Usage
 from orchestrator.process import ProcResult, run_streamed
 from orchestrator.prompting import build_prompt, last_failure
 from orchestrator.protocols import RunContext, RunResult
+from orchestrator.sandbox import Sandbox
 from orchestrator.transcript import (
     BackendFinished,
     BackendStarted,
@@ -245,9 +246,9 @@ class Session:
                 continue
             rule = d.denied_by(self.denied)
             if rule or not wait:
-                ctx.board.events.emit("permission_denied", ctx.task.id, actor=ctx.teammate,
-                                      tool=d.tool, subject=d.subject, rule=rule,
-                                      backend="claude-code")
+                ctx.board.events.emit(PermissionDenied(tool=d.tool, subject=d.subject, rule=rule,
+                                                       backend="claude-code"),
+                                      ctx.task.id, actor=ctx.teammate)
                 continue
             request = PermissionAsked(f"perm_{uuid.uuid4().hex[:12]}", d.tool, d.subject)
             answer = flow.ask(request)

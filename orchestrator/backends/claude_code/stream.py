@@ -12,6 +12,7 @@ from typing import Any
 
 from orchestrator.agent.paths import shown
 from orchestrator.agent.progress import Call, NoProgress, ProgressWatch
+from orchestrator.events import AnyEvent, FileModified, ToolCalled
 from orchestrator.model import Usage
 from orchestrator.protocols import RunContext
 from orchestrator.transcript import (
@@ -189,8 +190,8 @@ class ClaudeStream:
     def _tool_use(self, block: dict[str, Any]) -> None:
         name, args = str(block.get("name")), block.get("input") or {}
         self._tools[str(block.get("id"))] = (name, args)
-        self._emit("tool_called", tool=name, subject=Denial(name, args).subject,
-                   backend="claude-code")
+        self._emit(ToolCalled(tool=name, subject=Denial(name, args).subject,
+                              backend="claude-code"))
 
     def _tool_result(self, block: dict[str, Any]) -> None:
         name, args = self._tools.pop(str(block.get("tool_use_id")), ("", {}))
@@ -198,10 +199,10 @@ class ClaudeStream:
         path = args.get(FILE_TOOLS.get(name, ""))
         if path and not block.get("is_error"):
             full = (self.ctx.workspace.path / str(path)).resolve()
-            self._emit("file_modified", tool=name, path=shown(full, self.ctx.workspace.path))
+            self._emit(FileModified(tool=name, path=shown(full, self.ctx.workspace.path)))
 
-    def _emit(self, event: str, **fields: Any) -> None:
-        self.ctx.board.events.emit(event, self.ctx.task.id, actor=self.ctx.teammate, **fields)
+    def _emit(self, event: AnyEvent) -> None:
+        self.ctx.board.events.emit(event, self.ctx.task.id, actor=self.ctx.teammate)
 
     def error(self) -> str:
         """Why the run failed, in one paragraph."""

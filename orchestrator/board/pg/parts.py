@@ -30,7 +30,7 @@ from orchestrator.controlplane import (
     TeammateState,
 )
 from orchestrator.errors import Conflict, InvalidInput, NotFound
-from orchestrator.events import redact, secret_values
+from orchestrator.events import AnyEvent, fields_of, redact, secret_values
 from orchestrator.fsutil import append_line
 from orchestrator.model import format_task_id
 from orchestrator.transcript import LogEntry, record
@@ -69,10 +69,11 @@ class PgEvents:
         """This machine's ``events.jsonl``: what happened here is written there too."""
         self.secrets = secret_values()
 
-    def insert(self, cur: Cursor, event: str, task: str | None, actor: str | None,
-               fields: dict[str, Any]) -> Event:
+    def insert(self, cur: Cursor, kind: AnyEvent, task: str | None,
+               actor: str | None) -> Event:
         """Append inside the caller's transaction (the change and its event commit together).
         Call it last in a transaction: the lock is held until the commit."""
+        event, fields = fields_of(kind)
         data = masked(fields, self.secrets)
         cur.execute("INSERT INTO events (event, task, actor, machine, data) "
                     f"SELECT %s, %s, %s, %s, %s FROM (SELECT {self.db.ordered()}) l "
@@ -107,10 +108,9 @@ class PgEvents:
         except OSError:
             pass  # the row is the record; the local copy is a convenience
 
-    def emit(self, event: str, task: str | None = None, actor: str | None = None,
-             **fields: Any) -> Event:
-        return self.db.statement(lambda cur: self.insert(cur, event, task, actor, fields),
-                                 write=True)
+    def emit(self, event: AnyEvent, task: str | None = None,
+             actor: str | None = None) -> Event:
+        return self.db.statement(lambda cur: self.insert(cur, event, task, actor), write=True)
 
     def read(self, *, since: int = 0, task: str | None = None) -> Iterator[Event]:
         last = since

@@ -53,6 +53,20 @@ from orchestrator.board.store import (
 )
 from orchestrator.controlplane import BoardSummary
 from orchestrator.errors import InvalidInput, LeaseLost, NotFound
+from orchestrator.events import (
+    UNSET,
+    AnyEvent,
+    LeaseExpired,
+    TaskCancelled,
+    TaskCompleted,
+    TaskCreated,
+    TaskEdited,
+    TaskFailed,
+    TaskReleased,
+    TaskRequeued,
+    TaskStatusSet,
+    fields_of,
+)
 from orchestrator.layout import Layout
 from orchestrator.model import (
     InvalidRecord,
@@ -256,8 +270,7 @@ class PgBoard:
                            check_blockers=True)
 
     def create(self, fields: dict[str, Any], *, actor: str, task_id: str | None = None,
-               event: str = "task_created", check_blockers: bool = False,
-               **event_fields: Any) -> Task:
+               source: str | None = None, check_blockers: bool = False) -> Task:
         """A new pending task with the next id (or ``task_id`` when free); the row and its
         ``task_created`` event commit together, so no claimer sees the task first."""
         fields.setdefault("max_attempts", self.config.max_attempts)
@@ -272,7 +285,9 @@ class PgBoard:
         blockers = [parse_task_id(b) for b in draft.blocked_by]
         if check_blockers and blockers:
             self._check_blockers(blockers)  # tasks are never deleted: it stays true
-        data = masked({"subject": draft.subject, **event_fields}, self.events.secrets)
+        created = TaskCreated(subject=draft.subject, source=source or UNSET)
+        event, data = fields_of(created)
+        data = masked(data, self.events.secrets)
         if task_id is None:
             return self._insert_new(draft, blockers, event, actor, data)
         n = parse_task_id(task_id)
@@ -291,7 +306,7 @@ class PgBoard:
 
                 raise Conflict(f"duplicate id {task.id}: that task already exists")
             task = msgspec.structs.replace(task, created_at=iso(row[0]), updated_at=iso(row[0]))
-            self.events.insert(cur, event, task.id, actor, data)
+            self.events.insert(cur, created, task.id, actor)
             return task
 
         return self.db.run(insert)
@@ -337,7 +352,7 @@ class PgBoard:
             raise InvalidInput(f"edit cannot change {', '.join(sorted(bad))} "
                                "(use claim/complete/set_status)")
         return self._mutate(task_id, lambda t: _assign(t, fields),
-                            lambda t, old: ("task_edited", actor, {"fields": sorted(fields)}))
+                            lambda t, old: (TaskEdited(fields=sorted(fields)), actor))
 
     def set_status(self, task_id: str, status: Status, *, actor: str, **fields: Any) -> Task:
         status = Status(status)
@@ -352,11 +367,11 @@ class PgBoard:
             _assign(t, fields)
 
         return self._mutate(task_id, change, lambda t, old: (
-            "task_status", actor, {"from": old.status, "to": status}))
+            TaskStatusSet(from_=old.status, to=status), actor))
 
     def cancel(self, task_id: str, *, actor: str = "cli") -> Task:
         return self._mutate(task_id, lambda t: _move(t, Status.CANCELLED), lambda t, old: (
-            "task_cancelled", actor, {"previous": old.status}))
+            TaskCancelled(previous=old.status), actor))
 
     def intake(self, *, repair: bool = True) -> builtins.list[Task]:
         """Files dropped into this clone's ``.tasks/inbox/`` become tasks on the shared board
@@ -457,17 +472,16 @@ class PgBoard:
             _assign(t, fields)
 
         return self._mutate(task_id, done, lambda t, old: (
-            "task_completed", _holder(old), {"token": token}), token=token)
+            TaskCompleted(token=token), _holder(old)), token=token)
 
     def fail(self, task_id: str, token: int, error: str, *, retry: bool = True) -> Task:
         return self._mutate(task_id, lambda t: _count_attempt(t, error, retry), lambda t, old: (
-            "task_failed", _holder(old), {"token": token, "error": error,
-                                          "attempts": t.attempts, "status": t.status}),
-            token=token)
+            TaskFailed(token=token, error=error, attempts=t.attempts, status=t.status),
+            _holder(old)), token=token)
 
     def release(self, task_id: str, token: int, *, reason: str = "") -> Task:
         return self._mutate(task_id, lambda t: _move(t, Status.PENDING), lambda t, old: (
-            "task_released", _holder(old), {"token": token, "reason": reason}), token=token)
+            TaskReleased(token=token, reason=reason), _holder(old)), token=token)
 
     def requeue_expired(self, *, now: float | None = None,
                         actor: str = "lead") -> builtins.list[Task]:
@@ -479,16 +493,16 @@ class PgBoard:
         return self._requeue("greatest(lease_expires, pg_postmaster_start_time() + "
                              "(lease_expires - lease_renewed)) < "
                              "coalesce(to_timestamp(%(now)s), now())",
-                             {"now": now}, "lease expired", "lease_expired", actor)
+                             {"now": now}, "lease expired", LeaseExpired, actor)
 
     def requeue_owner(self, owner: str, *, reason: str,
                       actor: str = "lead") -> builtins.list[Task]:
         return self._requeue("owner = %(owner)s AND machine = %(machine)s",
                              {"owner": owner, "machine": self.machine}, reason,
-                             "task_requeued", actor)
+                             TaskRequeued, actor)
 
-    def _requeue(self, where: str, params: dict[str, Any], reason: str, event: str,
-                 actor: str) -> builtins.list[Task]:
+    def _requeue(self, where: str, params: dict[str, Any], reason: str,
+                 kind: type[LeaseExpired | TaskRequeued], actor: str) -> builtins.list[Task]:
         def requeue(cur: Cursor) -> builtins.list[Task]:
             cur.execute(f"{SELECT} WHERE status = 'in_progress' AND {where} "
                         "ORDER BY id FOR UPDATE SKIP LOCKED", params)
@@ -501,10 +515,9 @@ class PgBoard:
                 lease = old.lease
                 out.append((task, lease))
             for task, lease in out:
-                self.events.insert(cur, event, task.id, actor, {
-                    "owner": lease.owner if lease else None,
-                    "token": lease.token if lease else None, "reason": reason,
-                    "attempts": task.attempts, "status": task.status})
+                self.events.insert(cur, kind(
+                    owner=lease.owner if lease else None, token=lease.token if lease else None,
+                    reason=reason, attempts=task.attempts, status=task.status), task.id, actor)
             return [t for t, _ in out]
 
         return self.db.run(requeue)
@@ -577,7 +590,7 @@ class PgBoard:
         return LeaseLost(f"{t.id}: lease token {token} is no longer valid ({now})", task=t.id)
 
     def _mutate(self, task_id: str, change: Callable[[Task], None],
-                event: Callable[[Task, Task], tuple[str, str | None, dict[str, Any]]] | None
+                event: Callable[[Task, Task], tuple[AnyEvent, str | None]] | None
                 = None, *, token: int | None = None,
                 lock_timeout: float | None = None) -> Task:
         """Lock the row, apply ``change`` (which may raise), write it back and append
@@ -596,8 +609,8 @@ class PgBoard:
                 raise InvalidInput(f"{task.id}: {describe_error(exc)}") from None
             task = self._write(cur, task)
             if event is not None:
-                name, actor, fields = event(task, old)
-                self.events.insert(cur, name, task.id, actor, fields)
+                kind, actor = event(task, old)
+                self.events.insert(cur, kind, task.id, actor)
             return task
 
         return self.db.run(mutate)

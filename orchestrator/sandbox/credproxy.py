@@ -41,11 +41,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.agent.scratch import scratch
+from orchestrator.sandbox.scratch import scratch
 from orchestrator.secrets import safe_env
 
 if TYPE_CHECKING:
-    from orchestrator.agent.sandbox import Sandbox
+    from orchestrator.sandbox import Sandbox
 
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",

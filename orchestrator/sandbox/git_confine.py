@@ -46,10 +46,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.agent.scratch import scratch
 from orchestrator.beneath import read_text_beneath
 from orchestrator.errors import GitError
-from orchestrator.git import Git, git_env
+from orchestrator.git import Git, git_env, worktree_git_dir
+from orchestrator.sandbox.scratch import scratch
 from orchestrator.secrets import safe_env
 
 SHA_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -77,8 +77,6 @@ class GitConfinement:
     def open(cls, worktree: Path) -> GitConfinement | None:
         """The confinement for a linked worktree at ``worktree``; None when it is none
         (a main checkout or no git at all: the caller keeps its older rules)."""
-        from orchestrator.worktree.safety import worktree_git_dir
-
         worktree = worktree.resolve()
         admin = worktree_git_dir(worktree)
         if admin is None:

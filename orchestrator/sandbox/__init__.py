@@ -18,7 +18,7 @@ bubblewrap (the default runner) a command sees:
 - the worktree, writable; a fresh ``/tmp`` and a fresh home folder (tmpfs) with the
   person's git config bound back read-only;
 - in a task's worktree, the repository's git folder read-only, with a private
-  object store, index and branch ref for the run (`orchestrator.agent.git_confine`):
+  object store, index and branch ref for the run (`orchestrator.sandbox.git_confine`):
   new objects enter the repository only through a verifying import afterwards.
 
 Also: no capabilities (``--cap-drop ALL``), an unprivileged uid inside a user
@@ -53,10 +53,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.agent.container import Container
-from orchestrator.agent.git_confine import GitConfinement
-from orchestrator.agent.netns import OwnNetwork
 from orchestrator.errors import ConfigError
+from orchestrator.sandbox.container import Container
+from orchestrator.sandbox.git_confine import GitConfinement
+from orchestrator.sandbox.netns import OwnNetwork
 from orchestrator.secrets import safe_env as safe_env  # re-exported for the tool runners
 
 if TYPE_CHECKING:
@@ -100,13 +100,13 @@ class Sandbox:
     """Files (or folders holding no socket) bound read-only as they are (a backend's
     settings linked from the person's home folder)."""
     container: Container | None = None
-    """The container runner (`orchestrator.agent.container`); None: bubblewrap."""
+    """The container runner (`orchestrator.sandbox.container`); None: bubblewrap."""
     launcher: tuple[str, ...] = ()
     """Runs first inside, with ``--`` and the command after it (the credential proxy's
     forwarder in a sandbox without the host's network)."""
     slirp: str | None = None
     """slirp4netns, when the network is allowed in a namespace of the sandbox's own
-    (``sandbox.own_network``; `orchestrator.agent.netns`)."""
+    (``sandbox.own_network``; `orchestrator.sandbox.netns`)."""
 
     @property
     def host_network(self) -> bool:

@@ -7,7 +7,7 @@ belong to a network namespace) are then reachable from the sandbox. With
 slirp4netns gives it a NAT to the outside (``--disable-host-loopback``: the host's
 ``127.0.0.1`` is not reachable through it; DNS through slirp's 10.0.2.3). The CLI
 backends reach their model through the credential proxy's Unix socket
-(`orchestrator.agent.credproxy`), as without the network.
+(`orchestrator.sandbox.credproxy`), as without the network.
 
 The dance: bubblewrap is started with ``--info-fd`` (it writes the sandbox's pid)
 and ``--block-fd`` (it waits before running the command); slirp4netns is attached
