@@ -14,13 +14,14 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from orchestrator.agent.todos import progress, render
 from orchestrator.board import open_board
 from orchestrator.budget import describe
 from orchestrator.cli.output import PIPED_WIDTH, echo, page_lines, plain, print_json
 from orchestrator.controlplane import ControlPlane
 from orchestrator.model import Budget, ForgeLink, Lease, Status, Task, Usage
-from orchestrator.record import to_dict
 from orchestrator.repo import open_repo, to_jsonable
 
 if TYPE_CHECKING:
@@ -231,7 +232,7 @@ def _show_lease(lease: Lease, now: float) -> None:
 
 def _show_body(task: Task) -> None:
     """Every other field that is set, then the todos, the description and the plan."""
-    for key, value in to_dict(task, exclude_defaults=True).items():
+    for key, value in msgspec.to_builtins(task).items():  # Task leaves out its defaults
         if value not in (None, "", [], {}) and key not in _SHOWN_ABOVE:
             echo(f"{key}: {json.dumps(value) if isinstance(value, dict | list) else value}")
     if task.todos:
