@@ -14,12 +14,13 @@ import re
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.config import Config, check_backend
+from orchestrator.backend_names import check_backend
 from orchestrator.errors import InvalidInput
 from orchestrator.layout import Layout
 from orchestrator.model import Budget, ForgeLink, Task
 
 if TYPE_CHECKING:
+    from orchestrator.config import Config
     from orchestrator.protocols import Board
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,39}$")
@@ -70,6 +71,8 @@ def add_task(layout: Layout, config: Config | None, board: Board, subject: str, 
         from orchestrator.profiles import check_task_profile
 
         if config is None:
+            from orchestrator.config import Config
+
             config = Config.load(layout.root)
         check_task_profile(layout.root, config, agent)
     extra: dict[str, Any] = {k: v for k, v in (("backend", backend), ("agent", agent),

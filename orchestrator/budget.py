@@ -175,15 +175,9 @@ def spent_today(events: Events) -> tuple[Usage, dict[str, Usage]]:
         if str(e.get("ts", ""))[:10] < today:
             break
         spend = e.decode()
-        if not isinstance(spend, Spend):
-            continue
-        try:
-            u = convert(spend.usage, Usage)
-        except InvalidRecord:
-            continue
-        total = total.add(u)
-        mate = str(e.get("actor"))
-        by_mate[mate] = by_mate.get(mate, Usage()).add(u)
+        if isinstance(spend, Spend):
+            total = total.add(spend.usage)
+            by_mate[e.actor] = by_mate.get(e.actor, Usage()).add(spend.usage)
     return total, by_mate
 
 

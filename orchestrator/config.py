@@ -19,28 +19,6 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from orchestrator.config_files import user_config_file as user_config_file
 from orchestrator.errors import ConfigError
 
-BACKENDS: dict[str, str] = {
-    "command": "orchestrator.backends.command:CommandBackend",
-    "anthropic": "orchestrator.backends.agent:AnthropicBackend",
-    "scripted": "orchestrator.backends.agent:ScriptedBackend",
-    "claude-code": "orchestrator.backends.claude_code:ClaudeCodeBackend",
-    "aider": "orchestrator.backends.presets:AiderBackend",
-    "codex": "orchestrator.backends.presets:CodexBackend",
-    "gemini": "orchestrator.backends.presets:GeminiBackend",
-    "cli": "orchestrator.backends.presets:PresetBackend",
-}
-"""The agent backends by name (``module:Class``, imported only by
-`orchestrator.backends.load_backend`): data, so that ``add --backend`` and
-``config set team.backend`` check a name without importing any backend."""
-
-
-def check_backend(name: str) -> str:
-    """``name`` if it is a backend; else a `ConfigError` listing the ones there are."""
-    if name not in BACKENDS:
-        raise ConfigError(f"unknown backend {name!r} (choose from: {', '.join(BACKENDS)})")
-    return name
-
-
 DEFAULT_LEASE_SECONDS = 30.0
 DEFAULT_TEAMMATE_NAMES = (
     "alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi",

@@ -12,7 +12,7 @@ did. `Event.decode` turns a line read back into its kind; a kind this code does 
 know, or a hand-edited line that does not fit its kind, decodes to None (the log is
 hostile input). A field marked ``UNSET`` is absent from the line when not given.
 
-``docs/events.md`` lists the kinds from this module (``scripts/events_doc.py``). Values
+``docs/events.md`` lists the kinds from this module (``scripts/gen_event_docs.py``). Values
 that look like the secrets in this process's environment are masked before anything is
 written (`orchestrator.secrets`).
 """
@@ -25,6 +25,7 @@ import msgspec
 from msgspec import UNSET as UNSET  # re-exported: producers leave a field out with it
 from msgspec import UnsetType as UnsetType
 
+from orchestrator.model import Budget, Usage
 from orchestrator.secrets import MASK as MASK  # re-exported: callers import them from here
 from orchestrator.secrets import SECRET_NAME_RE as SECRET_NAME_RE
 from orchestrator.secrets import redact as redact
@@ -172,7 +173,7 @@ class TaskResumed(EventKind, frozen=True, tag="task_resumed"):
     """A task that waited for a person goes on (``budget``: the raised budget)."""
 
     to: str
-    budget: dict[str, Any]
+    budget: Budget
     feedback: str | None
 
 
@@ -207,7 +208,7 @@ class WorktreeSetAside(EventKind, frozen=True, tag="worktree_set_aside"):
 class Spend(EventKind, frozen=True, tag="spend"):
     """What a run spent (``usage``: tokens, cost, time; ``plan``: the plan it belongs to)."""
 
-    usage: dict[str, Any]
+    usage: Usage
     plan: str | None
 
 
@@ -290,10 +291,10 @@ class PlanAnswered(_Answered, frozen=True, tag="plan_answered"):
 
 
 class McpServerFailed(EventKind, frozen=True, tag="mcp_server_failed"):
-    """An MCP server of the task's run could not be started."""
+    """An MCP server of the task's run did not connect."""
 
     server: str
-    error: str
+    error: str | None
 
 
 # --- worktrees ----------------------------------------------------------------------

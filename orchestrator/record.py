@@ -58,11 +58,10 @@ def decode(data: str | bytes, cls: type[R]) -> R:
         raise InvalidRecord(TOO_DEEP) from None
 
 
-def to_dict(record: Record, *, exclude_defaults: bool = False) -> dict[str, Any]:
+def to_dict(record: Record) -> dict[str, Any]:
     """The record as plain values (enums as their values, nested records as dicts), every
-    field, or with ``exclude_defaults`` the top-level fields not at their defaults."""
-    out: dict[str, Any] = msgspec.to_builtins(
-        _without_defaults(record) if exclude_defaults else full(record))
+    field."""
+    out: dict[str, Any] = msgspec.to_builtins(full(record))
     return out
 
 
@@ -133,16 +132,3 @@ def encode_with(records: Sequence[R], name: str, values: Iterable[Any]) -> bytes
 
 
 _WITH: dict[tuple[type, str], type] = {}
-
-
-def _without_defaults(record: Record) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for f in msgspec.structs.fields(record):
-        value = getattr(record, f.name)
-        if f.default is not msgspec.NODEFAULT:
-            if value == f.default:
-                continue
-        elif f.default_factory is not msgspec.NODEFAULT and value == f.default_factory():
-            continue
-        out[f.name] = value
-    return out

@@ -60,6 +60,8 @@ class AgentStart(LogEntry, frozen=True, tag="agent_start"):
 
 
 class AgentEnd(LogEntry, frozen=True, tag="agent_end"):
+    """The built-in agent stopped: how (``outcome``), after how many turns, what it spent."""
+
     outcome: str
     turns: int
     compactions: int = 0
@@ -83,6 +85,8 @@ class TurnRequest(LogEntry, frozen=True, tag="request"):
 
 
 class TurnResponse(LogEntry, frozen=True, tag="response"):
+    """The model's answer: text and tool calls (``content``), why it stopped, its usage."""
+
     turn: int
     content: list[Any]
     stop_reason: str | None = None
@@ -93,11 +97,15 @@ class TurnResponse(LogEntry, frozen=True, tag="response"):
 
 
 class Compacted(LogEntry, frozen=True, tag="compacted"):
+    """The conversation was summarised to fit the context (``messages``: how many are left)."""
+
     reason: str
     messages: int
 
 
 class MessagesDelivered(LogEntry, frozen=True, tag="messages_delivered"):
+    """Messages from the lead or a person, handed to the running agent."""
+
     text: str
 
     def show(self, ts: str) -> str | None:
@@ -105,10 +113,14 @@ class MessagesDelivered(LogEntry, frozen=True, tag="messages_delivered"):
 
 
 class NoProgressWarning(LogEntry, frozen=True, tag="no_progress_warning"):
+    """The agent was told it seems to make no progress."""
+
     note: str
 
 
 class ToolCall(LogEntry, frozen=True, tag="tool_call"):
+    """The agent called a tool with ``input``."""
+
     id: str
     name: str
     input: Any
@@ -118,6 +130,8 @@ class ToolCall(LogEntry, frozen=True, tag="tool_call"):
 
 
 class ToolReturned(LogEntry, frozen=True, tag="tool_result"):
+    """A tool's result (``is_error``: the tool failed)."""
+
     id: str
     name: str
     content: Any
@@ -128,12 +142,16 @@ class ToolReturned(LogEntry, frozen=True, tag="tool_result"):
 
 
 class PermissionRequested(LogEntry, frozen=True, tag="permission_requested"):
+    """A tool call waits for a person (``subject``: what it would do)."""
+
     request_id: str
     tool: str
     subject: str | None
 
 
 class PermissionAnswered(LogEntry, frozen=True, tag="permission_answered"):
+    """A person's answer to a permission request."""
+
     request_id: str
     approved: bool
     message: str
@@ -160,6 +178,8 @@ class SessionSaved(LogEntry, frozen=True, tag="session"):
 
 # --- backends ---------------------------------------------------------------------------
 class ProfileChosen(LogEntry, frozen=True, tag="profile"):
+    """The agent profile the run uses, and the tools it takes away."""
+
     name: str
     model: str
     permission_mode: str
@@ -167,6 +187,8 @@ class ProfileChosen(LogEntry, frozen=True, tag="profile"):
 
 
 class BackendStarted(LogEntry, frozen=True, tag="backend_started"):
+    """A backend began: its command (``command`` or ``argv``)."""
+
     backend: str
     command: str | UnsetType = UNSET
     argv: list[str] | UnsetType = UNSET
@@ -180,6 +202,8 @@ class BackendStarted(LogEntry, frozen=True, tag="backend_started"):
 
 
 class BackendFinished(LogEntry, frozen=True, tag="backend_finished"):
+    """A backend ended: ``result`` in words, after ``seconds``."""
+
     backend: str
     result: str
     seconds: float
@@ -210,6 +234,8 @@ class ClaudeCode(LogEntry, frozen=True, tag="claude_code"):
 
 
 class ResumeFailed(LogEntry, frozen=True, tag="resume_failed"):
+    """Claude Code could not resume its session; the run starts afresh."""
+
     session_id: str
     error: str
 
@@ -227,6 +253,8 @@ class UsageReported(Usage, LogEntry, frozen=True, tag="usage"):  # type: ignore[
 
 
 class UsageRejected(LogEntry, frozen=True, tag="usage_rejected"):
+    """A command backend wrote a usage file that could not be read."""
+
     error: str
 
 
@@ -266,6 +294,8 @@ class IsolationHook(LogEntry, frozen=True, tag="isolation_hook"):
 
 # --- checks and the teammate ------------------------------------------------------------
 class VerifyStarted(LogEntry, frozen=True, tag="verify_started"):
+    """The checks (``team.verify``) began."""
+
     command: str
 
     def show(self, ts: str) -> str | None:
@@ -277,6 +307,8 @@ class VerifyOutput(Output, frozen=True, tag="verify_output"):
 
 
 class VerifyFinished(LogEntry, frozen=True, tag="verify_finished"):
+    """The checks ended (``result``: the exit code in words)."""
+
     passed: bool
     result: str
     seconds: float
@@ -297,6 +329,8 @@ class ChecksRetry(LogEntry, frozen=True, tag="checks_retry"):
 
 
 class Commit(LogEntry, frozen=True, tag="commit"):
+    """What the agent left was committed (``sha``)."""
+
     sha: str
 
     def show(self, ts: str) -> str | None:
@@ -304,6 +338,8 @@ class Commit(LogEntry, frozen=True, tag="commit"):
 
 
 class CommitRefused(LogEntry, frozen=True, tag="commit_refused"):
+    """What the agent left could not be committed (``reason``)."""
+
     reason: str
 
 
@@ -315,6 +351,8 @@ class RunPaused(LogEntry, frozen=True, tag="paused"):
 
 
 class Abandoned(LogEntry, frozen=True, tag="abandoned"):
+    """The teammate stopped working on the task (cancelled, or its lease lost)."""
+
     reason: str
 
     def show(self, ts: str) -> str | None:
@@ -322,6 +360,8 @@ class Abandoned(LogEntry, frozen=True, tag="abandoned"):
 
 
 class Error(LogEntry, frozen=True, tag="error"):
+    """The run failed (``error``)."""
+
     error: str
 
     def show(self, ts: str) -> str | None:

@@ -123,8 +123,8 @@ def test_every_backend_is_a_module_under_backends() -> None:
     import importlib
     import inspect
 
+    from orchestrator.backend_names import BACKENDS
     from orchestrator.backends import backend_module
-    from orchestrator.config import BACKENDS
     from orchestrator.protocols import Backend
 
     homes = set()

@@ -15,12 +15,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from orchestrator import waits
 from orchestrator.board import open_board
 from orchestrator.budget import crossed, make_budget, parse_duration, reached, read_usage_file
+from orchestrator.clock import utcnow
 from orchestrator.errors import InvalidInput
 from orchestrator.events import BudgetWarning, Spend, TaskFailed
 from orchestrator.layout import Layout
@@ -291,9 +291,10 @@ def test_plan_and_teammate_limits(repo: Path) -> None:
             claimed = board.claim("alice", task_id=t.id)
             assert claimed is not None and claimed.lease is not None
             board.update(t.id, claimed.lease.token, usage=Usage(cost_usd=cost))
-            board.events.emit(Spend(usage=msgspec.to_builtins(Usage(cost_usd=cost)), plan=None),
-                              t.id, actor="alice")
-        board.events.emit(Spend(usage={"cost_usd": "bogus"}, plan=None), None, actor="bob")
+            board.events.emit(Spend(usage=Usage(cost_usd=cost), plan=None), t.id, actor="alice")
+        with board.layout.events.open("a") as fh:  # a hand-edited line that does not fit
+            fh.write(json.dumps({"seq": 99, "ts": utcnow(), "event": "spend", "task": None,
+                                 "actor": "bob", "usage": {"cost_usd": "bogus"}}) + "\n")
         config = BudgetConfig(plan_usd=3.0, teammate_daily_usd=10.0, daily_usd=3.4)
         limits = limits_for(board.get(a.id), "alice", config, board)
     labels = {lim.label: lim.reached(Usage()) for lim in limits}

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import get_args
 
 from orchestrator.events import KINDS
 from orchestrator.settings.registry import Registry
+from orchestrator.transcript import Entry
 from scripts import gen_config_docs, gen_event_docs
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -40,3 +42,11 @@ def test_the_event_list_is_generated_from_the_kinds_and_up_to_date() -> None:
         "docs/events.md is out of date: run scripts/gen_event_docs.py"
     for kind in KINDS:
         assert f"| `{kind.__struct_config__.tag}` |" in text
+
+
+def test_the_task_log_kinds_are_generated_from_the_code_and_up_to_date() -> None:
+    text = gen_event_docs.render_log()
+    assert (DOCS / "transcript.md").read_text() == text, \
+        "docs/transcript.md is out of date: run scripts/gen_event_docs.py"
+    for kind in get_args(Entry):
+        assert f"| `{kind.__struct_config__.tag}` |" in text and kind.__doc__

@@ -14,12 +14,14 @@ from orchestrator.board.eventlog import EventLog
 from orchestrator.events import (
     KINDS,
     LandVerified,
+    Spend,
     TaskClaimed,
     TaskFailed,
     TaskStatusSet,
     WorktreeKept,
     event_status,
 )
+from orchestrator.model import Usage
 
 COLUMNS = {"seq", "ts", "event", "task", "actor"}
 
@@ -28,7 +30,8 @@ def test_a_kind_is_written_as_the_columns_then_its_fields(tmp_path: Path) -> Non
     log = EventLog(tmp_path / "events.jsonl", "alice")
     kinds = [TaskStatusSet(from_="pending", to="cancelled"),
              WorktreeKept(path="/w/task_001", branch=None),  # no snapshot: left out
-             LandVerified(commit="c0ffee", command="make", seconds=1.5, together=None)]
+             LandVerified(commit="c0ffee", command="make", seconds=1.5, together=None),
+             Spend(usage=Usage(input_tokens=10, cost_usd=0.5), plan=None)]  # a record inside
     for kind in kinds:
         log.emit(kind, "task_001")
     lines = [json.loads(line) for line in log.path.read_text().splitlines()]
@@ -40,13 +43,17 @@ def test_a_kind_is_written_as_the_columns_then_its_fields(tmp_path: Path) -> Non
          ("actor", "alice"), ("path", "/w/task_001"), ("branch", None)],
         [("seq", 3), ("event", "land_verified"), ("task", "task_001"),
          ("actor", "alice"), ("commit", "c0ffee"), ("command", "make"), ("seconds", 1.5),
-         ("together", None)]]
+         ("together", None)],
+        [("seq", 4), ("event", "spend"), ("task", "task_001"), ("actor", "alice"),
+         ("usage", {"input_tokens": 10, "output_tokens": 0, "cache_read_tokens": 0,
+                    "cache_write_tokens": 0, "cost_usd": 0.5, "seconds": 0.0}),
+         ("plan", None)]]
     assert [e.decode() for e in log.read()] == kinds
-    assert [event_status(e) for e in log.read()] == ["cancelled", None, None]
+    assert [event_status(e) for e in log.read()] == ["cancelled", None, None, None]
     # a value of the wrong type that mypy could not see is refused, not written
     with pytest.raises(TypeError, match=r"task_claimed: Expected `int`, got `str` - at `\$.token`"):
         log.emit(TaskClaimed(owner="alice", token=json.loads('"7"'), attempt=1), "task_001")
-    assert log.last_seq() == 3
+    assert log.last_seq() == 4
 
 
 def test_old_unknown_and_hand_edited_lines_decode_to_none(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ Backends are imported lazily (``module:Class``) so a teammate that runs the
 ``name`` and ``run(ctx: RunContext) -> RunResult``.
 
 Adding a backend is one new module here plus one line in
-`orchestrator.config.BACKENDS` (names as data, below every layer)::
+`orchestrator.backend_names.BACKENDS` (names as data, below every layer)::
 
     # orchestrator/backends/mine.py
     class MineBackend:
@@ -29,7 +29,7 @@ Adding a backend is one new module here plus one line in
         def __init__(self, config: Config, layout: Layout) -> None: ...
         def run(self, ctx: RunContext) -> RunResult: ...
 
-    # orchestrator/config.py
+    # orchestrator/backend_names.py
     BACKENDS = {..., "mine": "orchestrator.backends.mine:MineBackend"}
 
 ``--backend``, ``team.backend``, the teammate and the spawner's preload all go by
@@ -41,10 +41,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from orchestrator.config import BACKENDS, Config, check_backend
+from orchestrator.backend_names import BACKENDS, check_backend
 from orchestrator.errors import ConfigError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the registry itself is read by `add --backend` with nothing heavy
+    from orchestrator.config import Config
     from orchestrator.layout import Layout
     from orchestrator.protocols import Backend
 

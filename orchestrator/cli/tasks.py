@@ -13,13 +13,14 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from orchestrator.agent.todos import progress, render
 from orchestrator.board import open_board
 from orchestrator.budget import describe
 from orchestrator.cli.output import PIPED_WIDTH, echo, page_lines, plain, print_json
 from orchestrator.controlplane import ControlPlane
 from orchestrator.model import Budget, ForgeLink, Status, Task, Usage
-from orchestrator.record import to_dict
 from orchestrator.repo import open_repo, to_jsonable
 
 if TYPE_CHECKING:
@@ -212,7 +213,7 @@ def show(task_id: str, repo: Path | None = None, json_: bool = False) -> None:
         at = datetime.fromtimestamp(task.lease.expires_at, UTC).strftime("%H:%M:%S UTC")
         echo(f"lease: {task.lease.owner}, token {task.lease.token}, expires {at} "
                    f"({f'in {left:.0f}s' if left >= 0 else f'{-left:.0f}s ago'})")
-    for key, value in to_dict(task, exclude_defaults=True).items():
+    for key, value in msgspec.to_builtins(task).items():  # Task leaves out its defaults
         if value not in (None, "", [], {}) and key not in _SHOWN_ABOVE:
             echo(f"{key}: {json.dumps(value) if isinstance(value, dict | list) else value}")
     if task.todos:

@@ -11,10 +11,10 @@ from typing import Annotated, Any
 
 import typer
 
+from orchestrator.backend_names import BACKENDS
 from orchestrator.board import open_board
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json, require_commit
 from orchestrator.cli.output import echo
-from orchestrator.config import BACKENDS
 from orchestrator.errors import InvalidInput, NotFound
 from orchestrator.model import normalize_task_id
 from orchestrator.team import status

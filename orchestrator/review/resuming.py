@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from orchestrator import budget
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
@@ -56,6 +54,6 @@ def resume_task(layout: Layout, config: Config, task_id: str, *, usd: Any = None
                                    f"orchestrator resume {task.id} --budget-usd N (or "
                                    "--budget-tokens, --timeout), or --review")
             task = b.set_status(task.id, Status.PENDING, actor=actor, attempts=0, **fields)
-        b.events.emit(TaskResumed(to=str(task.status), budget=msgspec.to_builtins(raised),
+        b.events.emit(TaskResumed(to=str(task.status), budget=raised,
                                   feedback=note), task.id, actor=actor)
     return task

@@ -30,7 +30,8 @@ import annotated_types as at
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
-from orchestrator.config import BACKENDS, Config, user_config_file
+from orchestrator.backend_names import BACKENDS
+from orchestrator.config import Config, user_config_file
 from orchestrator.errors import ConfigError
 from orchestrator.fsutil import atomic_write
 from orchestrator.settings import Scope, tomlfile

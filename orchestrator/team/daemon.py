@@ -45,7 +45,7 @@ def _refuse(layout: Layout) -> AlreadyRunning:
 
 def check_team(config: Config) -> None:
     """Refuse a team that could only fail: an unknown backend, a command backend without one."""
-    from orchestrator.config import check_backend
+    from orchestrator.backend_names import check_backend
 
     check_backend(config.team.backend)
     if config.team.backend == "command" and not config.team.command:

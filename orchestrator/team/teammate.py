@@ -578,7 +578,7 @@ class Teammate:
         run = msgspec.structs.replace(usage, seconds=usage.seconds + seconds)
         so_far = self.board.get(task.id).usage  # a backend may have counted live already
         updated = claim.update(usage=task.usage.add(run))
-        self.board.events.emit(Spend(usage=msgspec.to_builtins(run), plan=budget.plan_of(task)),
+        self.board.events.emit(Spend(usage=run, plan=budget.plan_of(task)),
                                task.id, actor=self.name)
         live = budget.minus(so_far, task.usage)  # what the backend already warned about
         budget.warn(limits, live, run, self.board.events, task.id, self.name)
