@@ -12,7 +12,7 @@ did. `Event.decode` turns a line read back into its kind; a kind this code does 
 know, or a hand-edited line that does not fit its kind, decodes to None (the log is
 hostile input). A field marked ``UNSET`` is absent from the line when not given.
 
-``docs/events.md`` lists the kinds from this module (``scripts/events_doc.py``). Values
+``docs/events.md`` lists the kinds from this module (``scripts/gen_event_docs.py``). Values
 that look like the secrets in this process's environment are masked before anything is
 written (`orchestrator.secrets`).
 """
@@ -291,10 +291,10 @@ class PlanAnswered(_Answered, frozen=True, tag="plan_answered"):
 
 
 class McpServerFailed(EventKind, frozen=True, tag="mcp_server_failed"):
-    """An MCP server of the task's run could not be started."""
+    """An MCP server of the task's run did not connect."""
 
     server: str
-    error: str
+    error: str | None
 
 
 # --- worktrees ----------------------------------------------------------------------

@@ -142,8 +142,10 @@ def answer(board: ControlPlane, ident: str, *, approved: bool, message: str = ""
                           if still else ""))
     req = match[0]
     board.requests.answer(req.id, approved=approved, message=message, actor=actor)
+    tool = req.fields.get("tool")  # a request's file is hostile input: a name or nothing
     board.events.emit(ANSWERED[req.kind](request_id=req.id, approved=approved,
-                                         message=message or None, tool=req.fields.get("tool")),
+                                         message=message or None,
+                                         tool=tool if isinstance(tool, str) else None),
                       req.task, actor=actor)
     return _as_dict(req)
 

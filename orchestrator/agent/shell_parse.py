@@ -44,7 +44,11 @@ data (fail closed: an allow rule never covers a line holding one):
 Parsed with tree-sitter-bash: a complete grammar of bash (``case``, ``[[ ]]``,
 arithmetic, here-documents, functions) in C, error-tolerant — a line with a
 syntax error still yields the commands it could read (so deny rules still
-apply) and is flagged as unparseable.
+apply) and is flagged as unparseable. Where it reads differently from bash, the
+line is unknown too: a substitution it left as text (``${x:-`cmd`}``), an
+unquoted here-document holding ``$(``, ``${``, ``$[`` or a backquote (it misses
+backquotes and substitutions after a tab there), a reserved word read as a
+command (``! for …``).
 """
 
 from __future__ import annotations
@@ -125,6 +129,11 @@ GETOPT_BUILTINS = {
 }
 DECLARES = frozenset({"declare", "typeset", "local", "export", "readonly", "unset"})
 """Builtins whose every word (but options) names a variable."""
+RESERVED = frozenset({"if", "then", "else", "elif", "fi", "case", "esac", "for", "select",
+                      "while", "until", "do", "done", "in", "function", "{", "}", "[[", "]]",
+                      "!"})
+"""Words bash never runs as a command (``time`` and ``coproc`` are read as wrappers):
+tree-sitter-bash reading one as a command name (``! for …``) misread the line."""
 ARITHMETIC_TOKENS = frozenset({"number", "binary_expression", "unary_expression",
                                "parenthesized_expression", "ternary_expression"})
 ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
@@ -196,7 +205,7 @@ WRAPPERS: dict[str, Wrapper] = {
                "-E --preserve-env -H --set-home -n --non-interactive -S --stdin -b "
                "--background -i --login -s --shell -k --reset-timestamp -P "
                "--preserve-groups -A --askpass -B --bell -N --no-update",
-               "-l --list -v --validate -e --edit -K --remove-timestamp -V --version",
+               "-l --list -v --validate -K --remove-timestamp -V --version",
                assignments=True, escalates=True),
     "doas": _w("-u -C", "-n -s", escalates=True),
     "xargs": _w("-a --arg-file -d --delimiter -E -I -L --max-lines -n --max-args -P "
@@ -210,9 +219,9 @@ WRAPPERS: dict[str, Wrapper] = {
     "setsid": _w("", "-c --ctty -f --fork -w --wait"),
     "flock": _w("-w --timeout -E --conflict-exit-code",
                 "-s --shared -x -e --exclusive -n --nb --nonblock -o --close -F "
-                "--no-fork --verbose", "-u --unlock", operands=1),
+                "--no-fork --verbose -u --unlock", operands=1),
     "ionice": _w("-c --class -n --classdata", "-t --ignore", "-p --pid -P --pgid -u --uid"),
-    "taskset": _w("", "-a --all-tasks", "-p --pid -c --cpu-list", operands=1),
+    "taskset": _w("", "-a --all-tasks -c --cpu-list", "-p --pid", operands=1),
     "chroot": _w("--userspec --groups", "--skip-chdir", operands=1),
     "unbuffer": _w(),
     "busybox": _w(),
@@ -455,6 +464,8 @@ class _Reader:
         name = cmd.name
         if name is None:
             cmd.opaque = "the command name is only known at run time"
+        elif name in RESERVED:
+            cmd.opaque = f"{name} is a reserved word, not a command: the line was misread"
         elif self.depth >= MAX_DEPTH:
             cmd.opaque = "nested too deep"
         else:
@@ -744,6 +755,27 @@ def _expansion(node: Node) -> str | None:
     return None
 
 
+def _unread(node: Node) -> str | None:
+    """A piece tree-sitter-bash left as text although bash expands it: a substitution
+    inside ``${x:-`cmd`}``, the right side of ``[[ … ]]`` after a wrapper…"""
+    if re.search(r"\$\(|`", re.sub(r"\\.", "", _text(node), flags=re.DOTALL)):
+        return "a substitution the shell parser did not read"
+    return None
+
+
+def _heredoc(node: Node) -> str | None:
+    """An unquoted here-document expands its body, and tree-sitter-bash misses some of
+    it (backquotes, a substitution after a tab): any ``$(``, ``${``, ``$[`` or backquote
+    in the body is unknown. A quoted delimiter (``<<'EOF'``) keeps the body literal."""
+    start = next((k for k in node.children if k.type == "heredoc_start"), None)
+    body = next((k for k in node.children if k.type == "heredoc_body"), None)
+    if start is None or body is None or re.search(r"['\"\\]", _text(start)):
+        return None
+    if re.search(r"\$[({\[]|`", re.sub(r"\\.", "", _text(body), flags=re.DOTALL)):
+        return "a here-document whose substitutions the shell parser may not read"
+    return None
+
+
 def _loop_variable(node: Node) -> str | None:
     """``for NAME in …`` and ``select NAME in …`` assign NAME."""
     name = node.child_by_field_name("variable")
@@ -780,6 +812,8 @@ _EVALUATORS: dict[str, Callable[[Node], str | None]] = {
     "compound_statement": _double_parens,  # (( … ))
     "c_style_for_statement": _c_style_for,  # for (( … ))
     "for_statement": _loop_variable,  # for NAME in, select NAME in
+    "heredoc_redirect": _heredoc,  # <<EOF … EOF
+    **dict.fromkeys(("word", "regex", "string_content", "extglob_pattern"), _unread),
     "subscript": _subscript,  # ${a[i]}, a[i]=…
     "expansion": _expansion,  # ${!x}, ${x@P}, ${x:n}
     "unary_expression": _tests_a_name,  # [[ -v x ]]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -209,7 +209,7 @@ def events(
             if json_:
                 print_json(e.to_dict())
             else:
-                typer.echo(plain(_event_line(e.to_dict())))
+                typer.echo(plain(_event_line(e)))
     finally:
         board.close()
 
@@ -218,9 +218,8 @@ TAIL_ON_TERMINAL = 100
 """``events`` on a terminal shows this many of the newest events (``-n 0``: all)."""
 
 
-def _event_line(rec: dict[str, Any]) -> str:
-    fixed = ("seq", "ts", "event", "task", "actor")
-    rest = " ".join(f"{k}={json.dumps(v) if not isinstance(v, str) else v}"
-                    for k, v in rec.items() if k not in fixed)
-    return f"{rec.get('seq') or '-':>6} {rec.get('ts', '')}  {rec.get('event', ''):<16} " \
-           f"{rec.get('task') or '-':<9} {rec.get('actor') or '-':<8} {rest}".rstrip()
+def _event_line(e: Event) -> str:
+    rest = " ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}"
+                    for k, v in e.fields.items())
+    return f"{e.seq or '-':>6} {e.ts}  {e.event:<16} {e.task or '-':<9} {e.actor or '-':<8} " \
+           f"{rest}".rstrip()

@@ -16,7 +16,7 @@ from typing import Any
 from orchestrator.adding import labels_of
 from orchestrator.agent import permission_flow
 from orchestrator.config import Config
-from orchestrator.controlplane import ControlPlane
+from orchestrator.controlplane import ControlPlane, Event
 from orchestrator.errors import Conflict, GitError, InvalidInput, NotFound
 from orchestrator.events import event_status
 from orchestrator.layout import Layout
@@ -166,12 +166,9 @@ def needs_count(ctx: Context, snap: Snapshot | None = None) -> int:
 def task_view(ctx: Context, ident: str) -> dict[str, Any]:
     task = ctx.task(ident)
     history = []
-    for ev in ctx.board.events.read(task=task.id):
-        e = ev.to_dict()
-        st = event_status(ev)
-        history.append({"ts": str(e.get("ts", ""))[:19].replace("T", " "),
-                        "event": str(e.get("event")), "actor": str(e.get("actor") or ""),
-                        "status": st or "", "detail": _detail(e)})
+    for e in ctx.board.events.read(task=task.id):
+        history.append({"ts": e.ts[:19].replace("T", " "), "event": e.event, "actor": e.actor,
+                        "status": event_status(e) or "", "detail": _detail(e)})
     records: deque[dict[str, Any]] = deque(maxlen=TRANSCRIPT_ENTRIES)
     offset = 0  # records of the transcript shown: the live stream starts after them
     for rec in ctx.board.logs.read(task.id):
@@ -186,10 +183,8 @@ def task_view(ctx: Context, ident: str) -> dict[str, Any]:
             "labels": cards.card(task, problems)["labels"]}
 
 
-def _detail(e: dict[str, Any]) -> str:
-    skip = {"ts", "event", "task", "actor", "seq"}
-    parts = [f"{k}={v}" for k, v in e.items() if k not in skip and v not in (None, "", [], {})]
-    return " ".join(parts)[:300]
+def _detail(e: Event) -> str:
+    return " ".join(f"{k}={v}" for k, v in e.fields.items() if v not in (None, "", [], {}))[:300]
 
 
 def review_view(ctx: Context, ident: str) -> dict[str, Any]:
