@@ -205,7 +205,7 @@ WRAPPERS: dict[str, Wrapper] = {
                "-E --preserve-env -H --set-home -n --non-interactive -S --stdin -b "
                "--background -i --login -s --shell -k --reset-timestamp -P "
                "--preserve-groups -A --askpass -B --bell -N --no-update",
-               "-l --list -v --validate -e --edit -K --remove-timestamp -V --version",
+               "-l --list -v --validate -K --remove-timestamp -V --version",
                assignments=True, escalates=True),
     "doas": _w("-u -C", "-n -s", escalates=True),
     "xargs": _w("-a --arg-file -d --delimiter -E -I -L --max-lines -n --max-args -P "
@@ -219,9 +219,9 @@ WRAPPERS: dict[str, Wrapper] = {
     "setsid": _w("", "-c --ctty -f --fork -w --wait"),
     "flock": _w("-w --timeout -E --conflict-exit-code",
                 "-s --shared -x -e --exclusive -n --nb --nonblock -o --close -F "
-                "--no-fork --verbose", "-u --unlock", operands=1),
+                "--no-fork --verbose -u --unlock", operands=1),
     "ionice": _w("-c --class -n --classdata", "-t --ignore", "-p --pid -P --pgid -u --uid"),
-    "taskset": _w("", "-a --all-tasks", "-p --pid -c --cpu-list", operands=1),
+    "taskset": _w("", "-a --all-tasks -c --cpu-list", "-p --pid", operands=1),
     "chroot": _w("--userspec --groups", "--skip-chdir", operands=1),
     "unbuffer": _w(),
     "busybox": _w(),
