@@ -100,10 +100,9 @@ def list_tasks(status: list[Status] | None = None, repo: Path | None = None,
         tasks = board.list(status or None)
         problems = board.problems()
     if json_:
-        from orchestrator.record import encode_with
-
-        out = sys.stdout.buffer  # each task in full, with its problem
-        out.write(encode_with(tasks, "problem", (problems.get(t.id) for t in tasks)) + b"\n")
+        out = sys.stdout.buffer  # each task in full (asdict: its defaults too), with its problem
+        out.write(msgspec.json.encode([{**msgspec.structs.asdict(t), "problem": problems.get(t.id)}
+                                       for t in tasks]) + b"\n")
         out.flush()
         return
     if not tasks:
