@@ -766,12 +766,15 @@ def _unread(node: Node) -> str | None:
 def _heredoc(node: Node) -> str | None:
     """An unquoted here-document expands its body, and tree-sitter-bash misses some of
     it (backquotes, a substitution after a tab): any ``$(``, ``${``, ``$[`` or backquote
-    in the body is unknown. A quoted delimiter (``<<'EOF'``) keeps the body literal."""
-    start = next((k for k in node.children if k.type == "heredoc_start"), None)
-    body = next((k for k in node.children if k.type == "heredoc_body"), None)
-    if start is None or body is None or re.search(r"['\"\\]", _text(start)):
+    in the body is unknown. A quoted delimiter (``<<'EOF'``) keeps the body literal. A
+    body that does not end at its delimiter was misread (``cat <<EOF; cmd``)."""
+    parts = {k.type: _text(k) for k in node.children}
+    start = parts.get("heredoc_start", "")
+    if parts.get("heredoc_end") != re.sub(r"[\"'\\]", "", start):
+        return "a here-document the shell parser misread"
+    if re.search(r"[\"'\\]", start):
         return None
-    if re.search(r"\$[({\[]|`", re.sub(r"\\.", "", _text(body), flags=re.DOTALL)):
+    if re.search(r"\$[({\[]|`", re.sub(r"\\.", "", parts.get("heredoc_body", ""), flags=re.DOTALL)):
         return "a here-document whose substitutions the shell parser may not read"
     return None
 
