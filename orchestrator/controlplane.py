@@ -502,9 +502,11 @@ class Board(Protocol):
         ...
 
     # --- change feed ----------------------------------------------------------
-    def wait_for_change(self, timeout: float) -> bool:
+    def wait_for_change(self, timeout: float, *, events: bool = True) -> bool:
         """Block until the board may have changed (another process's write, a dropped task)
-        or ``timeout`` passes. True if woken by a change."""
+        or ``timeout`` passes. True if woken by a change. ``events=False``: an event
+        appended alone is no change (a teammate acts on tasks, mail and requests, never on
+        the audit log)."""
         ...
     def wait_for_ready(self, timeout: float) -> bool:
         """Block until some task is ready or ``timeout`` passes; True if one is."""

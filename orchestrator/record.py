@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import gc
 import re
-from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 import msgspec
@@ -114,21 +113,3 @@ def decode_list(data: str | bytes | memoryview, cls: type[R]) -> list[R]:
     finally:
         if paused:
             gc.enable()
-
-
-def encode_with(records: Sequence[R], name: str, values: Iterable[Any]) -> bytes:
-    """A JSON array of ``records`` (all of one class), each with every field, defaults
-    too, as `full` gives them, then one more field ``name`` holding its item of ``values``
-    (``list --json``'s tasks with their problem): one encoding call, no dict per record."""
-    if not records:
-        return b"[]"
-    cls = type(records[0])
-    out = _WITH.get((cls, name))
-    if out is None:
-        fields = [(f.name, Any) for f in msgspec.structs.fields(cls)]
-        out = _WITH[cls, name] = msgspec.defstruct(f"{cls.__name__}With", [*fields, (name, Any)])
-    astuple = msgspec.structs.astuple
-    return _ENCODER.encode([out(*astuple(r), v) for r, v in zip(records, values, strict=True)])
-
-
-_WITH: dict[tuple[type, str], type] = {}

@@ -49,8 +49,9 @@ def open_repo(repo: Path | None = None, *, ensure: bool = True, lenient: bool = 
     a configuration that does not load gives one warning line naming the file and line,
     and the default settings, instead of an error.
 
-    The configuration a command checked is remembered (`SETTINGS_CACHE`, keyed by the
-    files' bytes, the ``ORCH_*`` variables and the code's version); while that key holds,
+    The configuration a command checked is remembered in the board's index (`SETTINGS`,
+    keyed by the files' bytes, the ``ORCH_*`` variables and the code's version: the one
+    derived store of ``.tasks/``, which loses nothing when deleted); while that key holds,
     the board settings and worktree root come from there and `Repo.config` is loaded only
     when a command uses more."""
     root = find_root(repo)
@@ -90,10 +91,11 @@ def _load(root: Path, lenient: bool) -> tuple[Config, bool]:
         return Config(), False
 
 
-SETTINGS_CACHE = ".settings-cache.json"
-"""In ``.tasks/``: the last checked configuration's key, board settings and worktree
-root. Only orchestrator processes write there (agents cannot); a stale or unreadable
-cache is ignored, so it costs speed only."""
+SETTINGS = "settings"
+"""The entry of the board's index (`orchestrator.board.index`, ``meta``) that holds the
+last checked configuration's key, board settings and worktree root, as JSON. Only
+orchestrator processes write ``.tasks/`` (agents cannot); a stale or unreadable entry is
+ignored, so it costs speed only."""
 
 
 def _settings_key(root: Path) -> tuple[str | None, bool]:
@@ -140,13 +142,13 @@ CONFIG_MAX_BYTES = 4 << 20
 
 def _cached(root: Path, key: str | None) -> tuple[BoardSettings, str | None] | None:
     """The board settings and worktree root remembered under ``key``, if they are."""
+    from orchestrator.board.index import read_meta
     from orchestrator.board.settings import CheckedBoardSettings
-    from orchestrator.fsutil import read_regular_bytes
 
-    if key is None:
+    if key is None or not (root / TASKS_DIR).is_dir():
         return None
-    try:  # a regular file only: a FIFO under its name must not hang every command
-        data = json.loads(read_regular_bytes(root / TASKS_DIR / SETTINGS_CACHE, 1 << 16))
+    try:
+        data = json.loads(str(read_meta(root / TASKS_DIR, SETTINGS)))
         if data["key"] != key:
             return None
         return CheckedBoardSettings(**data["board"]), data["worktree_root"]
@@ -155,15 +157,11 @@ def _cached(root: Path, key: str | None) -> tuple[BoardSettings, str | None] | N
 
 
 def _remember(root: Path, key: str, config: Config) -> None:
-    folder = root / TASKS_DIR
-    if not folder.is_dir():
-        return
-    from orchestrator.fsutil import atomic_write
+    from orchestrator.board.index import write_meta
 
     data = {"key": key, "board": config.board.model_dump(mode="json"),
             "worktree_root": config.worktree.root}
-    with contextlib.suppress(OSError):
-        atomic_write(folder / SETTINGS_CACHE, json.dumps(data), durable=False)
+    write_meta(root / TASKS_DIR, SETTINGS, json.dumps(data))
 
 
 def require_commit(root: Path) -> None:

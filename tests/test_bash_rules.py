@@ -107,6 +107,8 @@ DENIED = [
     "watch -n1 'ls; rm x'",
     "coproc { rm x; }",  # tree-sitter-bash reads coproc's braces as words
     "coproc X { rm x; }",
+    "taskset -c 0 rm x",  # -c is how the mask is read, not 'operate on a pid'
+    "flock -u /tmp/lock rm x",
 ]
 
 ASKED = [
@@ -215,6 +217,8 @@ EVALUATED = [  # issue 29 item 9: bash evaluates a string as code, or a name cha
     "nice [[ x == $(rm x) ]]",
     "true && ! for x in 1; do rm x; done",
     "time ! rm x",
+    'cat <<EOF; rm x\ny\nEOF | s=1; "$s"',  # read as the delimiter 'EOF;', rm x as its word
+    "SUDO_EDITOR='rm x' sudo -e f",  # sudoedit runs the editor the environment names
     # options written the way bash's getopt reads them: attached values, clustered letters
     "printf -v'a[$(rm x)]' %s y",
     "wait -p'a[$(rm x)]' -n",

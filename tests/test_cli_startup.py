@@ -138,35 +138,40 @@ def test_the_cached_board_settings_have_every_field_of_the_board_section() -> No
     assert Config().worktree.root is None  # what a repository without settings uses
 
 
-def test_a_fifo_or_junk_as_the_settings_cache_and_a_huge_config_file_are_coped_with(
+def test_the_checked_settings_live_in_the_index_and_junk_there_is_ignored(
         repo: Path) -> None:
-    """The cache is a regular file or ignored (a FIFO there must not hang a command), junk
-    in it is ignored, and a settings file too big to hash whole is never cached."""
-    import os
+    """The checked settings are an entry of the board's one derived index (no file of
+    their own): junk in that entry is ignored, a damaged index is made afresh, and a
+    settings file too big to hash whole is never remembered."""
+    import sqlite3
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "orchestrator", *args],
                               capture_output=True, text=True, cwd=repo, timeout=30)
 
-    (repo / "orchestrator.toml").write_text("[board]\nmax_attempts = 3\n")  # to be cached
+    (repo / "orchestrator.toml").write_text("[board]\nmax_attempts = 3\n")  # to be kept
     assert run("add", "first").returncode == 0
-    cache = repo / ".tasks" / ".settings-cache.json"
-    assert cache.is_file()
-    for junk in ("[]", '{"key": 1}', "not json", '{"key": "x", "board": {"url": 5}}'):
-        cache.write_text(junk)
+    assert sorted(p.name for p in (repo / ".tasks").iterdir() if p.is_file()) == [
+        ".seq", "task_001.json"]
+    index = repo / ".tasks" / ".index" / "board.sqlite"
+    for junk in ("[]", '{"key": 1}', "not json", '{"key": "x", "board": {"url": 5}}', 5, None):
+        with sqlite3.connect(index) as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('settings', ?)", (junk,))
+        db.close()
         p = run("list")
         assert p.returncode == 0 and "first" in p.stdout, p.stderr
-    cache.unlink()
-    os.mkfifo(cache)
-    p = run("show", "1")  # timeout=30: a hang fails the test
+    p, names = imported("show", "1", cwd=repo)  # remembered again by the list above
+    assert p.returncode == 0 and "pydantic" not in names, p.stderr
+    for suffix in ("-wal", "-shm"):
+        (index.parent / f"board.sqlite{suffix}").unlink(missing_ok=True)
+    index.write_bytes(b"not a database " * 100)
+    p = run("show", "1")
     assert p.returncode == 0 and "first" in p.stdout, p.stderr
-    cache.unlink()
     (repo / "orchestrator.toml").write_text(
         "[board]\nmax_attempts = 4\n" + "# padding\n" * (500_000))  # over 4 MiB
-    p, names = imported("add", "second", cwd=repo)
-    assert p.returncode == 0 and not cache.exists()
-    p, names = imported("add", "third", cwd=repo)
-    assert p.returncode == 0 and "pydantic" in names  # checked again: nothing was cached
+    for title in ("second", "third"):
+        p, names = imported("add", title, cwd=repo)
+        assert p.returncode == 0 and "pydantic" in names  # checked each time: not kept
 
 
 def test_the_repository_root_and_its_first_commit_are_found_as_git_finds_them(

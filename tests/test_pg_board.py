@@ -231,6 +231,29 @@ def test_a_waiting_lead_wakes_on_an_event_alone(tmp_path: Path, pg_board_url: st
         assert time.monotonic() - t0 < 2.0  # a NOTIFY, not the 30 s rescan
 
 
+def test_a_waiting_teammate_sleeps_through_events_and_wakes_on_a_task_change(
+        tmp_path: Path, pg_board_url: str) -> None:
+    """A teammate follows the board without events (``events=False``): the ~6 a task
+    appends woke every teammate of the team, and each running one read its task again."""
+    with board_at(tmp_path, pg_board_url, "m1") as m1, \
+            board_at(tmp_path, pg_board_url, "m2", rescan_seconds=30) as m2:
+        m2.wait_for_change(0.2, events=False)  # its listener's first connect is a change
+        emit = threading.Timer(0.1, lambda: m1.events.emit(ForgeWebhook(hook="check_run")))
+        emit.start()
+        try:
+            assert m2.wait_for_change(1.0, events=False) is False
+        finally:
+            emit.join()
+        add = threading.Timer(0.3, lambda: m1.add("wake up"))
+        add.start()
+        t0 = time.monotonic()
+        try:
+            assert m2.wait_for_change(20, events=False) is True
+        finally:
+            add.join()
+        assert time.monotonic() - t0 < 2.0  # a NOTIFY, not the 30 s rescan
+
+
 def test_the_listener_sleeps_on_its_socket_until_a_wanted_notify_comes(
         pg_cluster: Cluster, pg_board_url: str) -> None:
     """An idle waiter costs nothing: over a quiet 1.5 s its thread sleeps once or twice

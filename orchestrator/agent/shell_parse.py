@@ -205,7 +205,7 @@ WRAPPERS: dict[str, Wrapper] = {
                "-E --preserve-env -H --set-home -n --non-interactive -S --stdin -b "
                "--background -i --login -s --shell -k --reset-timestamp -P "
                "--preserve-groups -A --askpass -B --bell -N --no-update",
-               "-l --list -v --validate -e --edit -K --remove-timestamp -V --version",
+               "-l --list -v --validate -K --remove-timestamp -V --version",
                assignments=True, escalates=True),
     "doas": _w("-u -C", "-n -s", escalates=True),
     "xargs": _w("-a --arg-file -d --delimiter -E -I -L --max-lines -n --max-args -P "
@@ -219,9 +219,9 @@ WRAPPERS: dict[str, Wrapper] = {
     "setsid": _w("", "-c --ctty -f --fork -w --wait"),
     "flock": _w("-w --timeout -E --conflict-exit-code",
                 "-s --shared -x -e --exclusive -n --nb --nonblock -o --close -F "
-                "--no-fork --verbose", "-u --unlock", operands=1),
+                "--no-fork --verbose -u --unlock", operands=1),
     "ionice": _w("-c --class -n --classdata", "-t --ignore", "-p --pid -P --pgid -u --uid"),
-    "taskset": _w("", "-a --all-tasks", "-p --pid -c --cpu-list", operands=1),
+    "taskset": _w("", "-a --all-tasks -c --cpu-list", "-p --pid", operands=1),
     "chroot": _w("--userspec --groups", "--skip-chdir", operands=1),
     "unbuffer": _w(),
     "busybox": _w(),
@@ -766,12 +766,15 @@ def _unread(node: Node) -> str | None:
 def _heredoc(node: Node) -> str | None:
     """An unquoted here-document expands its body, and tree-sitter-bash misses some of
     it (backquotes, a substitution after a tab): any ``$(``, ``${``, ``$[`` or backquote
-    in the body is unknown. A quoted delimiter (``<<'EOF'``) keeps the body literal."""
-    start = next((k for k in node.children if k.type == "heredoc_start"), None)
-    body = next((k for k in node.children if k.type == "heredoc_body"), None)
-    if start is None or body is None or re.search(r"['\"\\]", _text(start)):
+    in the body is unknown. A quoted delimiter (``<<'EOF'``) keeps the body literal. A
+    body that does not end at its delimiter was misread (``cat <<EOF; cmd``)."""
+    parts = {k.type: _text(k) for k in node.children}
+    start = parts.get("heredoc_start", "")
+    if parts.get("heredoc_end") != re.sub(r"[\"'\\]", "", start):
+        return "a here-document the shell parser misread"
+    if re.search(r"[\"'\\]", start):
         return None
-    if re.search(r"\$[({\[]|`", re.sub(r"\\.", "", _text(body), flags=re.DOTALL)):
+    if re.search(r"\$[({\[]|`", re.sub(r"\\.", "", parts.get("heredoc_body", ""), flags=re.DOTALL)):
         return "a here-document whose substitutions the shell parser may not read"
     return None
 

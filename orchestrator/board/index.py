@@ -8,7 +8,8 @@ in place changes mtime or size).
 
 **One derived index**, ``.tasks/.index/board.sqlite`` (`sqlite3`, WAL), keeps what the last
 scan of any process saw: each task's key and the task itself, with its status, priority,
-cost, tokens and what it waits for as columns. A process starting cold begins from it
+cost, tokens and what it waits for as columns (and, in ``meta``, the settings as a
+command last checked them: `orchestrator.repo`). A process starting cold begins from it
 and reads only the files changed since; whatever it read (and whatever it wrote) is
 written back at its next scan and when the board closes, and intake writes a burst's
 new tasks in one transaction, so the first command after a burst reads no file. `status`
@@ -59,10 +60,11 @@ STAGING = ".tmp"
 INDEX = ".index/board.sqlite"
 """In a folder of its own: sqlite makes and deletes its ``-wal`` and ``-shm`` files beside
 it, which must not move ``.tasks/``'s mtime (a reader's sign that a task file changed)."""
-SCHEMA = 3
+SCHEMA = 4
 """The index's ``user_version``: an index of another version is made afresh (2: the
 ``waiting`` column holds every non-running task's `orchestrator.waits` text; 3: the
-``folder`` the last full scan saw)."""
+``folder`` the last full scan saw; 4: ``meta`` values of any type, such as the checked
+settings `orchestrator.repo` keeps there)."""
 NANO = 1_000_000_000
 """Costs are summed as whole nano-dollars, so the total is exact."""
 RACY_NS = 50_000_000
@@ -238,7 +240,7 @@ class TaskIndex:
                     if t in self.tasks and t in self._keys]
             gone = [(t,) for t in ids if t not in self.tasks]
             saved = False
-            with self._db() as db:
+            with index_db(self.dir) as db:
                 if db is not None:
                     with db:
                         db.executemany("INSERT OR REPLACE INTO tasks VALUES "
@@ -259,7 +261,7 @@ class TaskIndex:
         with self.lock:
             if not self._unchanged_since_saved():
                 self._full_scan(keys_only=True)
-            with self._db() as db:
+            with index_db(self.dir) as db:
                 if db is not None and not self._unsaved:
                     counts = dict.fromkeys((s.value for s in Status), 0)
                     cost = tokens = 0
@@ -280,66 +282,18 @@ class TaskIndex:
         if self._view != "none":
             return False
         now = self._folder_mtime()
-        with self._db() as db:
+        with index_db(self.dir) as db:
             if db is not None and now is not None:
                 saved = db.execute("SELECT value FROM meta WHERE key = 'folder'").fetchone()
                 return saved is not None and saved[0] == now
         return False
-
-    @contextlib.contextmanager
-    def _db(self) -> Iterator[sqlite3.Connection | None]:
-        """The index, open (None when it cannot be). An error while it is used is not
-        raised: the caller goes without it."""
-        import sqlite3
-
-        db = self._open()
-        if db is None:
-            yield None
-            return
-        try:
-            yield db
-        except sqlite3.OperationalError:
-            pass  # locked, busy, read-only: another time
-        except sqlite3.DatabaseError:
-            self._discard()  # damaged: made afresh by the next process
-        finally:
-            db.close()
-
-    def _open(self) -> sqlite3.Connection | None:
-        """Connect to the index, making it when missing, damaged (not a database) or of
-        another `SCHEMA`; None when that cannot be done now."""
-        import sqlite3
-
-        for _ in range(2):
-            try:
-                (self.dir / INDEX).parent.mkdir(exist_ok=True)
-                db = sqlite3.connect(self.dir / INDEX, timeout=5.0)
-            except (sqlite3.Error, OSError):
-                return None
-            try:
-                if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:
-                    _create(db)
-                db.execute("PRAGMA synchronous = OFF")
-                return db
-            except sqlite3.OperationalError:
-                db.close()
-                return None
-            except sqlite3.DatabaseError:
-                db.close()
-                self._discard()
-        return None
-
-    def _discard(self) -> None:
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(OSError):
-                os.unlink(self.dir / f"{INDEX}{suffix}")
 
     def _load_saved(self, *, keys_only: bool = False) -> None:
         """Start the view from the index: every task (or, ``keys_only``, only the keys: a
         scan then reads the changed files, and `summary` counts the rest in the index)."""
         self._view = "keys" if keys_only else "all"
         rows: list[tuple[str, int, int, int, bytes]] = []
-        with self._db() as db:
+        with index_db(self.dir) as db:
             if db is not None:
                 rows = db.execute(f"SELECT id, mtime, size, ino{'' if keys_only else ', data'} "
                                   "FROM tasks ORDER BY num").fetchall()
@@ -447,6 +401,74 @@ def _inbox_files(inbox: Path) -> int:
         return 0
 
 
+@contextlib.contextmanager
+def index_db(tasks_dir: Path) -> Iterator[sqlite3.Connection | None]:
+    """The index, open (None when it cannot be). An error while it is used is not
+    raised: the caller goes without it."""
+    import sqlite3
+
+    db = _open(tasks_dir)
+    if db is None:
+        yield None
+        return
+    try:
+        yield db
+    except sqlite3.OperationalError:
+        pass  # locked, busy, read-only: another time
+    except sqlite3.DatabaseError:
+        discard(tasks_dir)  # damaged: made afresh by the next process
+    finally:
+        db.close()
+
+
+def _open(tasks_dir: Path) -> sqlite3.Connection | None:
+    """Connect to the index, making it when missing, damaged (not a database) or of
+    another `SCHEMA`; None when that cannot be done now."""
+    import sqlite3
+
+    for _ in range(2):
+        try:
+            (tasks_dir / INDEX).parent.mkdir(exist_ok=True)
+            db = sqlite3.connect(tasks_dir / INDEX, timeout=5.0)
+        except (sqlite3.Error, OSError):
+            return None
+        try:
+            if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:
+                _create(db)
+            db.execute("PRAGMA synchronous = OFF")
+            return db
+        except sqlite3.OperationalError:
+            db.close()
+            return None
+        except sqlite3.DatabaseError:
+            db.close()
+            discard(tasks_dir)
+    return None
+
+
+def discard(tasks_dir: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(OSError):
+            os.unlink(tasks_dir / f"{INDEX}{suffix}")
+
+
+def read_meta(tasks_dir: Path, key: str) -> object:
+    """What the index keeps under ``key`` beside the tasks (None: nothing, or no index)."""
+    with index_db(tasks_dir) as db:
+        if db is not None:
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            return None if row is None else row[0]
+    return None
+
+
+def write_meta(tasks_dir: Path, key: str, value: object) -> None:
+    """Keep ``value`` under ``key`` in the index (not at all when it cannot be used)."""
+    with index_db(tasks_dir) as db:
+        if db is not None:
+            with db:  # one transaction
+                db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+
 def _create(db: sqlite3.Connection) -> None:
     db.execute("PRAGMA journal_mode = WAL")
     db.executescript(f"""
@@ -456,7 +478,7 @@ def _create(db: sqlite3.Connection) -> None:
                             ino INTEGER, status TEXT, priority INTEGER, cost INTEGER,
                             tokens INTEGER, waiting TEXT, data BLOB);
         DROP TABLE IF EXISTS meta;
-        CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER);
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value);
         PRAGMA user_version = {SCHEMA};
         COMMIT;
     """)

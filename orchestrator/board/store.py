@@ -509,7 +509,9 @@ class FileBoard:
         return out
 
     # --- change feed -------------------------------------------------------------
-    def wait_for_change(self, timeout: float) -> bool:
+    def wait_for_change(self, timeout: float, *, events: bool = True) -> bool:
+        # the feed watches the task files and the inbox, never events.jsonl: ``events``
+        # changes nothing here
         self._start_feed(inbox=True)
         deadline = time.monotonic() + timeout
         while True:

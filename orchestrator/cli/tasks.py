@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from orchestrator.board import open_board
 from orchestrator.budget import describe
 from orchestrator.cli.output import PIPED_WIDTH, echo, page_lines, plain, print_json
 from orchestrator.controlplane import ControlPlane
-from orchestrator.model import Budget, ForgeLink, Status, Task, Usage
+from orchestrator.model import Budget, ForgeLink, Lease, Status, Task, Usage
 from orchestrator.repo import open_repo, to_jsonable
 
 if TYPE_CHECKING:
@@ -99,10 +100,9 @@ def list_tasks(status: list[Status] | None = None, repo: Path | None = None,
         tasks = board.list(status or None)
         problems = board.problems()
     if json_:
-        from orchestrator.record import encode_with
-
-        out = sys.stdout.buffer  # each task in full, with its problem
-        out.write(encode_with(tasks, "problem", (problems.get(t.id) for t in tasks)) + b"\n")
+        out = sys.stdout.buffer  # each task in full (asdict: its defaults too), with its problem
+        out.write(msgspec.json.encode([{**msgspec.structs.asdict(t), "problem": problems.get(t.id)}
+                                       for t in tasks]) + b"\n")
         out.flush()
         return
     if not tasks:
@@ -182,10 +182,8 @@ def _show_forge(link: ForgeLink) -> None:
 
 
 def show(task_id: str, repo: Path | None = None, json_: bool = False) -> None:
-    """``orchestrator show``."""
-    import textwrap
-    from datetime import UTC, datetime
-
+    """``orchestrator show``: the task's head line, what it waits for, its spending, pull
+    request, lease and other fields, then its todos, description and plan."""
     with open_with_intake(repo, one_task=True) as board:
         task = board.get(task_id)
         problem = board.problem(task.id)
@@ -194,6 +192,16 @@ def show(task_id: str, repo: Path | None = None, json_: bool = False) -> None:
     if json_:
         print_json(_with_problem(task, {task.id: problem} if problem else {}))
         return
+    _show_head(task, problem, asked)
+    _show_spent(task)
+    if task.forge is not None:
+        _show_forge(task.forge)
+    if task.lease is not None:
+        _show_lease(task.lease, now)
+    _show_body(task)
+
+
+def _show_head(task: Task, problem: str | None, asked: str | None) -> None:
     echo(f"{task.id}  {task.status}  {task.subject}")
     if problem:
         echo(f"problem: {problem}")
@@ -201,18 +209,28 @@ def show(task_id: str, repo: Path | None = None, json_: bool = False) -> None:
         echo(plain(f"waiting for {task.wait.text}: {' | '.join(task.wait.commands(task.id))}"))
         if asked:
             echo(textwrap.indent(asked, "  "))
-    if task.usage != Usage() or task.budget != Budget():
-        u = task.usage
-        echo(f"spent: {describe(task.budget, task.usage)} ({u.input_tokens} in, "
-             f"{u.output_tokens} out, {u.cache_read_tokens} cache read, "
-             f"{u.cache_write_tokens} cache write tokens)")
-    if task.forge is not None:
-        _show_forge(task.forge)
-    if task.lease is not None:
-        left = task.lease.expires_at - now
-        at = datetime.fromtimestamp(task.lease.expires_at, UTC).strftime("%H:%M:%S UTC")
-        echo(f"lease: {task.lease.owner}, token {task.lease.token}, expires {at} "
-                   f"({f'in {left:.0f}s' if left >= 0 else f'{-left:.0f}s ago'})")
+
+
+def _show_spent(task: Task) -> None:
+    if task.usage == Usage() and task.budget == Budget():
+        return
+    u = task.usage
+    echo(f"spent: {describe(task.budget, task.usage)} ({u.input_tokens} in, "
+         f"{u.output_tokens} out, {u.cache_read_tokens} cache read, "
+         f"{u.cache_write_tokens} cache write tokens)")
+
+
+def _show_lease(lease: Lease, now: float) -> None:
+    from datetime import UTC, datetime
+
+    left = lease.expires_at - now
+    at = datetime.fromtimestamp(lease.expires_at, UTC).strftime("%H:%M:%S UTC")
+    echo(f"lease: {lease.owner}, token {lease.token}, expires {at} "
+         f"({f'in {left:.0f}s' if left >= 0 else f'{-left:.0f}s ago'})")
+
+
+def _show_body(task: Task) -> None:
+    """Every other field that is set, then the todos, the description and the plan."""
     for key, value in msgspec.to_builtins(task).items():  # Task leaves out its defaults
         if value not in (None, "", [], {}) and key not in _SHOWN_ABOVE:
             echo(f"{key}: {json.dumps(value) if isinstance(value, dict | list) else value}")

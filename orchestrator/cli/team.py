@@ -162,28 +162,9 @@ def send(
     machine's teammate unless `--machine` names another."""
     r = open_repo(repo, lenient=True)
     with open_board(r.layout, r.board, actor="cli") as board:
-        here = getattr(board, "machine", None)
         mates = status.team_status(r.layout, board)["teammates"]
-        if machine is not None and machine != here:
-            machines = sorted({m["host"] for m in mates if m.get("host")})
-            if here is None or machine not in machines:
-                raise NotFound(f"no machine {machine!r} on this board" + (
-                    f" (choose from: {', '.join(machines)})" if machines else ""))
-            known = [m["name"] for m in mates if m.get("host") == machine]
-            where = {"machine": machine}
-        else:
-            known = [m["name"] for m in mates if not m.get("host")]
-            where = {}
-        if name == "all":
-            names = known
-            if not names:
-                raise NotFound("no teammates known yet (start the team with `orchestrator up`)")
-        else:
-            check_name(name)
-            valid = ["lead", *dict.fromkeys([*known, *r.config.team.names])]
-            if name not in valid:
-                raise NotFound(f"no teammate {name!r} (choose from: all, {', '.join(valid)})")
-            names = [name]
+        known, where = _teammates_on(mates, machine, getattr(board, "machine", None))
+        names = _recipients(name, known, r.config.team.names)
         extra = {"request_id": _rid()} if kind.endswith("_request") else {}
         sent = [board.mailboxes.send(n, "cli", message, kind=str(kind), **where, **extra)
                 for n in names]
@@ -193,6 +174,33 @@ def send(
         for m in sent:
             typer.echo(f"sent {m.kind} {m.id} to {m.to}"
                        + (f" on {machine}" if where else ""))
+
+
+def _teammates_on(mates: list[dict[str, Any]], machine: str | None, here: str | None
+                  ) -> tuple[list[str], dict[str, str]]:
+    """The teammates of ``machine`` (this one when None), and where a message to them
+    goes."""
+    if machine is None or machine == here:
+        return [m["name"] for m in mates if not m.get("host")], {}
+    machines = sorted({m["host"] for m in mates if m.get("host")})
+    if here is None or machine not in machines:
+        raise NotFound(f"no machine {machine!r} on this board" + (
+            f" (choose from: {', '.join(machines)})" if machines else ""))
+    return [m["name"] for m in mates if m.get("host") == machine], {"machine": machine}
+
+
+def _recipients(name: str, known: list[str], configured: list[str]) -> list[str]:
+    """Who ``name`` sends to: every ``known`` teammate for ``all``, else the one named
+    (a known or configured teammate, or the lead)."""
+    if name == "all":
+        if not known:
+            raise NotFound("no teammates known yet (start the team with `orchestrator up`)")
+        return known
+    check_name(name)
+    valid = ["lead", *dict.fromkeys([*known, *configured])]
+    if name not in valid:
+        raise NotFound(f"no teammate {name!r} (choose from: all, {', '.join(valid)})")
+    return [name]
 
 
 def _rid() -> str:

@@ -138,7 +138,8 @@ class Teammate:
                                  root=self.layout.root))
         self.isolation.prepare()
         self.remote = Remote.for_config(self.layout.root, self.config)
-        self.waker.follow_board(self.board, self.config.board.rescan_seconds)
+        # tasks, mail and requests wake it; the audit log's events are the lead's
+        self.waker.follow_board(self.board, self.config.board.rescan_seconds, events=False)
         self.log.info("teammate ready", pid=os.getpid())
         try:
             while not self.warm.is_set():

@@ -120,10 +120,11 @@ READY = ("status = 'pending' AND (cardinality(t.blocked_by) = 0 OR NOT EXISTS (S
 one without blockers is that at once (no subquery to start for it: most are that)."""
 CLOCK_CHECK_SECONDS = 60.0
 """How long `PgBoard.now` trusts the difference between the database's clock and ours."""
-CHANGE_CHANNELS = ["orch_tasks", "orch_messages", "orch_requests", "orch_events"]
-"""What `wait_for_change` wakes on: tasks, mail, permission/plan requests and events (as
-the file board's feed does on an append to ``events.jsonl``: a ``forge_webhook`` event
-alone wakes the lead, which pokes its forge thread)."""
+CHANGE_CHANNELS = ["orch_tasks", "orch_messages", "orch_requests"]
+"""What `wait_for_change` wakes on: tasks, mail, permission/plan requests, and with
+``events`` events too (a ``forge_webhook`` event alone wakes the lead, which pokes its forge
+thread). A teammate does not follow events: a task makes ~6, and each woke every teammate
+of the team, and its heartbeat read its task again."""
 
 
 def machine_name(layout: Layout, config: BoardSettings) -> str:
@@ -523,8 +524,9 @@ class PgBoard:
         return self.db.run(requeue)
 
     # --- change feed -------------------------------------------------------------
-    def wait_for_change(self, timeout: float) -> bool:
-        listener = self._listen("change", CHANGE_CHANNELS)
+    def wait_for_change(self, timeout: float, *, events: bool = True) -> bool:
+        listener = self._listen("change+events", [*CHANGE_CHANNELS, "orch_events"]) \
+            if events else self._listen("change", CHANGE_CHANNELS)
         deadline = time.monotonic() + timeout
         while True:
             if self._closed:
