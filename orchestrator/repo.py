@@ -104,10 +104,7 @@ def _settings_key(root: Path) -> tuple[str | None, bool]:
     `CONFIG_MAX_BYTES` (no caching: a key of part of a file would miss a change past it).
     Second: whether there is any setting at all (a file, or an ``ORCH_*`` variable);
     without one the configuration is the defaults."""
-    try:  # hashlib's own blake2b, without hashlib's OpenSSL start-up (5 ms of each command)
-        from _blake2 import blake2b
-    except ImportError:
-        from hashlib import blake2b
+    from hashlib import blake2b
 
     from orchestrator import __version__
     from orchestrator.config_files import config_paths

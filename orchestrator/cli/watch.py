@@ -119,11 +119,7 @@ def watch_board(layout: Layout, config: Config, *, frames: int | None = None,
             while frames is None or drawn < frames:
                 lines = frame(layout, b, console)
                 if lines != last:
-                    if console.is_terminal:  # what fits on the screen, from its top
-                        out.write(CLEAR + "\n".join(lines[:max(console.height - 1, 1)]))
-                    else:
-                        out.write("".join(f"{line.rstrip()}\n" for line in lines) + "─" * 40 + "\n")
-                    out.flush()
+                    _show(out, console, lines)
                     last, drawn = lines, drawn + 1
                 if frames is None or drawn < frames:
                     b.wait_for_change(config.board.rescan_seconds)
@@ -132,6 +128,14 @@ def watch_board(layout: Layout, config: Config, *, frames: int | None = None,
     if console.is_terminal and drawn:
         out.write("\n")  # the shell's prompt below the last frame
     return drawn
+
+
+def _show(out: TextIO, console: Screen, lines: list[str]) -> None:
+    if console.is_terminal:  # what fits on the screen, from its top
+        out.write(CLEAR + "\n".join(lines[:max(console.height - 1, 1)]))
+    else:
+        out.write("".join(f"{line.rstrip()}\n" for line in lines) + "─" * 40 + "\n")
+    out.flush()
 
 
 def _cut(text: str, n: int = SUBJECT_CHARS) -> str:
