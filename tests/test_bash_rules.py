@@ -109,6 +109,7 @@ DENIED = [
     "coproc X { rm x; }",
     "taskset -c 0 rm x",  # -c is how the mask is read, not 'operate on a pid'
     "flock -u /tmp/lock rm x",
+    "echo `echo \\`rm x\\``",  # bash unescapes \` inside backquotes: a nested substitution
 ]
 
 ASKED = [

@@ -441,6 +441,11 @@ class _Reader:
             node = stack.pop()
             if node.type == "command":
                 out.append(self.command(node))
+            elif _backquoted(node):  # bash unescapes \` \$ \\ in it, then parses it
+                inner = analyze(re.sub(r"\\([$`\\])", r"\1", _text(node)[1:-1]), self.depth + 1)
+                out += inner.commands
+                self.problems += inner.problems
+                continue
             why = _evaluates(node)
             if why is not None:
                 self.problems.append(f"{_text(node)[:60]}: {why}")
@@ -697,6 +702,14 @@ _RUNS: dict[str, Callable[[_Reader, Command, list[Word]], None]] = {
     "find": _Reader.find,
 }
 """Commands that run other commands, and how to find them."""
+
+def _backquoted(node: Node) -> bool:
+    """A backquoted substitution holding a backslash: tree-sitter-bash reads an escaped
+    backquote or dollar in it as text, where bash unescapes it and reads what follows
+    as a nested substitution."""
+    return (node.type == "command_substitution" and node.children[:1] != []
+            and node.children[0].type == "`" and "\\" in _text(node))
+
 
 _NOT_WORDS = frozenset({"variable_assignment", "command_name", "comment", "ERROR"})
 
