@@ -602,6 +602,8 @@ def fields_of(kind: EventKind) -> tuple[str, dict[str, Any]]:
     """The event name and the fields written beside the columns. A value of the wrong
     type (one mypy could not see: read from a dict, a subprocess, the forge) raises
     `TypeError` here rather than writing a line its readers cannot decode."""
+    if not isinstance(kind, EventKind):  # a caller mypy does not check (a test, a script)
+        raise TypeError(f"emit takes an event kind of orchestrator.events, not {kind!r}")
     fields = msgspec.to_builtins(kind)
     try:
         msgspec.convert(fields, type(kind))

@@ -1,21 +1,13 @@
-"""Front matter: the ``---`` block of ``key: value`` lines at the top of a Markdown file.
+"""Front matter, the ``---`` block atop a Markdown file: the one parser of dropped task
+files (`orchestrator.board.intake`) and agent profiles (``.claude/agents/*.md``).
 
-The one parser of dropped task files (`orchestrator.board.intake`) and agent profiles
-(`orchestrator.profiles`, Claude Code's ``.claude/agents/*.md``). It reads the small
-YAML subset those files use, and nothing more:
-
-- ``key: value`` lines; a value is a plain scalar (whole numbers and ``true``/``false``
-  become numbers and booleans; nothing, ``~`` or ``null`` is None), a quoted string
-  (``"..."`` with JSON's escapes, ``'...'`` with ``''``), a list on one line ``[a, b]``
-  of such scalars, a block list (``- item`` lines indented below the key), a ``|`` or
-  ``>`` block, or a plain scalar continued on indented lines;
-- a comment is a line that starts with ``#``, or ``#`` after a space and followed by one
-  (``model: inherit  # keep``): ``subject: fix #123`` keeps its ``#123``.
-
-Not a YAML library, on purpose: there are no anchors, aliases, tags, maps in maps or
-lists in lists, so nothing a hostile file writes expands or nests; one pass over the
-lines, no backtracking regex, so no input makes it hang. Errors are `InvalidInput`
-with the line number (the ``---`` line is line 1).
+The YAML subset those files use: ``key: value`` lines whose value is a plain scalar
+(whole numbers, ``true``/``false``; nothing, ``~`` or ``null`` is None), a quoted string,
+``[a, b]``, a block list (``- item`` lines below the key), a ``|``/``>`` block, or a
+scalar continued on indented lines. A comment is a line starting with ``#`` or `` # ``
+in a value: ``subject: fix #123`` keeps its ``#123``. No anchors, aliases, tags or
+nesting, one pass, no backtracking regex: a hostile file cannot expand, nest or hang
+it. Errors are `InvalidInput` naming the line (the ``---`` line is line 1).
 """
 
 from __future__ import annotations

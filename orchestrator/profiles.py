@@ -156,13 +156,10 @@ def resolve(root: Path, config: Config, name: str | None) -> tuple[Config, Profi
     return profile.config_for(config), profile
 
 
-PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
 def check_task_profile(root: Path, config: Config, name: str) -> None:
     """For ``add --agent NAME``: a `ConfigError` unless ``name`` is a profile defined now
     (the error lists the ones there are), so a typo is refused when given, not at run time."""
-    if not PROFILE_NAME_RE.match(name) or ".." in name:
+    if not NAME_RE.match(name) or ".." in name:
         raise ConfigError(f"not an agent profile name: {name!r} (letters, digits, . _ -)")
     load_profiles(root, config).get(name)
 

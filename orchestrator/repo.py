@@ -49,9 +49,10 @@ def open_repo(repo: Path | None = None, *, ensure: bool = True, lenient: bool = 
     a configuration that does not load gives one warning line naming the file and line,
     and the default settings, instead of an error.
 
-    The configuration a command checked is remembered in the board's index (`SETTINGS`,
-    keyed by the files' bytes, the ``ORCH_*`` variables and the code's version: the one
-    derived store of ``.tasks/``, which loses nothing when deleted); while that key holds,
+    The configuration a command checked is remembered in the board's index
+    (`orchestrator.board.settings.read_checked`: the one derived store of ``.tasks/``,
+    which loses nothing when deleted), keyed by the files' bytes, the ``ORCH_*``
+    variables and the code's version; while that key holds,
     the board settings and worktree root come from there and `Repo.config` is loaded only
     when a command uses more."""
     root = find_root(repo)
@@ -91,23 +92,13 @@ def _load(root: Path, lenient: bool) -> tuple[Config, bool]:
         return Config(), False
 
 
-SETTINGS = "settings"
-"""The entry of the board's index (`orchestrator.board.index`, ``meta``) that holds the
-last checked configuration's key, board settings and worktree root, as JSON. Only
-orchestrator processes write ``.tasks/`` (agents cannot); a stale or unreadable entry is
-ignored, so it costs speed only."""
-
-
 def _settings_key(root: Path) -> tuple[str | None, bool]:
     """What the configuration depends on, hashed: the settings files' bytes, the
     ``ORCH_*`` variables, and this code. None when a file cannot be read or is over
     `CONFIG_MAX_BYTES` (no caching: a key of part of a file would miss a change past it).
     Second: whether there is any setting at all (a file, or an ``ORCH_*`` variable);
     without one the configuration is the defaults."""
-    try:  # hashlib's own blake2b, without hashlib's OpenSSL start-up (5 ms of each command)
-        from _blake2 import blake2b
-    except ImportError:
-        from hashlib import blake2b
+    from hashlib import blake2b
 
     from orchestrator import __version__
     from orchestrator.config_files import config_paths
@@ -142,13 +133,12 @@ CONFIG_MAX_BYTES = 4 << 20
 
 def _cached(root: Path, key: str | None) -> tuple[BoardSettings, str | None] | None:
     """The board settings and worktree root remembered under ``key``, if they are."""
-    from orchestrator.board.index import read_meta
-    from orchestrator.board.settings import CheckedBoardSettings
+    from orchestrator.board.settings import CheckedBoardSettings, read_checked
 
     if key is None or not (root / TASKS_DIR).is_dir():
         return None
     try:
-        data = json.loads(str(read_meta(root / TASKS_DIR, SETTINGS)))
+        data = json.loads(str(read_checked(root / TASKS_DIR)))
         if data["key"] != key:
             return None
         return CheckedBoardSettings(**data["board"]), data["worktree_root"]
@@ -157,11 +147,11 @@ def _cached(root: Path, key: str | None) -> tuple[BoardSettings, str | None] | N
 
 
 def _remember(root: Path, key: str, config: Config) -> None:
-    from orchestrator.board.index import write_meta
+    from orchestrator.board.settings import keep_checked
 
     data = {"key": key, "board": config.board.model_dump(mode="json"),
             "worktree_root": config.worktree.root}
-    write_meta(root / TASKS_DIR, SETTINGS, json.dumps(data))
+    keep_checked(root / TASKS_DIR, json.dumps(data))
 
 
 def require_commit(root: Path) -> None:

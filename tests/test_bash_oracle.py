@@ -33,7 +33,8 @@ HOSTILE = [
     "'p'wn", "eval pwn", "echo pwn | sh", "bash -c \"$(echo pwn)\"", "cat <(pwn)",
     "find . -maxdepth 0 -exec pwn \\;", "trap pwn EXIT", "env -i {bin}/pwn", "command pwn",
     "sh -c 'exec \"$0\"' pwn", "set -- pwn; \"$@\"", "x=(pwn); ${x[0]}", "alias p=pwn; p",
-    "declare -n r=x; r='a[$(pwn)]'", "(( a[$(pwn)] ))", "echo ${!v} $((v))",
+    "cat <<EOF; pwn\nx\nEOF | s=1; \"$s\"", "declare -n r=x; r='a[$(pwn)]'",
+    "(( a[$(pwn)] ))", "echo ${!v} $((v))", "echo `echo \\`pwn\\``",
 ]
 WRAPPERS = ["\0", "bash -c \1", "eval \1", "env \0", "xargs \0", "timeout 5 \0", "(\0)",
             "echo $(\0)", "nice -n 1 \0", "f() { \0; }; f", "script -qc \1 /dev/null"]

@@ -109,6 +109,7 @@ DENIED = [
     "coproc X { rm x; }",
     "taskset -c 0 rm x",  # -c is how the mask is read, not 'operate on a pid'
     "flock -u /tmp/lock rm x",
+    "echo `echo \\`rm x\\``",  # bash unescapes \` inside backquotes: a nested substitution
 ]
 
 ASKED = [
@@ -217,6 +218,7 @@ EVALUATED = [  # issue 29 item 9: bash evaluates a string as code, or a name cha
     "nice [[ x == $(rm x) ]]",
     "true && ! for x in 1; do rm x; done",
     "time ! rm x",
+    'cat <<EOF; rm x\ny\nEOF | s=1; "$s"',  # read as the delimiter 'EOF;', rm x as its word
     "SUDO_EDITOR='rm x' sudo -e f",  # sudoedit runs the editor the environment names
     # options written the way bash's getopt reads them: attached values, clustered letters
     "printf -v'a[$(rm x)]' %s y",

@@ -53,6 +53,8 @@ def test_a_kind_is_written_as_the_columns_then_its_fields(tmp_path: Path) -> Non
     # a value of the wrong type that mypy could not see is refused, not written
     with pytest.raises(TypeError, match=r"task_claimed: Expected `int`, got `str` - at `\$.token`"):
         log.emit(TaskClaimed(owner="alice", token=json.loads('"7"'), attempt=1), "task_001")
+    with pytest.raises(TypeError, match="emit takes an event kind"):
+        log.emit("task_claimed", "task_001")  # type: ignore[arg-type]  # the old form
     assert log.last_seq() == 4
 
 

@@ -25,13 +25,14 @@ FROZEN = textwrap.dedent("""
     from orchestrator.board import open_board
     from orchestrator.board.pg.store import _fetch
     from orchestrator.config import BoardConfig
+    from orchestrator.events import LandNote
     from orchestrator.layout import Layout
     url, root = sys.argv[1:3]
     board = open_board(Layout.at(Path(root)), BoardConfig(
         url=url, machine="frozen", idle_in_transaction_seconds=1.0), actor="zed")
     def stuck(cur):
         _fetch(cur, 1, lock=True)  # the row of task_001, locked
-        board.events.insert(cur, "note", "task_001", "zed", {})  # and the events lock
+        board.events.insert(cur, LandNote(note="frozen"), "task_001", "zed")  # the events lock
         print("in", flush=True)
         os.kill(os.getpid(), signal.SIGSTOP)  # frozen before the commit
     board.db.run(stuck)
@@ -59,7 +60,7 @@ def test_a_participant_frozen_inside_a_transaction_does_not_stall_the_others(
             assert sorted(done) == ["task_001", "task_002", "task_003", "task_004"]
             assert time.monotonic() - started < 20
             assert {t.status for t in board.list()} == {Status.REVIEW}
-            assert "note" not in [e.event for e in board.events.read()]  # rolled back
+            assert "land_note" not in [e.event for e in board.events.read()]  # rolled back
         finally:
             frozen.send_signal(signal.SIGKILL)
             frozen.communicate()

@@ -74,7 +74,7 @@ def test_each_worktree_gets_a_private_hardlinked_copy_with_modes_and_symlinks(
     assert not (two.path / "node_modules" / "new-pkg").exists()
     assert (two.path / "node_modules" / "left-pad" / "lib" / "index.js").exists()
     # the worktree's own disk use leaves out what the cache holds
-    assert m.status(task(2))["disk_bytes"] < BLOB
+    assert m.status(task(2)).disk_bytes < BLOB
     assert tree_bytes(two.path / "node_modules") >= BLOB
     [created] = [e for e in EventLog(m.layout.events).read()
                  if e["event"] == "worktree_created" and e["task"] == "task_002"]

@@ -360,7 +360,7 @@ def test_status_reports_dirty_ahead_and_disk_use(repo: Path) -> None:
     m = manager(repo)
     t = task()
     ws = m.create(t)
-    assert m.status(t) | {"disk_bytes": 0} == {
+    assert msgspec.to_builtins(m.status(t)) | {"disk_bytes": 0} == {
         "task": "task_001", "status": "pending", "branch": ws.branch, "path": str(ws.path),
         "exists": True, "branch_exists": True, "dirty": False, "changes": 0, "ahead": 0,
         "disk_bytes": 0}
@@ -369,10 +369,10 @@ def test_status_reports_dirty_ahead_and_disk_use(repo: Path) -> None:
     git(ws.path, "commit", "-qm", "a")
     (ws.path / "b.txt").write_text("b")
     s = m.status(t)
-    assert s["dirty"] and s["changes"] == 1 and s["ahead"] == 1 and s["disk_bytes"] > 5000
+    assert s.dirty and s.changes == 1 and s.ahead == 1 and s.disk_bytes > 5000
     m.remove(t, force=True)
     gone = m.status(t)
-    assert not gone["exists"] and not gone["branch_exists"] and gone["dirty"] is None
+    assert not gone.exists and not gone.branch_exists and gone.dirty is None
 
 
 def test_separate_repositories_do_not_share_state(tmp_path: Path) -> None:

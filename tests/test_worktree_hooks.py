@@ -108,7 +108,7 @@ def test_a_bad_create_command_fails_the_run_with_one_clear_line(
     with pytest.raises(RunError, match="^task_001: .*" + message.replace("(", r"\(")
                        .replace(")", r"\)").replace("|", r"\|")):
         iso.create(task(1))
-    assert iso.status(task(1))["exists"] is False
+    assert iso.status(task(1)).exists is False
 
 
 def test_a_hanging_create_command_is_killed_with_its_children(repo: Path) -> None:
@@ -135,9 +135,9 @@ def test_removal_is_fail_closed_and_forced_removal_keeps_a_snapshot(
         member = tar.extractfile("task_001/work.txt")
         assert member is not None and member.read() == b"the agent's work\n"
     assert "task_001/.task_ref" not in names
-    assert iso.removal_risks(t) == [] and iso.status(t)["dirty"] is False
+    assert iso.removal_risks(t) == [] and iso.status(t).dirty is False
     (ws.path / "work.txt").write_text("changed after review\n")
-    assert iso.status(t)["dirty"] is True
+    assert iso.status(t).dirty is True
     with pytest.raises(UnsafeRemoval, match="changed since the last snapshot"):
         iso.remove(t)
     assert ws.path.exists()
@@ -163,7 +163,7 @@ def test_the_remove_command_may_refuse(repo: Path, tmp_path: Path) -> None:
     iso.keep(t)
     with pytest.raises(UnsafeRemoval, match=r"refused \(exit 1\).*workspace is busy"):
         iso.remove(t)
-    assert ws.path.exists() and iso.status(t)["exists"]
+    assert ws.path.exists() and iso.status(t).exists
 
 
 def test_without_a_remove_command_only_folders_in_the_worktree_root_are_deleted(
@@ -218,7 +218,7 @@ def test_reconcile_forgets_vanished_workspaces_and_reports_orphans(
     assert "last snapshot in" in report.problems["task_002"]
     assert report.orphans == [{"path": str(iso.layout.worktree_root / "stray"), "branch": "",
                                "reason": "no task's workspace"}]
-    assert iso.status(gone)["exists"] is False
+    assert iso.status(gone).exists is False
     again = iso.create(gone)  # the next run gets a fresh workspace from the hook
     assert again.path.exists() and created(tmp_path)[-1] == "task_002 Task 2"
 

@@ -201,4 +201,4 @@ def test_status_of_a_task_is_read_without_a_lock(repo: Path) -> None:
     t = Task(id="task_001", subject="read", status=Status.REVIEW)
     m.create(t)
     with m.lock:  # a creation elsewhere holds the lock: reading still works
-        assert m.status(t)["exists"]
+        assert m.status(t).exists

@@ -441,6 +441,11 @@ class _Reader:
             node = stack.pop()
             if node.type == "command":
                 out.append(self.command(node))
+            elif _backquoted(node):  # bash unescapes \` \$ \\ in it, then parses it
+                inner = analyze(re.sub(r"\\([$`\\])", r"\1", _text(node)[1:-1]), self.depth + 1)
+                out += inner.commands
+                self.problems += inner.problems
+                continue
             why = _evaluates(node)
             if why is not None:
                 self.problems.append(f"{_text(node)[:60]}: {why}")
@@ -698,6 +703,14 @@ _RUNS: dict[str, Callable[[_Reader, Command, list[Word]], None]] = {
 }
 """Commands that run other commands, and how to find them."""
 
+def _backquoted(node: Node) -> bool:
+    """A backquoted substitution holding a backslash: tree-sitter-bash reads an escaped
+    backquote or dollar in it as text, where bash unescapes it and reads what follows
+    as a nested substitution."""
+    return (node.type == "command_substitution" and node.children[:1] != []
+            and node.children[0].type == "`" and "\\" in _text(node))
+
+
 _NOT_WORDS = frozenset({"variable_assignment", "command_name", "comment", "ERROR"})
 
 
@@ -766,12 +779,15 @@ def _unread(node: Node) -> str | None:
 def _heredoc(node: Node) -> str | None:
     """An unquoted here-document expands its body, and tree-sitter-bash misses some of
     it (backquotes, a substitution after a tab): any ``$(``, ``${``, ``$[`` or backquote
-    in the body is unknown. A quoted delimiter (``<<'EOF'``) keeps the body literal."""
-    start = next((k for k in node.children if k.type == "heredoc_start"), None)
-    body = next((k for k in node.children if k.type == "heredoc_body"), None)
-    if start is None or body is None or re.search(r"['\"\\]", _text(start)):
+    in the body is unknown. A quoted delimiter (``<<'EOF'``) keeps the body literal. A
+    body that does not end at its delimiter was misread (``cat <<EOF; cmd``)."""
+    parts = {k.type: _text(k) for k in node.children}
+    start = parts.get("heredoc_start", "")
+    if parts.get("heredoc_end") != re.sub(r"[\"'\\]", "", start):
+        return "a here-document the shell parser misread"
+    if re.search(r"[\"'\\]", start):
         return None
-    if re.search(r"\$[({\[]|`", re.sub(r"\\.", "", _text(body), flags=re.DOTALL)):
+    if re.search(r"\$[({\[]|`", re.sub(r"\\.", "", parts.get("heredoc_body", ""), flags=re.DOTALL)):
         return "a here-document whose substitutions the shell parser may not read"
     return None
 

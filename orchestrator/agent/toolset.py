@@ -138,27 +138,17 @@ def check_args(schema: dict[str, Any], value: Any, where: str = "arguments") -> 
     return next((p for check in _CHECKS if (p := check(schema, value, where))), None)
 
 
-def _type(schema: dict[str, Any], value: Any, where: str) -> str | None:
+def _value(schema: dict[str, Any], value: Any, where: str) -> str | None:
     kind = schema.get("type")
     py = _JSON_TYPES.get(kind) if isinstance(kind, str) else None
-    if py is None or (isinstance(value, py) and not (
-            kind in ("integer", "number") and isinstance(value, bool))):
-        return None
-    return f"{where} must be of type {kind}, got {type(value).__name__}"
-
-
-def _enum(schema: dict[str, Any], value: Any, where: str) -> str | None:
-    if "enum" not in schema or value in schema["enum"]:
-        return None
-    return f"{where} must be one of {', '.join(map(str, schema['enum']))}, got {value!r}"
-
-
-def _bounds(schema: dict[str, Any], value: Any, where: str) -> str | None:
-    if not isinstance(value, int | float):
-        return None
-    if "minimum" in schema and value < schema["minimum"]:
+    if py is not None and (not isinstance(value, py)
+                           or (kind in ("integer", "number") and isinstance(value, bool))):
+        return f"{where} must be of type {kind}, got {type(value).__name__}"
+    if "enum" in schema and value not in schema["enum"]:
+        return f"{where} must be one of {', '.join(map(str, schema['enum']))}, got {value!r}"
+    if "minimum" in schema and isinstance(value, int | float) and value < schema["minimum"]:
         return f"{where} must be at least {schema['minimum']}, got {value}"
-    if "maximum" in schema and value > schema["maximum"]:
+    if "maximum" in schema and isinstance(value, int | float) and value > schema["maximum"]:
         return f"{where} must be at most {schema['maximum']}, got {value}"
     return None
 
@@ -187,5 +177,5 @@ def _array(schema: dict[str, Any], value: Any, where: str) -> str | None:
 
 
 _CHECKS: tuple[Callable[[dict[str, Any], Any, str], str | None], ...] = (
-    _type, _enum, _bounds, _object, _array)
-"""The schema keywords the tools use, in the order they are checked."""
+    _value, _object, _array)
+"""The schema keywords the tools use (type, enum, bounds; properties; items), in order."""

@@ -240,7 +240,7 @@ class TaskIndex:
                     if t in self.tasks and t in self._keys]
             gone = [(t,) for t in ids if t not in self.tasks]
             saved = False
-            with self._db() as db:
+            with index_db(self.dir) as db:
                 if db is not None:
                     with db:
                         db.executemany("INSERT OR REPLACE INTO tasks VALUES "
@@ -261,7 +261,7 @@ class TaskIndex:
         with self.lock:
             if not self._unchanged_since_saved():
                 self._full_scan(keys_only=True)
-            with self._db() as db:
+            with index_db(self.dir) as db:
                 if db is not None and not self._unsaved:
                     counts = dict.fromkeys((s.value for s in Status), 0)
                     cost = tokens = 0
@@ -282,21 +282,18 @@ class TaskIndex:
         if self._view != "none":
             return False
         now = self._folder_mtime()
-        with self._db() as db:
+        with index_db(self.dir) as db:
             if db is not None and now is not None:
                 saved = db.execute("SELECT value FROM meta WHERE key = 'folder'").fetchone()
                 return saved is not None and saved[0] == now
         return False
-
-    def _db(self) -> contextlib.AbstractContextManager[sqlite3.Connection | None]:
-        return index_db(self.dir)
 
     def _load_saved(self, *, keys_only: bool = False) -> None:
         """Start the view from the index: every task (or, ``keys_only``, only the keys: a
         scan then reads the changed files, and `summary` counts the rest in the index)."""
         self._view = "keys" if keys_only else "all"
         rows: list[tuple[str, int, int, int, bytes]] = []
-        with self._db() as db:
+        with index_db(self.dir) as db:
             if db is not None:
                 rows = db.execute(f"SELECT id, mtime, size, ino{'' if keys_only else ', data'} "
                                   "FROM tasks ORDER BY num").fetchall()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -14,7 +14,7 @@ from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
 from orchestrator.model import Task
 
 if TYPE_CHECKING:
-    from orchestrator.worktree import Workspaces
+    from orchestrator.worktree import Workspaces, WorkspaceStatus
 
 
 @contextmanager
@@ -45,19 +45,19 @@ def worktrees(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
         return
     header = ("TASK", "STATUS", "BRANCH", "STATE", "AHEAD", "DISK", "PATH")
     lines = [header] + [
-        (row["task"] or "-", row["status"], row["branch"] or "-", _state(row),
-         "-" if row["ahead"] is None else str(row["ahead"]), human_bytes(row["disk_bytes"]),
-         _short(Path(row["path"]), root))
+        (row.task or "-", row.status, row.branch or "-", _state(row),
+         "-" if row.ahead is None else str(row.ahead), human_bytes(row.disk_bytes),
+         _short(Path(row.path), root))
         for row in rows]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     for line in lines:
         typer.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
-    typer.echo(f"total: {human_bytes(sum(row['disk_bytes'] for row in rows))} in "
-               f"{sum(1 for row in rows if row['exists'])} worktree(s) (shared folders linked "
+    typer.echo(f"total: {human_bytes(sum(row.disk_bytes for row in rows))} in "
+               f"{sum(1 for row in rows if row.exists)} worktree(s) (shared folders linked "
                "from the cache not counted)")
     for row in rows:
-        if row.get("reason"):
-            typer.echo(f"! {_short(Path(row['path']), root)}: orphan ({row['reason']}); "
+        if row.reason:
+            typer.echo(f"! {_short(Path(row.path), root)}: orphan ({row.reason}); "
                        "left untouched")
 
 
@@ -94,12 +94,12 @@ def gc(
         typer.echo(f"{'would free' if dry_run else 'freed'} {human_bytes(report.freed_bytes)}")
 
 
-def _state(row: dict[str, Any]) -> str:
-    if not row["exists"]:
-        return "no folder" if row["branch_exists"] else "missing"
-    if row["dirty"] is None:
+def _state(row: WorkspaceStatus) -> str:
+    if not row.exists:
+        return "no folder" if row.branch_exists else "missing"
+    if row.dirty is None:
         return "unknown"
-    return f"dirty ({row['changes']})" if row["dirty"] else "clean"
+    return f"dirty ({row.changes})" if row.dirty else "clean"
 
 
 def _short(path: Path, root: Path) -> str:

@@ -341,26 +341,15 @@ class ForgeSync:
         out.sent_back.append(task.id)
 
     def comments(self, task: Task, pull: PullRequest, out: Outcome) -> None:
+        """Send the task back to its agent with the new comments that ask for work
+        (`wanted`), and say so on the pull request (`answer`)."""
         link = task.forge
         assert link is not None
         items = [f for f in self.forge.feedback(pull.number) if _num(f.id) > link.seen]
         if not items:
             return
-        top = max(_num(f.id) for f in items)
-        me = self.me()
-        wanted: list[Feedback] = []
-        for f in items:
-            if f.author == me or not self.asks(f, items):
-                continue
-            if not self.writer(f.author):
-                self.board.events.emit(ForgeCommentIgnored(
-                    pr=pull.number, author=cut(f.author, 100), reason="no write access"),
-                    task.id, actor=ACTOR)
-                self.log.info("comment ignored: its author has no write access", task=task.id,
-                              author=cut(f.author, 100), pr=pull.number)
-                continue
-            wanted.append(f)
-        task = self.save(task, seen=top)
+        wanted = self.wanted(task, pull, items)
+        task = self.save(task, seen=max(_num(f.id) for f in items))
         if not wanted:
             return
         lines = [f"Review on pull request #{pull.number}:"]
@@ -368,15 +357,38 @@ class ForgeSync:
             where = f" ({f.path}:{f.line})" if f.path else ""
             lines.append(f"- {f.author}{where}: {f.body.strip()}")
         self.send_back(task, cut("\n".join(lines), 12_000), rounds=0)
+        self.answer(task, pull, wanted)
+        out.sent_back.append(task.id)
+
+    def wanted(self, task: Task, pull: PullRequest, items: list[Feedback]) -> list[Feedback]:
+        """The comments of ``items`` that ask for work (`asks`) by someone with write
+        access; another's is ignored, with an event."""
+        me = self.me()
+        wanted: list[Feedback] = []
+        for f in items:
+            if f.author == me or not self.asks(f, items):
+                continue
+            if self.writer(f.author):
+                wanted.append(f)
+                continue
+            self.board.events.emit(ForgeCommentIgnored(
+                pr=pull.number, author=cut(f.author, 100), reason="no write access"),
+                task.id, actor=ACTOR)
+            self.log.info("comment ignored: its author has no write access", task=task.id,
+                          author=cut(f.author, 100), pr=pull.number)
+        return wanted
+
+    def answer(self, task: Task, pull: PullRequest, wanted: list[Feedback]) -> None:
+        """Say on the pull request that the task went back to its agent: in each inline
+        thread a comment asked from (the answer goes where the question was), else once."""
         said = f"orchestrator sent {task.id} back to its agent with {len(wanted)} comment(s) " \
                f"from {', '.join(sorted({f.author for f in wanted}))}; its commits will come " \
                "to this pull request."
         threads = {f.reply_to for f in wanted if f.kind == "inline" and f.reply_to}
-        for thread in sorted(threads):  # the answer goes where the question was
+        for thread in sorted(threads):
             self.forge.reply(pull.number, thread, said)
         if not threads:
             self.forge.comment(pull.number, said)
-        out.sent_back.append(task.id)
 
     def asks(self, f: Feedback, items: list[Feedback]) -> bool:
         """Whether a comment asks the team for work: a review requesting changes (with its

@@ -295,22 +295,28 @@ def _merges(repo: Git, shown: list[tuple[Task, Changes]], main: str | None,
     for tid, (target, c, tip) in pairs.items():
         if c is None:
             continue
-        raw = known.get((c, tip))
-        if raw is None and tid in kept:
-            raw = _same_merge(cache, moves, kept[tid], c)
-            if raw is not None:
-                cache.put("merges", c, tip, raw)
-        if raw is None:
-            try:
-                _, conflicts = merge_conflicts(repo, c, tip)
-            except GitError as exc:
-                out[tid] = {"into": target, "clean": None, "conflicts": [], "error": str(exc)}
-                continue
-            raw = dumps(conflicts)
-            cache.put("merges", c, tip, raw)
-        conflicts = loads(raw)
+        try:
+            conflicts = loads(_merge(repo, cache, moves, known.get((c, tip)), kept[tid], c))
+        except GitError as exc:
+            out[tid] = {"into": target, "clean": None, "conflicts": [], "error": str(exc)}
+            continue
         out[tid] = {"into": target, "clean": not conflicts, "conflicts": conflicts}
     return out
+
+
+def _merge(repo: Git, cache: PairCache, moves: _Moves, raw: str | None, kept: _Kept,
+           target: str) -> str:
+    """The conflicts of a kept branch's merge into the commit ``target`` (as JSON): ``raw``
+    from the cache, else carried over from an older target (`_same_merge`), else
+    ``git merge-tree``'s answer (then cached)."""
+    if raw is not None:
+        return raw
+    tip = kept[0].tip
+    raw = _same_merge(cache, moves, kept, target)
+    if raw is None:
+        raw = dumps(merge_conflicts(repo, target, tip)[1])
+    cache.put("merges", target, tip, raw)
+    return raw
 
 
 def _unmerged(task: Task, by_id: dict[str, Task]) -> list[str]:

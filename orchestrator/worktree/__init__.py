@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from orchestrator.config import WorktreeConfig
 from orchestrator.controlplane import ControlPlane
@@ -17,7 +17,7 @@ from orchestrator.model import Task
 from orchestrator.protocols import Isolation
 from orchestrator.worktree.hooks import HookIsolation
 from orchestrator.worktree.manager import WorktreeManager, binding
-from orchestrator.worktree.reconcile import GcReport, ReconcileReport
+from orchestrator.worktree.reconcile import GcReport, ReconcileReport, WorkspaceStatus
 
 if TYPE_CHECKING:
     from orchestrator.sandbox import Sandbox
@@ -36,12 +36,12 @@ class Workspaces(Isolation, Protocol):
         (`UnsafeRemoval` otherwise): what merge and removal may act on."""
         ...
     def exists(self, task: Task) -> bool: ...
-    def status(self, task: Task) -> dict[str, Any]: ...
+    def status(self, task: Task) -> WorkspaceStatus: ...
     def removal_risks(self, task: Task) -> list[str]: ...
     def environment(self, task: Task) -> dict[str, str]:
         """The workspace variables of the task's processes, without allocating anything."""
         ...
-    def overview(self, tasks: list[Task]) -> list[dict[str, Any]]: ...
+    def overview(self, tasks: list[Task]) -> list[WorkspaceStatus]: ...
     def gc(self, tasks: list[Task], dry_run: bool = False) -> GcReport: ...
     def reconcile(self, tasks: list[Task]) -> ReconcileReport: ...
 
@@ -59,6 +59,7 @@ __all__ = [
     "GcReport",
     "HookIsolation",
     "ReconcileReport",
+    "WorkspaceStatus",
     "Workspaces",
     "WorktreeManager",
     "binding",

@@ -26,12 +26,12 @@ def workspace_of(isolation: Workspaces, board: ControlPlane,
     has none on disk)."""
     task = board.get(task_id)
     row = isolation.status(task)
-    if not row["exists"]:
+    if not row.exists:
         when = ("it is made when a teammate claims the task" if str(task.status) == "pending"
                 else "it was removed or never made")
-        raise NotFound(f"{task.id} ({task.status}) has no workspace at {row['path']}: {when}")
+        raise NotFound(f"{task.id} ({task.status}) has no workspace at {row.path}: {when}")
     env = {**os.environ, **isolation.environment(task), "ORCH_TASK_SUBJECT": task.subject}
-    return Path(row["path"]), env
+    return Path(row.path), env
 
 
 def user_shell() -> str:

@@ -56,7 +56,7 @@ from orchestrator.worktree import shared
 from orchestrator.worktree.lock import RepoLock
 from orchestrator.worktree.manager import task_env
 from orchestrator.worktree.names import check_component
-from orchestrator.worktree.reconcile import GcReport, ReconcileReport, disk_use
+from orchestrator.worktree.reconcile import GcReport, ReconcileReport, WorkspaceStatus, disk_use
 from orchestrator.worktree.safety import MAX_NAMED, MAX_TASK_REF, TASK_REF, dirty_paths
 from orchestrator.worktree.setup import PortBlocks, run_setup
 
@@ -199,7 +199,7 @@ class HookIsolation:
             return [f"{path} is not this task's workspace"]
         return self._risks(task.id, path)
 
-    def status(self, task: Task) -> dict[str, Any]:
+    def status(self, task: Task) -> WorkspaceStatus:
         """Like a worktree's; ``dirty`` means removing it now would need ``--force``."""
         path = self.path_for(task)
         exists = path.is_dir()
@@ -210,9 +210,9 @@ class HookIsolation:
                 dirty = bool(self._risks(task.id, path))
                 changes = len(dirty_paths(path)) if _is_git(path) else None
         branch, _ = _git_head(path) if exists else (None, None)
-        return {"task": task.id, "status": str(task.status), "branch": branch or task.branch,
-                "path": str(path), "exists": exists, "branch_exists": False, "dirty": dirty,
-                "changes": changes, "ahead": None, "disk_bytes": disk_use(path) if exists else 0}
+        return WorkspaceStatus(task.id, str(task.status), branch or task.branch, str(path),
+                               exists, False, dirty, changes, None,
+                               disk_use(path) if exists else 0)
 
     def environment(self, task: Task) -> dict[str, str]:
         block = self.ports.live().get(task.id)
@@ -220,15 +220,14 @@ class HookIsolation:
                         block[1] if block else self.config.port_block)
 
     # --- housekeeping -------------------------------------------------------------
-    def overview(self, tasks: list[Task]) -> list[dict[str, Any]]:
+    def overview(self, tasks: list[Task]) -> list[WorkspaceStatus]:
         known = {t.id for t in tasks}
         rows = [self.status(t) for t in tasks if t.id in self._read() or t.worktree]
-        rows = [r for r in rows if r["exists"]]
+        rows = [r for r in rows if r.exists]
         for orphan in self._orphans(known):
-            path = Path(orphan["path"])
-            rows.append({"task": None, "status": "orphan", "branch": None, "path": str(path),
-                         "exists": True, "branch_exists": False, "dirty": None, "changes": None,
-                         "ahead": None, "disk_bytes": disk_use(path), "reason": orphan["reason"]})
+            rows.append(WorkspaceStatus(None, "orphan", None, orphan["path"], True, False, None,
+                                        None, None, disk_use(Path(orphan["path"])),
+                                        orphan["reason"]))
         return rows
 
     def gc(self, tasks: list[Task], dry_run: bool = False) -> GcReport:

@@ -42,7 +42,7 @@ from orchestrator.worktree import reconcile as housekeeping
 from orchestrator.worktree import safety, shared
 from orchestrator.worktree.lock import RepoLock
 from orchestrator.worktree.names import branch_name, check_branch, check_component, check_prefix
-from orchestrator.worktree.reconcile import GcReport, ReconcileReport
+from orchestrator.worktree.reconcile import GcReport, ReconcileReport, WorkspaceStatus
 from orchestrator.worktree.registry import Record, Registry, in_namespace
 from orchestrator.worktree.setup import PortBlocks, copy_included, keep_ignored, run_setup
 from orchestrator.worktree.stacked import kept_blockers, merge_branches
@@ -222,7 +222,7 @@ class WorktreeManager:
         return {safety.TASK_REF, *shared.folders(self.config)}
 
     # --- reading ------------------------------------------------------------------
-    def status(self, task: Task) -> dict[str, Any]:
+    def status(self, task: Task) -> WorkspaceStatus:
         """What is on disk for the task: folder, branch, dirty or clean, commits ahead, disk use.
         A branch the task file names outside the task's namespace is not looked at."""
         path = self.path_for(task)
@@ -238,13 +238,11 @@ class WorktreeManager:
             with contextlib.suppress(RunError):
                 dirty = safety.dirty_paths(co.path)
         ahead = safety.ahead(self.repo, co.tips, co.base_commits) if co.base_commits else None
-        return {
-            "task": task.id, "status": str(task.status), "branch": branch, "path": str(path),
-            "exists": co.path is not None, "branch_exists": co.branch_tip is not None,
-            "dirty": None if dirty is None else bool(dirty),
-            "changes": None if dirty is None else len(dirty),
-            "ahead": ahead, "disk_bytes": housekeeping.disk_use(path) if co.path is not None else 0,
-        }
+        return WorkspaceStatus(
+            task.id, str(task.status), branch, str(path), co.path is not None,
+            co.branch_tip is not None, None if dirty is None else bool(dirty),
+            None if dirty is None else len(dirty), ahead,
+            housekeeping.disk_use(path) if co.path is not None else 0)
 
     def exists(self, task: Task) -> bool:
         """Whether the task has anything on disk: its folder or its branch."""
@@ -288,7 +286,7 @@ class WorktreeManager:
     def reconcile(self, tasks: list[Task]) -> ReconcileReport:
         return housekeeping.reconcile(self, tasks)
 
-    def overview(self, tasks: list[Task]) -> list[dict[str, Any]]:
+    def overview(self, tasks: list[Task]) -> list[WorkspaceStatus]:
         return housekeeping.overview(self, tasks)
 
     # --- ownership ----------------------------------------------------------------

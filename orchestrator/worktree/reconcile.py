@@ -54,6 +54,24 @@ class ReconcileReport:
             problems=self.problems or UNSET)
 
 
+class WorkspaceStatus(msgspec.Struct, omit_defaults=True):
+    """What is on disk for a task, or for an orphan folder (``task`` None, with the
+    ``reason``): ``dirty`` and ``changes`` None when they could not be told, ``ahead`` the
+    commits not on its bases (None: not known)."""
+
+    task: str | None
+    status: str
+    branch: str | None
+    path: str
+    exists: bool
+    branch_exists: bool
+    dirty: bool | None
+    changes: int | None
+    ahead: int | None
+    disk_bytes: int
+    reason: str | None = None
+
+
 class GcRow(msgspec.Struct, omit_defaults=True):
     """A worktree `gc` removed (or would), or skipped with the ``reason``; ``kept_ignored``:
     where its gitignored files were kept."""
@@ -157,13 +175,13 @@ def gc(m: Workspaces, tasks: list[Task], dry_run: bool = False) -> GcReport:
     return report
 
 
-def overview(m: WorktreeManager, tasks: list[Task]) -> list[dict[str, Any]]:
+def overview(m: WorktreeManager, tasks: list[Task]) -> list[WorkspaceStatus]:
     """One row per task that has a worktree or a branch, then one per orphan folder."""
     rows = []
     for task in tasks:
         if task.worktree or task.branch or m.path_for(task).exists():
             row = m.status(task)
-            if row["exists"] or row["branch_exists"]:
+            if row.exists or row.branch_exists:
                 rows.append(row)
     for orphan in _orphans(m, {t.id for t in tasks}):
         path = Path(orphan["path"])
@@ -171,11 +189,10 @@ def overview(m: WorktreeManager, tasks: list[Task]) -> list[dict[str, Any]]:
         if orphan["branch"]:
             with contextlib.suppress(RunError):
                 dirty = dirty_paths(path)
-        rows.append({"task": None, "status": "orphan", "branch": orphan["branch"] or None,
-                     "path": str(path), "exists": True, "branch_exists": bool(orphan["branch"]),
-                     "dirty": None if dirty is None else bool(dirty),
-                     "changes": None if dirty is None else len(dirty), "ahead": None,
-                     "disk_bytes": disk_use(path), "reason": orphan["reason"]})
+        rows.append(WorkspaceStatus(
+            None, "orphan", orphan["branch"] or None, str(path), True, bool(orphan["branch"]),
+            None if dirty is None else bool(dirty), None if dirty is None else len(dirty),
+            None, disk_use(path), orphan["reason"]))
     return rows
 
 

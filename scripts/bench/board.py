@@ -9,7 +9,9 @@ installed console script of this checkout's ``.venv``), timed from spawn to exit
 - ``list`` at 100 / 1,000 / 10,000 / 50,000 tasks: the table drawn on a pseudo-terminal
   (120 x 40; ``PAGER=cat``, so the whole table is drawn, not only its first screen),
   the plain output piped, and ``--json`` piped;
-- ``add``, ``show``, ``cancel`` and ``status`` at 100 and at 50,000 tasks (flat?);
+- ``add``, ``show``, ``cancel`` and ``status`` at 100 and at 50,000 tasks (flat?), and
+  at 50,000 again with an ``orchestrator.toml`` (its checked settings read from the
+  board's index, not checked again);
 - the first command (``list``, piped) on a 10,000-task board with no index yet
   (``.tasks/.index/`` deleted: every file is read);
 - ``events --task ID``, ``events --since SEQ`` and ``events`` on a terminal, on a
@@ -267,17 +269,21 @@ def single_task(boards: dict[int, Layout]) -> None:
     print("one task", flush=True)
     for n, layout in boards.items():
         one_board(n, layout.root)
+    n, layout = max(boards.items())  # a project with settings: read as last checked
+    (layout.root / "orchestrator.toml").write_text("[board]\nmax_attempts = 4\n")
+    one_board(n, layout.root, ", orchestrator.toml", first=RUNS + 1)
 
 
-def one_board(n: int, cwd: Path) -> None:
-    counter = iter(range(1, n + 1))
-    verdict(f"add, {n:,} tasks",
+def one_board(n: int, cwd: Path, label: str = "", first: int = 1) -> None:
+    counter = iter(range(first, n + 1))
+    verdict(f"add, {n:,} tasks{label}",
             median(lambda i: run_piped(["add", f"bench add {i}"], cwd)[0]), 0.5)
-    verdict(f"show, {n:,} tasks",
+    verdict(f"show, {n:,} tasks{label}",
             median(lambda i: run_piped(["show", str(n // 2 + i)], cwd)[0]), 0.5)
-    verdict(f"cancel, {n:,} tasks",
+    verdict(f"cancel, {n:,} tasks{label}",
             median(lambda _: run_piped(["cancel", str(next(counter))], cwd)[0]), 0.5)
-    verdict(f"status, {n:,} tasks", median(lambda _: run_piped(["status"], cwd)[0]), 0.5)
+    verdict(f"status, {n:,} tasks{label}",
+            median(lambda _: run_piped(["status"], cwd)[0]), 0.5)
 
 
 def cold(tmp: Path, n: int) -> None:

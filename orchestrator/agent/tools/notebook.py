@@ -97,11 +97,15 @@ def validate(nb: Any) -> None:
         raise NotebookError("not a notebook: 'metadata' must be an object")
     ids: set[str] = set()
     for i, cell in enumerate(nb["cells"]):
-        problem = _cell_problem(cell)
-        if problem is None and nb["nbformat_minor"] >= 5:
-            problem = _id_problem(cell.get("id"), ids)
-        if problem is not None:
+        if problem := _cell_problem(cell):
             raise NotebookError(f"cell {i}: {problem}")
+        if nb["nbformat_minor"] < 5:
+            continue
+        cid = cell.get("id")
+        if not isinstance(cid, str) or not CELL_ID_RE.fullmatch(cid) or cid in ids:
+            raise NotebookError(f"cell {i}: nbformat 4.5+ needs a unique id of 1-64 letters, "
+                                f"digits, - or _ (got {cid!r})")
+        ids.add(cid)
 
 
 def _cell_problem(cell: Any) -> str | None:
@@ -121,15 +125,6 @@ def _cell_problem(cell: Any) -> str | None:
     count = cell.get("execution_count", "missing")
     if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
         return "'execution_count' must be an integer or null"
-    return None
-
-
-def _id_problem(cid: Any, ids: set[str]) -> str | None:
-    """nbformat 4.5+: every cell has a unique id (added to ``ids``)."""
-    if not isinstance(cid, str) or not CELL_ID_RE.fullmatch(cid) or cid in ids:
-        return (f"nbformat 4.5+ needs a unique id of 1-64 letters, digits, - or _ "
-                f"(got {cid!r})")
-    ids.add(cid)
     return None
 
 
