@@ -17,6 +17,7 @@ Ctrl-C ends it.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 from orchestrator.cli.output import PIPED_WIDTH, plain
@@ -67,7 +68,7 @@ def render(tasks: list[Task], team: dict[str, Any], problems: dict[str, str],
     columns = [column + [""] * (height - len(column)) for column in cells]
     headers = [f"{name} ({len(by_column[name])})" for name in COLUMNS]
     return [*draw_columns(console, headers, columns, [False] * len(headers)),
-            *_team(team, hidden)]
+            *_team(team, hidden, console)]
 
 
 def _detail(task: Task, problems: dict[str, str]) -> str:
@@ -84,17 +85,18 @@ def _detail(task: Task, problems: dict[str, str]) -> str:
     return ""
 
 
-def _team(team: dict[str, Any], hidden: int) -> list[str]:
-    lines = ["team: " + (f"running, pid {team['pid']}" if team.get("running")
-                         else "not running")]
-    lines += [f"  {m['name']:<10} {m['state']:<8}" + (f" {m['task']}" if m.get("task") else "")
-              for m in team.get("teammates", [])]
-    lines += [f"{r.get('from')} asks: {_cut(str(r.get('body', '')), 60)}  "
-              f"(orchestrator approve|deny {r.get('request_id')})"
-              for r in team.get("permission_requests", [])]
+def _team(team: dict[str, Any], hidden: int, console: Screen) -> Iterator[str]:
+    """The teammates under a bold ``team:`` heading, a request for a person in red."""
+    rows: list[Cell] = [
+        plain(f"  {m['name']:<10} {m['state']:<8}" + (f" {m['task']}" if m.get("task") else ""))
+        for m in team.get("teammates", [])]
+    rows += [((plain(f"{r.get('from')} asks: {_cut(str(r.get('body', '')), 60)}  "
+                     f"(orchestrator approve|deny {r.get('request_id')})"), "bold red"),)
+             for r in team.get("permission_requests", [])]
     if hidden:
-        lines.append(f"({hidden} discarded or cancelled not shown)")
-    return [plain(line) for line in lines]
+        rows.append(((f"({hidden} discarded or cancelled not shown)", "dim"),))
+    head = "team: " + (f"running, pid {team['pid']}" if team.get("running") else "not running")
+    return draw_columns(console, [head], [rows], [False])
 
 
 def frame(layout: Layout, board: ControlPlane, console: Screen) -> list[str]:

@@ -33,7 +33,14 @@ from orchestrator.board import open_board
 from orchestrator.budget import money
 from orchestrator.config import Config
 from orchestrator.errors import Conflict, InvalidInput, NotFound, OrchestratorError, UserError
-from orchestrator.events import ForgeWebhook, redact, secret_values
+from orchestrator.events import (
+    ForgeWebhook,
+    TeammateStarted,
+    TeammateStopped,
+    names,
+    redact,
+    secret_values,
+)
 from orchestrator.layout import Layout
 from orchestrator.review import STRATEGIES, discard_task, merge_task, retry_task
 from orchestrator.review.resuming import resume_task
@@ -43,6 +50,8 @@ from orchestrator.ui.security import Guard, middleware
 ACTOR = "ui"
 MAX_BODY = 256 * 1024
 KEEPALIVE_SECONDS = 15.0
+TEAM_EVENTS = names(TeammateStarted, TeammateStopped)
+"""Events after which the team panel is drawn again."""
 
 
 class Ui:
@@ -93,7 +102,7 @@ class Ui:
         when the card changed since it was sent), the counts, a team refresh."""
         ids = [str(e["task"]) for e in batch if isinstance(e.get("task"), str)]
         second = {str(e["task"]) for e in batch if e.get("event") == live.RECHECK}
-        team = any(str(e.get("event", "")).startswith(("teammate_", "daemon_")) for e in batch)
+        team = any(e.get("event") in TEAM_EVENTS for e in batch)
         upd = await run_in_threadpool(pages.card_updates, self.ctx, ids)
         out: list[live.Message] = []
         for c in upd["cards"]:
