@@ -49,9 +49,10 @@ def open_repo(repo: Path | None = None, *, ensure: bool = True, lenient: bool = 
     a configuration that does not load gives one warning line naming the file and line,
     and the default settings, instead of an error.
 
-    The configuration a command checked is remembered in the board's index (`SETTINGS`,
-    keyed by the files' bytes, the ``ORCH_*`` variables and the code's version: the one
-    derived store of ``.tasks/``, which loses nothing when deleted); while that key holds,
+    The configuration a command checked is remembered in the board's index
+    (`orchestrator.board.settings.read_checked`: the one derived store of ``.tasks/``,
+    which loses nothing when deleted), keyed by the files' bytes, the ``ORCH_*``
+    variables and the code's version; while that key holds,
     the board settings and worktree root come from there and `Repo.config` is loaded only
     when a command uses more."""
     root = find_root(repo)
@@ -89,13 +90,6 @@ def _load(root: Path, lenient: bool) -> tuple[Config, bool]:
             raise
         sys.stderr.write(f"warning: {exc}; using the default settings until it is fixed\n")
         return Config(), False
-
-
-SETTINGS = "settings"
-"""The entry of the board's index (`orchestrator.board.index`, ``meta``) that holds the
-last checked configuration's key, board settings and worktree root, as JSON. Only
-orchestrator processes write ``.tasks/`` (agents cannot); a stale or unreadable entry is
-ignored, so it costs speed only."""
 
 
 def _settings_key(root: Path) -> tuple[str | None, bool]:
@@ -139,13 +133,12 @@ CONFIG_MAX_BYTES = 4 << 20
 
 def _cached(root: Path, key: str | None) -> tuple[BoardSettings, str | None] | None:
     """The board settings and worktree root remembered under ``key``, if they are."""
-    from orchestrator.board.index import read_meta
-    from orchestrator.board.settings import CheckedBoardSettings
+    from orchestrator.board.settings import CheckedBoardSettings, read_checked
 
     if key is None or not (root / TASKS_DIR).is_dir():
         return None
     try:
-        data = json.loads(str(read_meta(root / TASKS_DIR, SETTINGS)))
+        data = json.loads(str(read_checked(root / TASKS_DIR)))
         if data["key"] != key:
             return None
         return CheckedBoardSettings(**data["board"]), data["worktree_root"]
@@ -154,11 +147,11 @@ def _cached(root: Path, key: str | None) -> tuple[BoardSettings, str | None] | N
 
 
 def _remember(root: Path, key: str, config: Config) -> None:
-    from orchestrator.board.index import write_meta
+    from orchestrator.board.settings import keep_checked
 
     data = {"key": key, "board": config.board.model_dump(mode="json"),
             "worktree_root": config.worktree.root}
-    write_meta(root / TASKS_DIR, SETTINGS, json.dumps(data))
+    keep_checked(root / TASKS_DIR, json.dumps(data))
 
 
 def require_commit(root: Path) -> None:

@@ -35,6 +35,8 @@ HOSTILE = [
     "sh -c 'exec \"$0\"' pwn", "set -- pwn; \"$@\"", "x=(pwn); ${x[0]}", "alias p=pwn; p",
     "cat <<EOF; pwn\nx\nEOF | s=1; \"$s\"", "declare -n r=x; r='a[$(pwn)]'",
     "(( a[$(pwn)] ))", "echo ${!v} $((v))", "echo `echo \\`pwn\\``",
+    "strace -o '|pwn' true", "fakeroot --faked pwn true", "xargs --max-lines pwn",
+    "dbus-run-session --dbus-daemon={bin}/pwn true", "nsenter --wdns pwn true",
 ]
 WRAPPERS = ["\0", "bash -c \1", "eval \1", "env \0", "xargs \0", "timeout 5 \0", "(\0)",
             "echo $(\0)", "nice -n 1 \0", "f() { \0; }; f", "script -qc \1 /dev/null"]

@@ -89,7 +89,6 @@ DENIED = [
     "nsenter -t 1 -m -u rm x",
     "sg users 'rm x'",
     "sg users -c 'git push'",
-    "strace -f -o /dev/null rm x",
     "ltrace -c rm x",
     "fakeroot -- rm x",
     "eatmydata rm x",
@@ -109,6 +108,8 @@ DENIED = [
     "coproc X { rm x; }",
     "taskset -c 0 rm x",  # -c is how the mask is read, not 'operate on a pid'
     "flock -u /tmp/lock rm x",
+    "echo x | xargs --max-lines rm",  # --max-lines takes its value only after '='
+    "strace -f -o /dev/null rm x",
     "echo `echo \\`rm x\\``",  # bash unescapes \` inside backquotes: a nested substitution
 ]
 
@@ -219,7 +220,14 @@ EVALUATED = [  # issue 29 item 9: bash evaluates a string as code, or a name cha
     "true && ! for x in 1; do rm x; done",
     "time ! rm x",
     'cat <<EOF; rm x\ny\nEOF | s=1; "$s"',  # read as the delimiter 'EOF;', rm x as its word
-    "SUDO_EDITOR='rm x' sudo -e f",  # sudoedit runs the editor the environment names
+    "SUDO_EDITOR='rm x' sudo -e f",
+    # options naming a program, library or environment the wrapper loads
+    "strace -o '|rm x' true",
+    "strace -E LD_PRELOAD=/tmp/x.so true",
+    "fakeroot --faked rm true",
+    "dbus-run-session --dbus-daemon=rm true",
+    "nsenter --wdns rm true",
+    "SUDO_ASKPASS=/tmp/x sudo -A true",  # sudoedit runs the editor the environment names
     # options written the way bash's getopt reads them: attached values, clustered letters
     "printf -v'a[$(rm x)]' %s y",
     "wait -p'a[$(rm x)]' -n",

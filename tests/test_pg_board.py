@@ -12,7 +12,7 @@ import textwrap
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,7 @@ from orchestrator.config import BoardConfig
 from orchestrator.errors import LeaseLost, NotFound
 from orchestrator.events import ForgeWebhook
 from orchestrator.layout import Layout
-from orchestrator.model import Status
+from orchestrator.model import Status, Task
 from orchestrator.transcript import Output
 from tests.pg import Cluster, db_of
 
@@ -231,27 +231,43 @@ def test_a_waiting_lead_wakes_on_an_event_alone(tmp_path: Path, pg_board_url: st
         assert time.monotonic() - t0 < 2.0  # a NOTIFY, not the 30 s rescan
 
 
-def test_a_waiting_teammate_sleeps_through_events_and_wakes_on_a_task_change(
+def test_a_waiting_teammate_sleeps_through_events_and_running_tasks(
         tmp_path: Path, pg_board_url: str) -> None:
-    """A teammate follows the board without events (``events=False``): the ~6 a task
-    appends woke every teammate of the team, and each running one read its task again."""
+    """A teammate follows the board without events (``events=False``) and without the claims
+    and writes of running tasks: a task appends ~6 events and makes ~4 such writes, and each
+    woke every teammate of the team (a running one's heartbeat read its task again). A task
+    that may be claimed, or one that ends, still wakes it at once."""
     with board_at(tmp_path, pg_board_url, "m1") as m1, \
             board_at(tmp_path, pg_board_url, "m2", rescan_seconds=30) as m2:
         m2.wait_for_change(0.2, events=False)  # its listener's first connect is a change
-        emit = threading.Timer(0.1, lambda: m1.events.emit(ForgeWebhook(hook="check_run")))
-        emit.start()
-        try:
-            assert m2.wait_for_change(1.0, events=False) is False
-        finally:
-            emit.join()
-        add = threading.Timer(0.3, lambda: m1.add("wake up"))
-        add.start()
-        t0 = time.monotonic()
-        try:
-            assert m2.wait_for_change(20, events=False) is True
-        finally:
-            add.join()
-        assert time.monotonic() - t0 < 2.0  # a NOTIFY, not the 30 s rescan
+
+        def quiet(step: Callable[[], object]) -> None:
+            timer = threading.Timer(0.1, step)
+            timer.start()
+            try:
+                assert m2.wait_for_change(1.0, events=False) is False
+            finally:
+                timer.join()
+
+        def wakes(step: Callable[[], object]) -> None:
+            timer = threading.Timer(0.3, step)
+            timer.start()
+            t0 = time.monotonic()
+            try:
+                assert m2.wait_for_change(20, events=False) is True
+            finally:
+                timer.join()
+            assert time.monotonic() - t0 < 2.0  # a NOTIFY, not the 30 s rescan
+
+        quiet(lambda: m1.events.emit(ForgeWebhook(hook="check_run")))
+        wakes(lambda: m1.add("wake up"))
+        claimed: list[Task | None] = []
+        quiet(lambda: claimed.append(m1.claim("alice")))
+        [task] = claimed
+        assert task is not None and task.lease is not None
+        token = task.lease.token
+        quiet(lambda: m1.update(task.id, token, session_id="s"))
+        wakes(lambda: m1.complete(task.id, token))
 
 
 def test_the_listener_sleeps_on_its_socket_until_a_wanted_notify_comes(

@@ -13,6 +13,7 @@ import pytest
 from orchestrator.board import init_repo
 from orchestrator.config import BoardConfig, Config
 from orchestrator.events import LandNote, event_status, last_status_event
+from orchestrator.model import Status
 from orchestrator.procutil import pid_alive, process_state, stat_fields
 from orchestrator.team.lead import Child, Lead
 from tests.helpers import cmdline
@@ -304,3 +305,33 @@ def test_bubblewrap_is_probed_once_for_the_whole_team(repo: Path, tmp_path: Path
     runs = calls.read_text().splitlines()
     probes = [r for r in runs if r.endswith(" true")]  # what the tasks run ends in their command
     assert (len(probes), len(runs)) == (1, 4), runs
+
+
+def test_a_burst_is_not_drained_by_an_attempt_that_fails_between_its_reads(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the burst ended with the task pending for its retry (test_pg_machines' disk-full test
+    # caught it under load): the lead asked 'anything claimable?' (no: it ran), the attempt
+    # failed back to pending, then 'anything running?' (no)
+    from orchestrator.board import open_board
+
+    layout = init_repo(repo)
+    config = Config.load(repo)
+    lead = Lead(layout, config, burst=True)
+    with open_board(layout, config.board, actor="lead") as board:
+        lead.board = board
+        board.add("fails once")
+        task = board.claim("alice")
+        assert task is not None and task.lease is not None
+        token = task.lease.token
+        ready = board.ready
+
+        def then_the_attempt_fails() -> object:
+            answer = ready()
+            if board.get(task.id).status is Status.IN_PROGRESS:
+                board.fail(task.id, token, "exit code 1")  # back to pending: a retry
+            return answer
+
+        monkeypatch.setattr(board, "ready", then_the_attempt_fails)
+        assert board.get(task.id).status is Status.IN_PROGRESS
+        assert not lead.drained()
+        assert board.get(task.id).status is Status.PENDING

@@ -165,6 +165,10 @@ class Wrapper:
     """Runs its words joined as one ``sh -c`` string (``watch``)."""
     replaces: frozenset[str] = frozenset()
     """Options whose value, in the command's words, is replaced by input (``xargs -I``)."""
+    loads: frozenset[str] = frozenset()
+    """Options whose value names a program, library or environment the wrapper loads
+    (``strace -o '|cmd'``, ``fakeroot --faked``): the call is unknown, and its command
+    is still read (a deny rule still sees it)."""
 
 
 _SETARCH = ("-B --32bit -F --fdpic-funcptrs -I --short-inode -L --addr-compat-layout -R "
@@ -172,9 +176,12 @@ _SETARCH = ("-B --32bit -F --fdpic-funcptrs -I --short-inode -L --addr-compat-la
             "--read-implies-exec -Z --mmap-page-zero -3 --3gb --4gb --uname-2.6 -v --verbose")
 
 
-def _w(with_arg: str = "", flags: str = "", no_command: str = "", **kw: object) -> Wrapper:
+def _w(with_arg: str = "", flags: str = "", no_command: str = "", loads: str = "",
+       **kw: object) -> Wrapper:
+    """An option left out is unknown (so the call is): ``sudo -A``, ``nsenter -W``."""
     return Wrapper(frozenset(with_arg.split()), frozenset(flags.split()),
-                   frozenset(no_command.split()), **kw)  # type: ignore[arg-type]
+                   frozenset(no_command.split()), loads=frozenset(loads.split()),
+                   **kw)  # type: ignore[arg-type]
 
 
 IDLE_ALONE = frozenset({"env", "command", "builtin", "exec", "nohup", "nice", "timeout",
@@ -204,15 +211,14 @@ WRAPPERS: dict[str, Wrapper] = {
                "-r --role -t --type -U --other-user -T --command-timeout -R --chroot",
                "-E --preserve-env -H --set-home -n --non-interactive -S --stdin -b "
                "--background -i --login -s --shell -k --reset-timestamp -P "
-               "--preserve-groups -A --askpass -B --bell -N --no-update",
+               "--preserve-groups -B --bell -N --no-update",
                "-l --list -v --validate -K --remove-timestamp -V --version",
                assignments=True, escalates=True),
     "doas": _w("-u -C", "-n -s", escalates=True),
-    "xargs": _w("-a --arg-file -d --delimiter -E -I -L --max-lines -n --max-args -P "
-                "--max-procs -s --max-chars --process-slot-var",
-                "-0 --null -r --no-run-if-empty -t --verbose -p --interactive -x --exit "
-                "-o --open-tty", "--help --version", default=("echo",), open_tail=True,
-                replaces=frozenset({"-I"})),
+    "xargs": _w("-a --arg-file -d --delimiter -E -I -L -n --max-args -P --max-procs -s "
+                "--max-chars --process-slot-var", "-0 --null -r --no-run-if-empty -t --verbose "
+                "-p --interactive -x --exit -o --open-tty --max-lines", "--help --version",
+                default=("echo",), open_tail=True, replaces=frozenset({"-I"})),
     "watch": _w("-n --interval -q --equexit", "-t --no-title -b --beep -e --errexit -g "
                 "--chgexit -c --color -x --exec -p --precise -d --differences -w --no-wrap",
                 through_shell=True),
@@ -239,7 +245,7 @@ WRAPPERS: dict[str, Wrapper] = {
                   "--apparmor-profile --landlock-access --landlock-rule",
                   "--nnp --no-new-privs --clear-groups --keep-groups --init-groups "
                   "--reset-env", "-d --dump -h --help -V --version", escalates=True),
-    "nsenter": _w("-t --target -S --setuid -G --setgid -W --wdns",
+    "nsenter": _w("-t --target -S --setuid -G --setgid",
                   "-a --all -m --mount -u --uts -i --ipc -n --net -p --pid -C --cgroup -U "
                   "--user -T --time --preserve-credentials -r --root -w --wd -F --no-fork "
                   "-Z --follow-context", "-h --help -V --version", escalates=True),
@@ -253,19 +259,20 @@ WRAPPERS: dict[str, Wrapper] = {
     "setarch": _w("", _SETARCH, "--list -h --help -V --version", leading=1),
     "linux32": _w("", _SETARCH, "-h --help -V --version"),
     "linux64": _w("", _SETARCH, "-h --help -V --version"),
-    "strace": _w("-e -o -p -s -u -E -a -b -I -O -S -X -P",
+    "strace": _w("-e -p -s -u -a -b -I -O -S -X -P",
                  "-f -ff -c -C -d -D -F -i -k -n -q -qq -r -t -tt -ttt -T -v -w -x -xx -y "
-                 "-yy -Z -z", "-h -V"),
+                 "-yy -Z -z", "-h -V", loads="-o -E"),
     "ltrace": _w("-e -o -p -s -u -a -A -D -F -l -n -x -L",
                  "-b -c -C -f -i -r -S -t -tt -ttt -T -w", "-h -V"),
-    "fakeroot": _w("-l --lib --faked -s -i -b", "-u --unknown-is-real", "-h -v --version"),
+    "fakeroot": _w("-s -i -b", "-u --unknown-is-real", "-h -v --version",
+                   loads="-l --lib --faked"),
     "eatmydata": _w(),
     "nocache": _w(),
     "catchsegv": _w(),
     "valgrind": _w(),
     "firejail": _w(),
     "bwrap": _w(),
-    "dbus-run-session": _w("", "--config-file --dbus-daemon"),
+    "dbus-run-session": _w(loads="--config-file --dbus-daemon"),
     "torsocks": _w("-u --user -p --pass -a --address -P --port",
                    "-i --isolate -q --quiet -d --debug"),
     "proxychains": _w("-f", "-q"),
@@ -276,14 +283,15 @@ WRAPPERS: dict[str, Wrapper] = {
     "xvfb-run": _w("-e --error-file -f --auth-file -n --server-num -p --xauth-protocol -s "
                    "--server-args -w --wait", "-a --auto-servernum -l --listen-tcp"),
     "pkexec": _w("--user", "--disable-internal-agent --keep-cwd", escalates=True),
-    "systemd-run": _w("-u --unit -p --property -d --description --slice -E --setenv --uid "
+    "systemd-run": _w("-u --unit -d --description --slice --uid "
                       "--gid -M --machine -H --host --on-active --on-boot --on-calendar",
                       "--user --system --scope -r --remain-after-exit -t --pty -P --pipe -G "
-                      "--collect -q --quiet --wait --no-block --same-dir", escalates=True),
+                      "--collect -q --quiet --wait --no-block --same-dir", escalates=True,
+                      loads="-p --property -E --setenv"),
     "runcon": _w("-u -r -t -l", "-c --compute"),
     "cgexec": _w("-g", "--sticky"),
-    "chpst": _w("-u -U -b -e -/ -n -l -L -m -d -o -p -f -c -r -t", "-v -P -0 -1 -2",
-                escalates=True),
+    "chpst": _w("-u -U -b -/ -n -l -L -m -d -o -p -f -c -r -t", "-v -P -0 -1 -2",
+                escalates=True, loads="-e"),
     "cpulimit": _w("-l --limit", "-z --lazy -i --include-children -v --verbose -q --quiet "
                    "-k --kill -r --restore -f --foreground -b --background",
                    "-p --pid -e --exe -P --path"),
@@ -659,7 +667,9 @@ class _Reader:
             if opt in spec.splits:
                 self.env_split(cmd, args[i + 1:], attached)
                 return None
-            if opt in spec.with_arg:
+            if opt in spec.loads:
+                cmd.opaque = f"{opt} of {cmd.name} names what it loads or runs"
+            if opt in spec.with_arg | spec.loads:
                 return 1 if attached is not None else 2
             if opt not in spec.flags:
                 cmd.opaque = f"unknown option {opt} of {cmd.name}"

@@ -8,6 +8,7 @@ settings cache (`orchestrator.repo`) without importing pydantic.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Protocol
 
 import msgspec
@@ -49,6 +50,26 @@ class CheckedBoardSettings(msgspec.Struct, frozen=True):
     lock_wait_seconds: float = 2.0
     statement_seconds: float = 30.0
     idle_in_transaction_seconds: float = 5.0
+
+
+CHECKED = "settings"
+"""The entry of the board's index (``meta``) that holds the settings as a command last
+checked them (`orchestrator.repo`: their key, board settings and worktree root, as JSON).
+Only orchestrator processes write ``.tasks/`` (agents cannot); a stale or unreadable
+entry is ignored, so it costs speed only."""
+
+
+def read_checked(tasks_dir: Path) -> object:
+    """What `keep_checked` last kept (None: nothing, or no index)."""
+    from orchestrator.board.index import read_meta
+
+    return read_meta(tasks_dir, CHECKED)
+
+
+def keep_checked(tasks_dir: Path, value: str) -> None:
+    from orchestrator.board.index import write_meta
+
+    write_meta(tasks_dir, CHECKED, value)
 
 
 def default_settings() -> BoardSettings:

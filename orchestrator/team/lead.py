@@ -436,9 +436,11 @@ class Lead:
 
     def drained(self) -> bool:
         """Nothing claimable, nothing running, no dropped file still settling in the inbox
-        (it becomes a task or is rejected once it settles), and nothing left to land."""
+        (it becomes a task or is rejected once it settles), and nothing left to land.
+        Claimable is asked again after running: a failed attempt that goes back to pending
+        between the two reads was neither (and the burst ended with it undone)."""
         return not self.board.ready() and not self.board.list(Status.IN_PROGRESS) \
-            and self.board.settling() is None \
+            and not self.board.ready() and self.board.settling() is None \
             and self.lander is None and not (self.config.team.land and self.landable()) \
             and not self.pushes.pending(self.board)
 

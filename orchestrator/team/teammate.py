@@ -320,7 +320,7 @@ class Teammate:
         beat = Heartbeat(self, claim, stop)
         beat.start()
         try:
-            self._work(task, claim, tlog, stop)
+            self._work(task, claim, tlog, stop, beat)
         except LeaseLost:
             claim.lost = True
         except Exception as exc:
@@ -357,7 +357,8 @@ class Teammate:
                 token=token, reason="cancelled" if beat.cancelled else "lease lost"),
                 task.id, actor=self.name)
 
-    def _work(self, task: Task, claim: Claim, tlog: TaskLogger, stop: threading.Event) -> None:
+    def _work(self, task: Task, claim: Claim, tlog: TaskLogger, stop: threading.Event,
+              beat: Heartbeat) -> None:
         from orchestrator.worktree.manager import WorktreeManager, binding
 
         if self.remote is not None and isinstance(self.isolation, WorktreeManager):
@@ -365,6 +366,7 @@ class Teammate:
             self.isolation.start_ref = self.remote.prepare(
                 task, self.isolation.branch_for(task), self.board, self.config.worktree.base)
         ws = self.isolation.create(task)
+        beat.poke()  # the worktree is there: across machines, watched from now on
         task = claim.update(**binding(ws))
         if task.attempts and not self.back_off(task, stop):
             claim.release("teammate stopping")
@@ -710,9 +712,13 @@ class Heartbeat(threading.Thread):
             self.claim.mark_lost()
             self._done.set()
 
+    def poke(self) -> None:
+        """Look again now (the worktree was just made), not at the next renewal."""
+        os.write(self._w, b"\0")
+
     def finish(self) -> None:
         self._done.set()
-        os.write(self._w, b"\0")
+        self.poke()
         self.join()
         if self.watch is not None:
             self.watch.stop()

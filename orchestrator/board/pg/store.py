@@ -123,8 +123,9 @@ CLOCK_CHECK_SECONDS = 60.0
 CHANGE_CHANNELS = ["orch_tasks", "orch_messages", "orch_requests"]
 """What `wait_for_change` wakes on: tasks, mail, permission/plan requests, and with
 ``events`` events too (a ``forge_webhook`` event alone wakes the lead, which pokes its forge
-thread). A teammate does not follow events: a task makes ~6, and each woke every teammate
-of the team, and its heartbeat read its task again."""
+thread). A teammate follows neither events (a task appends ~6) nor the claims and writes
+of running tasks (`_no_run_step`): each woke every teammate of the team, and a running
+one's heartbeat read its task again."""
 
 
 def machine_name(layout: Layout, config: BoardSettings) -> str:
@@ -526,7 +527,7 @@ class PgBoard:
     # --- change feed -------------------------------------------------------------
     def wait_for_change(self, timeout: float, *, events: bool = True) -> bool:
         listener = self._listen("change+events", [*CHANGE_CHANNELS, "orch_events"]) \
-            if events else self._listen("change", CHANGE_CHANNELS)
+            if events else self._listen("change", CHANGE_CHANNELS, _no_run_step)
         deadline = time.monotonic() + timeout
         while True:
             if self._closed:
@@ -644,6 +645,15 @@ def _may_make_ready(payload: str) -> bool:
     a task became pending, or a blocker reached review or merged. A claim (in_progress)
     or a cancel cannot, so an idle teammate does not rescan for every other's claim."""
     return payload.rsplit(" ", 1)[-1] in ("pending", "review", "merged")
+
+
+def _no_run_step(payload: str) -> bool:
+    """Whether a notification of `wait_for_change` without events can concern a teammate:
+    any but a task's ``in_progress`` (a claim, or a write of a running task: each of those
+    woke every teammate, and a running one's heartbeat read its task again). What takes a
+    task away from its teammate says so: its requeue says ``pending``, a cancel
+    ``cancelled``. (A mailbox name or a request id never ends in a status.)"""
+    return not payload.endswith(" in_progress")
 
 
 def _holder(old: Task) -> str | None:
