@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -241,108 +241,3 @@ def list_worktrees(git: Git) -> list[WorktreeEntry]:
         ))
     return entries
 
-
-
-_HEX = frozenset("0123456789abcdef")
-
-
-def is_oid(text: str) -> bool:
-    """Whether ``text`` is a full (SHA-1) object id."""
-    return len(text) == 40 and set(text) <= _HEX
-
-
-def read_commits(git_dir: Path, common_dir: Path, revs: Sequence[str]
-                 ) -> list[str | None] | None:
-    """What `Git.commits` answers for ``revs``, read from the ref files (loose refs and
-    ``packed-refs``) instead of running git; None when a rev needs git to tell: a reftable
-    repository, a symbolic, tag or ambiguous ref, an object id not also named by a ref here.
-
-    For names only: ``HEAD`` (of ``git_dir``), ``refs/heads/…`` and ``refs/remotes/…``, a
-    short branch name that no tag,
-    ``refs/<name>`` or ``$GIT_DIR/<name>`` shadows, and full commit ids that one of the
-    other revs resolved to.
-    """
-    if (common_dir / "reftable").exists():
-        return None
-    refs = _RefFiles(git_dir, common_dir)
-    try:
-        found = [refs.commit(rev) for rev in revs]
-    except _AskGit:
-        return None
-    named = {oid for rev, oid in zip(revs, found, strict=True) if not is_oid(rev)}
-    return None if any(is_oid(rev) and rev not in named for rev in revs) else found
-
-
-class _AskGit(Exception):
-    """The ref files cannot tell what a rev names: git must."""
-
-
-class _RefFiles:
-    """The refs of a repository read from its files: a loose ref, else ``packed-refs``
-    (read once, when first needed)."""
-
-    def __init__(self, git_dir: Path, common_dir: Path) -> None:
-        self.git_dir, self.common_dir = git_dir, common_dir
-        self.packed: dict[str, str] | None = None
-
-    def ref(self, name: str) -> str | None:
-        """The object id in ref ``name`` ("?" when it holds something else; None: no ref)."""
-        try:
-            text = (self.common_dir / name).read_text().strip()
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            if self.packed is None:
-                self.packed = _packed_refs(self.common_dir)
-            return self.packed.get(name)
-        return text if is_oid(text) else "?"
-
-    def commit(self, rev: str) -> str | None:
-        """The commit ``rev`` names (None: none), or `_AskGit`."""
-        if not rev or "\n" in rev:
-            return None
-        if is_oid(rev):
-            return rev
-        oid = self.named(rev)
-        if oid == "?" or (oid is not None and (oid.startswith("^") or len(oid) != 40)):
-            raise _AskGit
-        return oid
-
-    def head(self) -> str | None:
-        try:
-            head = (self.git_dir / "HEAD").read_text().strip()
-        except OSError:
-            raise _AskGit from None
-        return self.ref(head[5:]) if head.startswith("ref: refs/") else "?"
-
-    def named(self, rev: str) -> str | None:
-        if rev == "HEAD":
-            return self.head()
-        if rev.startswith(("refs/heads/", "refs/remotes/")) and ".." not in rev:
-            return self.ref(rev)  # branches name commits; a tag may name a tag object
-        if ".." in rev or rev.startswith(("/", "-")) or any(c in rev for c in "^~:@{*?[ \\"):
-            raise _AskGit
-        if (self.common_dir / rev).exists() or (self.git_dir / rev).exists() or any(
-                self.ref(f"refs/{p}{rev}") is not None for p in ("", "tags/")):
-            raise _AskGit  # shadowed: git's own rules decide
-        oid = self.ref(f"refs/heads/{rev}")
-        if oid is None:
-            raise _AskGit  # maybe a remote branch, an abbreviated id…: ask git
-        return oid
-
-
-def _packed_refs(common_dir: Path) -> dict[str, str]:
-    """``packed-refs`` as name -> object id; a ref with a peeled line (an annotated tag)
-    maps to ``"?"``, since its own id is not a commit's."""
-    refs: dict[str, str] = {}
-    try:
-        lines = (common_dir / "packed-refs").read_text().splitlines()
-    except FileNotFoundError:
-        return refs
-    last = ""
-    for line in lines:
-        if line.startswith("^") and last:
-            refs[last] = "?"
-        elif line and not line.startswith("#"):
-            oid, _, name = line.partition(" ")
-            refs[name] = oid
-            last = name
-    return refs

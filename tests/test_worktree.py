@@ -381,33 +381,7 @@ def test_separate_repositories_do_not_share_state(tmp_path: Path) -> None:
     assert wa.path.parent.parent == a and wb.path.parent.parent == b
 
 
-def test_refs_read_from_files_agree_with_git_or_defer_to_it(repo: Path) -> None:
-    """`read_commits` answers as `git cat-file` would, or says it cannot (None)."""
-    from orchestrator.git import Git, read_commits
-
-    g = Git(repo)
-    common = repo / ".git"
-    head = git(repo, "rev-parse", "HEAD").strip()
-    git(repo, "branch", "loose")
-    git(repo, "branch", "task/one")
-    git(repo, "tag", "light")
-    git(repo, "tag", "-a", "-m", "x", "annotated")
-    git(repo, "tag", "shadow")
-    git(repo, "branch", "shadow")  # a tag and a branch of one name: git's rules decide
-    revs = ["HEAD", "main", "loose", "refs/heads/loose", "refs/heads/task/one", "task/one",
-            "refs/heads/missing", "", head]
-    for packed in (False, True):
-        if packed:
-            git(repo, "pack-refs", "--all")
-            assert not (common / "refs" / "heads" / "loose").exists()
-        assert read_commits(common, common, revs) == g.commits(*revs)
-        for deferred in (["shadow"], ["annotated"], ["refs/tags/annotated"], ["main~1"],
-                         [head[:12]], ["missing"], ["HEAD", "1" * 40], ["../x"]):
-            assert read_commits(common, common, deferred) is None, deferred
-    assert read_commits(common, common, ["refs/tags/light"]) is None  # tags: git peels them
-
-
-def test_removal_without_changes_runs_four_git_processes_and_a_dirty_one_still_refuses(
+def test_removal_without_changes_runs_six_git_processes_and_a_dirty_one_still_refuses(
         repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from orchestrator import git as gitmod
 
@@ -432,9 +406,12 @@ def test_removal_without_changes_runs_four_git_processes_and_a_dirty_one_still_r
     (ws.path / "logs").mkdir()
     (ws.path / "logs" / "run.log").write_text("ran\n")  # ignored, in a folder git has not
     m.remove(task)
-    # create: worktree add -b; remove: status (changes, and the ignored files to keep),
-    # worktree remove, update-ref (its tip is the base's: no rev-list, no snapshot)
-    assert [c[0] for c in calls] == ["worktree", "status", "worktree", "update-ref"]
+    # create: cat-file (the branch and its base), worktree add -b; remove: cat-file,
+    # worktree list (is the branch checked out elsewhere?), status (changes, and the
+    # ignored files to keep), rev-list (its tip is held by the base: no snapshot),
+    # worktree remove, update-ref
+    assert [c[0] for c in calls] == ["cat-file", "worktree", "cat-file", "worktree", "status",
+                                     "rev-list", "worktree", "update-ref"]
     assert not ws.path.exists() and not git(repo, "branch", "--list", ws.branch).strip()
     assert m.kept_ignored is not None
     assert (m.kept_ignored / "node_modules" / "pkg" / "index.js").read_text() == "x\n"

@@ -135,7 +135,7 @@ class GitConfinement:
         if self.branch is None or "/" not in self.branch:
             return []
         folder, leaf = self.branch.rsplit("/", 1)
-        self.start = _resolve(self.common, f"refs/heads/{self.branch}")
+        self.start = Git(self.worktree).commit_of(f"refs/heads/{self.branch}")
         if self.start is None:
             return []
         refs, logs = scratch / "refs", scratch / "reflogs"
@@ -289,21 +289,3 @@ def _ro(paths: Iterable[Path]) -> list[str]:
         if p.exists() or p.is_symlink():
             args += ["--ro-bind", str(p), str(p)]
     return args
-
-
-def _resolve(common: Path, ref: str) -> str | None:
-    """A ref's value from its loose file or ``packed-refs`` (no git process)."""
-    try:
-        value = (common / ref).read_text().strip()
-        if SHA_RE.fullmatch(value):
-            return value
-    except (OSError, UnicodeDecodeError):
-        pass
-    try:
-        for line in (common / "packed-refs").read_text().splitlines():
-            sha, _, name = line.partition(" ")
-            if name == ref and SHA_RE.fullmatch(sha):
-                return sha
-    except (OSError, UnicodeDecodeError):
-        pass
-    return None

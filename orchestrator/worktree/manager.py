@@ -33,7 +33,7 @@ from orchestrator.config import WorktreeConfig
 from orchestrator.controlplane import ActorEvents, ControlPlane
 from orchestrator.errors import GitError, InvalidInput, NotFound, RunError, UnsafeRemoval
 from orchestrator.events import UNSET, WorktreeCreated, WorktreeKept, WorktreeRemoved
-from orchestrator.git import Git, WorktreeEntry, list_worktrees, read_commits
+from orchestrator.git import Git, WorktreeEntry, list_worktrees
 from orchestrator.layout import Layout
 from orchestrator.model import Task
 from orchestrator.procutil import busy_reason
@@ -194,7 +194,7 @@ class WorktreeManager:
                 raise UnsafeRemoval(f"{task.id}: not removing {path}: {'; '.join(reasons)} "
                                     "(--force saves a snapshot first)")
             snap = None
-            if reasons or not safety.held_elsewhere(self.repo, co.tips, branch, co.held):
+            if reasons or not safety.held_elsewhere(self.repo, co.tips, branch):
                 snap = safety.snapshot(self.repo, task.id, co, branch)
             self.kept_ignored = None
             if co.path is not None:
@@ -338,7 +338,7 @@ class WorktreeManager:
     def _check_deletable(self, task: Task, branch: str, bases: list[str]) -> None:
         """`UnsafeRemoval` when ``branch`` is a base of the task, the configured base, or
         checked out in the main checkout or any worktree but the task's own."""
-        where = safety.checked_out_at(self.common_dir(), branch, self.path_for(task))
+        where = safety.checked_out_at(self.repo, branch, self.path_for(task))
         if where is not None:
             raise UnsafeRemoval(f"{task.id}: {branch} is checked out in {where}; not deleting it")
         if branch in bases or branch == self._base_name():
@@ -356,8 +356,7 @@ class WorktreeManager:
         """Make ``path`` a worktree on ``branch``; (base, base_commit, reused, note)."""
         self.ensure_excluded()
         revs = (f"refs/heads/{branch}", self.start_ref or self.config.base)
-        own, common = self._dirs()
-        tip, base_commit = read_commits(own, common, revs) or self.repo.commits(*revs)
+        tip, base_commit = self.repo.commits(*revs)
         entry = self._entry(path) if path.exists() or self._registered(path) else None
         if entry is not None and (entry.locked == "initializing" or entry.branch is None):
             # a creation killed inside `git worktree add`, or after the detached add of an
@@ -462,7 +461,7 @@ class WorktreeManager:
         """The configured base as a name to check against later (``HEAD`` becomes its branch)."""
         if self.config.base != "HEAD":
             return self.config.base
-        head = (self._dirs()[0] / "HEAD").read_text().strip()  # read, not a git call: hot path
+        head = (self._dirs()[0] / "HEAD").read_text().strip()  # the main checkout's branch
         return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") \
             else "HEAD"
 

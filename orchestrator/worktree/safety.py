@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import GitError
-from orchestrator.git import Git, is_oid, read_commits
+from orchestrator.git import Git, list_worktrees
 from orchestrator.git import worktree_git_dir as linked_git_dir
 
 TASK_REF = ".task_ref"
@@ -36,9 +36,6 @@ class Checkout:
     head: str | None
     branch_tip: str | None
     base_commits: list[str]
-    held: frozenset[str] = frozenset()
-    """Commits a ref other than the task's branch names (a base branch, the main checkout's
-    HEAD), read from the ref files: a tip among them needs no git to tell it is held."""
 
     @property
     def tips(self) -> list[str]:
@@ -47,20 +44,14 @@ class Checkout:
 
 def inspect(repo: Git, path: Path, branch: str | None, bases: Sequence[str] = (),
             common_dir: Path | None = None, git_dir: Path | None = None) -> Checkout:
-    """Resolve the branch tip and the bases (from the ref files when they tell, given the
-    repository's ``git_dir`` and ``common_dir``; else in one git call), and read the
-    worktree's own files: it counts as a worktree only when its ``.git`` file and this
-    repository's metadata (under ``common_dir``) point at each other."""
-    revs = [f"refs/heads/{branch}" if branch else "", *bases]
-    read = read_commits(git_dir, common_dir, revs) if git_dir and common_dir else None
-    tip, *base_commits = read if read is not None else repo.commits(*revs)
+    """Resolve the branch tip and the bases (one git call), and read the worktree's own
+    files: it counts as a worktree only when its ``.git`` file and this repository's
+    metadata (under ``common_dir``) point at each other."""
+    tip, *base_commits = repo.commits(f"refs/heads/{branch}" if branch else "", *bases)
     known = [c for c in base_commits if c]
-    held = frozenset() if read is None else frozenset(
-        c for b, c in zip(bases, base_commits, strict=True)
-        if c and not is_oid(b) and b not in (branch, f"refs/heads/{branch}"))
     own = worktree_git_dir(path, common_dir)
     if own is None:
-        return Checkout(None, None, None, tip, known, held)
+        return Checkout(None, None, None, tip, known)
     try:
         head_ref = (own / "HEAD").read_text().strip()
     except OSError:
@@ -69,7 +60,7 @@ def inspect(repo: Git, path: Path, branch: str | None, bases: Sequence[str] = ()
         head = tip  # None when the branch was deleted by hand: "cannot tell"
     else:
         head = repo.commit_of(head_ref.removeprefix("ref: ")) if head_ref else None
-    return Checkout(path, own, head, tip, known, held)
+    return Checkout(path, own, head, tip, known)
 
 
 def worktree_git_dir(path: Path, common_dir: Path | None = None) -> Path | None:
@@ -149,40 +140,24 @@ def risks(repo: Git, co: Checkout, branch: str | None, bases: Sequence[str], *,
     return reasons
 
 
-def held_elsewhere(repo: Git, tips: Sequence[str], branch: str | None,
-                   held: Collection[str] = ()) -> bool:
+def held_elsewhere(repo: Git, tips: Sequence[str], branch: str | None) -> bool:
     """Whether every commit of ``tips`` is reachable from a ref other than ``branch`` (or
     from the main checkout's HEAD): deleting the branch then loses nothing. Worktree HEADs
-    do not count (``--single-worktree``): the task's own worktree is going too. ``held``:
-    commits known to be named by such a ref (`Checkout.held`); tips among them need no git."""
-    if not tips or set(tips) <= set(held):
+    do not count (``--single-worktree``): the task's own worktree is going too."""
+    if not tips:
         return True
     exclude = [f"--exclude=refs/heads/{branch}"] if branch else []
     out = repo.run("rev-list", "-n1", *tips, "--not", "--single-worktree", *exclude, "--all")
     return not out.stdout.strip()
 
 
-def checked_out_at(common_dir: Path, branch: str, own: Path | None = None) -> str | None:
-    """Where ``branch`` is checked out: the main checkout or a worktree (its folder), read
-    from the HEAD files of git's metadata (no git process); None when nowhere. The
-    worktree at ``own`` (the task's own, being removed) does not count."""
-    ref = f"ref: refs/heads/{branch}"
+def checked_out_at(repo: Git, branch: str, own: Path | None = None) -> str | None:
+    """Where ``branch`` is checked out: the main checkout or a worktree (its folder); None
+    when nowhere. The worktree at ``own`` (the task's own, being removed) does not count."""
     mine = own.resolve() if own is not None else None
-    heads: list[tuple[Path, Path | None]] = [(common_dir / "HEAD", None)]
-    admin_root = common_dir / "worktrees"
-    for admin in sorted(admin_root.iterdir()) if admin_root.is_dir() else []:
-        try:
-            folder = Path((admin / "gitdir").read_text().strip()).parent
-        except OSError:
-            folder = admin
-        if folder.resolve() != mine:
-            heads.append((admin / "HEAD", folder))
-    for head, where in heads:
-        try:
-            if head.read_text().strip() == ref:
-                return "the main checkout" if where is None else str(where)
-        except OSError:
-            continue
+    for i, entry in enumerate(list_worktrees(repo)):
+        if entry.branch == branch and entry.path.resolve() != mine:
+            return "the main checkout" if i == 0 else str(entry.path)
     return None
 
 
