@@ -98,6 +98,30 @@ def test_wait_for_change_wakes_on_a_drop(board: FileBoard) -> None:
         timer.join()
 
 
+def test_a_waiting_lead_wakes_on_an_event_alone_and_a_teammate_does_not(repo: Path) -> None:
+    """A webhook's ``forge_webhook`` event changes no task file: the lead's wait still ends
+    (it pokes its forge thread), a teammate's (``events=False``) does not."""
+    import threading
+
+    from orchestrator.events import ForgeWebhook
+
+    config = BoardConfig(rescan_seconds=30)
+    layout = init_repo(repo)
+    with open_board(layout, config) as writer, open_board(layout, config) as lead, \
+            open_board(layout, config) as mate:
+        for waiter, events, woke in ((lead, True, True), (mate, False, False)):
+            waiter.wait_for_change(0.05, events=events)  # the feed is up
+            timer = threading.Timer(0.2, lambda: writer.events.emit(
+                ForgeWebhook(hook="check_run"), None, actor="forge"))
+            timer.start()
+            t0 = time.monotonic()
+            try:
+                assert waiter.wait_for_change(3, events=events) is woke
+            finally:
+                timer.join()
+            assert (time.monotonic() - t0 < 2) is woke  # not the 30 s rescan
+
+
 def test_secrets_never_reach_the_events_log(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-1234567890-secret")
     with open_board(init_repo(repo)) as b:

@@ -6,7 +6,8 @@ watcher per board, started on the first wait and stopped by ``close()``, so a
 board that only reads and writes never starts a thread.
 
 Teammates waiting for a ready task watch ``.tasks/`` alone; the lead's
-``wait_for_change`` adds the inbox.
+``wait_for_change`` adds the inbox and the audit log (``events.jsonl``: a webhook's event
+alone changes no task, and the lead pokes its forge thread on it).
 
 On Linux the feed reads inotify directly through watchdog's `InotifyFD` (its own
 instance, its own thread) instead of a watchdog ``Observer``. Why: the observer
@@ -23,7 +24,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from orchestrator.board.index import TASK_FILE_RE
 
@@ -31,11 +32,17 @@ if TYPE_CHECKING:
     from orchestrator.board.watchers import Watcher
 
 
+Role = Literal["tasks", "inbox", "events"]
+"""What a watched folder is: ``.tasks/``, the inbox, or the folder of ``events.jsonl``
+(whose other entries, the task worktrees, do not count)."""
+
+
 class ChangeFeed:
-    def __init__(self, tasks: Path, inbox: Path, on_task: Callable[[str | None], None]
-                 ) -> None:
+    def __init__(self, tasks: Path, inbox: Path, on_task: Callable[[str | None], None],
+                 events: Path | None = None) -> None:
         self.tasks = tasks
         self.inbox = inbox
+        self.events = events
         self.on_task = on_task
         """Called (in the watcher thread) with the id of a task file that changed (None:
         events were lost, rescan every file)."""
@@ -43,10 +50,12 @@ class ChangeFeed:
         self._watcher: Watcher | None = None
         self._lock = threading.Lock()
         self._inbox_watched = False
+        self._events_watched = False
         self.closed = False
 
-    def start(self, *, inbox: bool = False) -> None:
-        """Start watching ``.tasks/`` (and the inbox too when ``inbox``); idempotent."""
+    def start(self, *, inbox: bool = False, events: bool = False) -> None:
+        """Start watching ``.tasks/`` (and the inbox too when ``inbox``, the audit log when
+        ``events``); idempotent."""
         with self._lock:
             if self.closed:
                 return
@@ -55,15 +64,19 @@ class ChangeFeed:
 
                 watcher = make_watcher(self)
                 try:
-                    watcher.watch(self.tasks, tasks=True)
+                    watcher.watch(self.tasks, "tasks")
                 except BaseException:
                     watcher.stop()
                     raise
                 self._watcher = watcher
             if inbox and not self._inbox_watched:
                 self.inbox.mkdir(parents=True, exist_ok=True)
-                self._watcher.watch(self.inbox, tasks=False)
+                self._watcher.watch(self.inbox, "inbox")
                 self._inbox_watched = True
+            if events and self.events is not None and not self._events_watched:
+                self.events.parent.mkdir(parents=True, exist_ok=True)
+                self._watcher.watch(self.events.parent, "events")
+                self._events_watched = True
 
     def close(self) -> None:
         """Stop for good: a later `start` does nothing (a waiter racing with close)."""
@@ -75,7 +88,7 @@ class ChangeFeed:
     def stop(self) -> None:
         with self._lock:
             watcher, self._watcher = self._watcher, None
-            self._inbox_watched = False
+            self._inbox_watched = self._events_watched = False
         if watcher is not None:
             watcher.stop()
 
@@ -84,14 +97,16 @@ class ChangeFeed:
         self.on_task(None)
         self.wake.set()
 
-    def changed(self, names: list[str], *, tasks: bool) -> None:
-        """File ``names`` changed in ``.tasks/`` (``tasks``) or the inbox: wake the waiters."""
+    def changed(self, names: list[str], role: Role) -> None:
+        """File ``names`` changed in the folder of ``role``: wake the waiters."""
         relevant = False
         for name in names:
             if not name or name.startswith("."):  # temp files, the index, locks, staging
                 continue
+            if role == "events" and (self.events is None or name != self.events.name):
+                continue  # a task's worktree, not the log
             relevant = True
-            m = TASK_FILE_RE.match(name) if tasks else None
+            m = TASK_FILE_RE.match(name) if role == "tasks" else None
             if m:
                 self.on_task(m.group(1))
         if relevant:

@@ -131,7 +131,8 @@ class FileBoard:
         self.events = EventLog(layout.events, actor, secret_values())
         self.ids = FileIds(self)
         self._index = TaskIndex(layout.tasks, self.config.rescan_seconds)
-        self._feed = ChangeFeed(layout.tasks, layout.inbox, self._index.mark_dirty)
+        self._feed = ChangeFeed(layout.tasks, layout.inbox, self._index.mark_dirty,
+                                layout.events)
         self._problems: tuple[int, dict[str, str]] = (-1, {})
         self._holder: str | None = None  # the lease owner of the last fenced write, for events
         self._deferred: int | None = None  # the thread inside `deferred_sync`
@@ -510,9 +511,7 @@ class FileBoard:
 
     # --- change feed -------------------------------------------------------------
     def wait_for_change(self, timeout: float, *, events: bool = True) -> bool:
-        # the feed watches the task files and the inbox, never events.jsonl: ``events``
-        # changes nothing here
-        self._start_feed(inbox=True)
+        self._start_feed(inbox=True, events=events)
         deadline = time.monotonic() + timeout
         while True:
             if self._closed:
@@ -542,10 +541,10 @@ class FileBoard:
             self._feed.wake.wait(min(remaining, self.config.rescan_seconds))
 
     # --- internals ---------------------------------------------------------------------
-    def _start_feed(self, *, inbox: bool) -> None:
+    def _start_feed(self, *, inbox: bool, events: bool = False) -> None:
         if self._closed:
             raise BoardClosed("the board is closed")
-        self._feed.start(inbox=inbox)
+        self._feed.start(inbox=inbox, events=events)
         self._index.watched = True
 
     def _check_id(self, task_id: str) -> str:

@@ -18,7 +18,7 @@ except (ImportError, OSError):  # pragma: no cover - other platforms
     InotifyFD = None  # type: ignore[assignment,misc]
 
 if TYPE_CHECKING:
-    from orchestrator.board.feed import ChangeFeed
+    from orchestrator.board.feed import ChangeFeed, Role
 
 IGNORED = frozenset({"opened", "closed_no_write"})
 
@@ -41,17 +41,16 @@ class _Inotify:
         self._fd = InotifyFD()
         self._fd.name = "orchestrator-board-feed"
         self._fd.start()
-        self._tasks_wds: set[int] = set()
+        self._roles: dict[int, Role] = {}
 
-    def watch(self, folder: Path, *, tasks: bool) -> None:
+    def watch(self, folder: Path, role: Role) -> None:
         wd = self._fd.add_callback(os.fsencode(folder), MASK, self, id(self))  # type: ignore[arg-type]
-        if tasks:
-            self._tasks_wds.add(wd)
+        self._roles[wd] = role
 
     def on_event(self, event: InotifyEvent) -> None:
         if event.is_directory:
             return
-        self.feed.changed([os.fsdecode(event.name)], tasks=event.wd in self._tasks_wds)
+        self.feed.changed([os.fsdecode(event.name)], self._roles.get(event.wd, "inbox"))
 
     def on_watch_deleted(self, wd: int) -> None:
         self.feed.lost()  # the folder went away: let the waiter rescan
@@ -74,8 +73,8 @@ class _Observer:
         self._observer.daemon = True
         self._observer.start()
 
-    def watch(self, folder: Path, *, tasks: bool) -> None:
-        self._observer.schedule(_Handler(self.feed, tasks=tasks), str(folder), recursive=False)
+    def watch(self, folder: Path, role: Role) -> None:
+        self._observer.schedule(_Handler(self.feed, role), str(folder), recursive=False)
 
     def stop(self) -> None:
         self._observer.stop()
@@ -83,15 +82,15 @@ class _Observer:
 
 
 class _Handler(FileSystemEventHandler):
-    def __init__(self, feed: ChangeFeed, *, tasks: bool) -> None:
+    def __init__(self, feed: ChangeFeed, role: Role) -> None:
         self.feed = feed
-        self.tasks = tasks
+        self.role = role
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         if event.event_type in IGNORED or event.is_directory:
             return
         raws = (event.src_path, getattr(event, "dest_path", ""))
-        self.feed.changed([Path(str(raw)).name for raw in raws if raw], tasks=self.tasks)
+        self.feed.changed([Path(str(raw)).name for raw in raws if raw], self.role)
 
 
 Watcher = _Inotify | _Observer
