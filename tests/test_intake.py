@@ -505,7 +505,8 @@ def test_a_disk_that_fills_mid_burst_keeps_every_drop_once(
 def test_the_first_command_after_a_burst_reads_no_task_file(
         board: FileBoard, monkeypatch: pytest.MonkeyPatch) -> None:
     """Intake writes the burst's new tasks into the index (issue 34 item 5): a fresh
-    process's list and status after it read no task file, as after any steady command."""
+    process's list and status after it read no task file, as after any steady command,
+    and its status does not even stat them (the index saw the folder as intake left it)."""
     from tests.helpers import count_task_reads
 
     for i in range(40):
@@ -515,5 +516,6 @@ def test_the_first_command_after_a_burst_reads_no_task_file(
         reads = count_task_reads(monkeypatch)
     with open_board(board.layout) as fresh:
         assert fresh.summary().counts["pending"] == 40
+        assert fresh._index.full_scans == 0
         assert [t.subject for t in fresh.list()] == [f"drop {i}" for i in range(40)]
     assert reads == []

@@ -168,6 +168,19 @@ class TaskIndex:
                     self.load(task_id)
             return self.generation != before
 
+    def settle(self) -> None:
+        """After a burst of this process's own writes (intake of drops), scan once the
+        folder's mtime has left the racy window, so the index records the folder as it is
+        and the next command reads no file and stats none (issue 34 item 5). A process with
+        a change feed (the lead) skips it: its saves follow its scans."""
+        if self.watched:
+            return
+        mtime = self._folder_mtime()
+        if mtime is not None:
+            time.sleep(max(0.0, (mtime + RACY_NS - time.time_ns()) / 1e9))
+        with self.lock:
+            self._full_scan()
+
     def mark_dirty(self, task_id: str | None) -> None:
         """Called from the watchdog thread: re-read ``task_id`` (None: rescan all) next time."""
         if task_id is None:

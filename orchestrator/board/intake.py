@@ -256,6 +256,8 @@ def run_intake(board: FileBoard, actor: str | None = None,
         board._index.refresh()
         strays = board._index.dropped_here > 0 or board._index.full_scans == scans
     created = take_dropped(board, actor, moved, strays=strays)
+    if created:
+        board._index.settle()
     if not repair:
         return created
     for task_id in list(board._index.broken):
