@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 
 WAKE_EVENTS = names(ForgeWebhook, TaskCompleted, Discarded, TaskCancelled, Merged,
                     TaskStatusSet)
-EVENT_POLL_SECONDS = 0.2
 
 
 class ForgeWatcher:
