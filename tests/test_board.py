@@ -8,6 +8,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -273,6 +274,29 @@ def test_close_wakes_a_waiting_thread(repo: Path) -> None:
     assert outcome in (["closed"], ["returned"])
     with pytest.raises(BoardClosed):
         board.wait_for_ready(1)
+
+
+def test_a_staging_folder_another_writer_made_meanwhile_is_used(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two processes' first writes race to make ``.tasks/.tmp``: the one whose write failed
+    before the other made it writes again (it raised, and a claimer died mid-claim)."""
+    from orchestrator.board import index
+
+    real = index.atomic_write
+    raced: list[Path] = []
+
+    def racing(path: Path, data: str, **kw: Any) -> os.stat_result:
+        if not raced:  # no staging folder yet; another writer makes it right after
+            raced.append(path)
+            (path.parent / index.STAGING).mkdir()
+            raise FileNotFoundError(2, "No such file or directory")
+        return real(path, data, **kw)
+
+    monkeypatch.setattr(index, "atomic_write", racing)
+    folder = tmp_path / ".tasks"
+    folder.mkdir()
+    index.staged_write(folder / "task_001.json", "{}")
+    assert raced and (folder / "task_001.json").read_text() == "{}"
 
 
 def test_writes_stage_in_tmp_and_leave_no_temp_file(board: FileBoard) -> None:

@@ -544,7 +544,7 @@ def staged_write(path: Path, data: str, *, durable: bool = True, sync_dir: bool 
     try:
         return atomic_write(path, data, durable=durable, sync_dir=sync_dir, tmp_dir=staging)
     except FileNotFoundError:
-        if staging.is_dir() or not path.parent.is_dir():
+        if not path.parent.is_dir():
             raise
-        staging.mkdir(exist_ok=True)
+        staging.mkdir(exist_ok=True)  # (or another process made it since: write again)
         return atomic_write(path, data, durable=durable, sync_dir=sync_dir, tmp_dir=staging)
