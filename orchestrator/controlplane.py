@@ -502,12 +502,14 @@ class Board(Protocol):
         ...
 
     # --- change feed ----------------------------------------------------------
-    def wait_for_change(self, timeout: float, *, events: bool = True) -> bool:
+    def wait_for_change(self, timeout: float, *, events: bool = True,
+                        running: bool = True) -> bool:
         """Block until the board may have changed (another process's write, a dropped task)
-        or ``timeout`` passes. True if woken by a change. ``events=False``, for a teammate:
-        an event appended alone is no change, nor need a claim or a write of a running task
-        be one (a teammate acts on tasks that may be claimed, its own task's end, its mail
-        and requests; never on the audit log)."""
+        or ``timeout`` passes. True if woken by a change. ``events=False``: an event
+        appended alone is no change (only a lead with a forge thread acts on one, a
+        webhook's). ``running=False``, for a teammate: nor need a claim or a write of a
+        running task be one (a teammate acts on tasks that may be claimed, its own task's
+        end, its mail and requests). Both are hints a board may ignore."""
         ...
     def wait_for_ready(self, timeout: float) -> bool:
         """Block until some task is ready or ``timeout`` passes; True if one is."""

@@ -234,18 +234,18 @@ def test_a_waiting_lead_wakes_on_an_event_alone(tmp_path: Path, pg_board_url: st
 def test_a_waiting_teammate_sleeps_through_events_and_running_tasks(
         tmp_path: Path, pg_board_url: str) -> None:
     """A teammate follows the board without events (``events=False``) and without the claims
-    and writes of running tasks: a task appends ~6 events and makes ~4 such writes, and each
-    woke every teammate of the team (a running one's heartbeat read its task again). A task
-    that may be claimed, or one that ends, still wakes it at once."""
+    and writes of running tasks (``running=False``): a task appends ~6 events and makes ~4
+    such writes, and each woke every teammate of the team (a running one's heartbeat read
+    its task again). A task that may be claimed, or one that ends, still wakes it at once."""
     with board_at(tmp_path, pg_board_url, "m1") as m1, \
             board_at(tmp_path, pg_board_url, "m2", rescan_seconds=30) as m2:
-        m2.wait_for_change(0.2, events=False)  # its listener's first connect is a change
+        m2.wait_for_change(0.2, events=False, running=False)  # the first connect is a change
 
         def quiet(step: Callable[[], object]) -> None:
             timer = threading.Timer(0.1, step)
             timer.start()
             try:
-                assert m2.wait_for_change(1.0, events=False) is False
+                assert m2.wait_for_change(1.0, events=False, running=False) is False
             finally:
                 timer.join()
 
@@ -254,7 +254,7 @@ def test_a_waiting_teammate_sleeps_through_events_and_running_tasks(
             timer.start()
             t0 = time.monotonic()
             try:
-                assert m2.wait_for_change(20, events=False) is True
+                assert m2.wait_for_change(20, events=False, running=False) is True
             finally:
                 timer.join()
             assert time.monotonic() - t0 < 2.0  # a NOTIFY, not the 30 s rescan
@@ -268,6 +268,26 @@ def test_a_waiting_teammate_sleeps_through_events_and_running_tasks(
         token = task.lease.token
         quiet(lambda: m1.update(task.id, token, session_id="s"))
         wakes(lambda: m1.complete(task.id, token))
+
+
+def test_a_lead_without_a_forge_sleeps_through_events_but_not_through_claims(
+        tmp_path: Path, pg_board_url: str) -> None:
+    """Only a lead with a forge thread follows events (``events=False`` otherwise); a lead
+    still wakes on a claim (``running`` stays on: it times the lease's expiry from it)."""
+    with board_at(tmp_path, pg_board_url, "m1") as m1, \
+            board_at(tmp_path, pg_board_url, "m2", rescan_seconds=30) as m2:
+        m1.add("a")
+        m2.wait_for_change(0.2, events=False)  # its listener's first connect is a change
+        for step, woke in ((lambda: m1.events.emit(ForgeWebhook(hook="check_run")), False),
+                           (lambda: m1.claim("alice"), True)):
+            timer = threading.Timer(0.2, step)
+            timer.start()
+            t0 = time.monotonic()
+            try:
+                assert m2.wait_for_change(1.5, events=False) is woke
+            finally:
+                timer.join()
+            assert (time.monotonic() - t0 < 1.0) is woke  # a NOTIFY, not the wait's end
 
 
 def test_the_listener_sleeps_on_its_socket_until_a_wanted_notify_comes(

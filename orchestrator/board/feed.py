@@ -6,8 +6,8 @@ watcher per board, started on the first wait and stopped by ``close()``, so a
 board that only reads and writes never starts a thread.
 
 Teammates waiting for a ready task watch ``.tasks/`` alone; the lead's
-``wait_for_change`` adds the inbox and the audit log (``events.jsonl``: a webhook's event
-alone changes no task, and the lead pokes its forge thread on it).
+``wait_for_change`` adds the inbox, and the audit log (``events.jsonl``) when it follows
+events: a lead with a forge thread, which it pokes on a webhook's event.
 
 On Linux the feed reads inotify directly through watchdog's `InotifyFD` (its own
 instance, its own thread) instead of a watchdog ``Observer``. Why: the observer

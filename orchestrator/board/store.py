@@ -510,7 +510,9 @@ class FileBoard:
         return out
 
     # --- change feed -------------------------------------------------------------
-    def wait_for_change(self, timeout: float, *, events: bool = True) -> bool:
+    def wait_for_change(self, timeout: float, *, events: bool = True,
+                        running: bool = True) -> bool:
+        # ``running`` is not told apart here: the feed names the task file, not its status
         self._start_feed(inbox=True, events=events)
         deadline = time.monotonic() + timeout
         while True:

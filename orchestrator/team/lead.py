@@ -154,13 +154,16 @@ class Lead:
             self.waker.install_signals()
             self.recover()
             failed_before = {t.id for t in self.board.list(Status.FAILED)}
-            self.waker.follow_board(self.board, self.config.board.rescan_seconds)
-            for child in self.children:
-                self.guarded("starting a teammate", self.spawn, child)
             if not self.burst:
                 self.forge = ForgeWatcher.for_config(self.layout, self.config)
-                if self.forge is not None:
-                    self.forge.start()
+            # an event alone (a webhook's) matters only to the forge thread: without one,
+            # the lead sleeps through the ~6 events of each task
+            self.waker.follow_board(self.board, self.config.board.rescan_seconds,
+                                    events=self.forge is not None)
+            for child in self.children:
+                self.guarded("starting a teammate", self.spawn, child)
+            if self.forge is not None:
+                self.forge.start()
             if not self.burst and not self.board.ready():
                 self.log.info("waiting for tasks",
                               add="orchestrator add 'SUBJECT' (or drop a file in the inbox)")

@@ -139,7 +139,8 @@ class Teammate:
         self.isolation.prepare()
         self.remote = Remote.for_config(self.layout.root, self.config)
         # tasks, mail and requests wake it; the audit log's events are the lead's
-        self.waker.follow_board(self.board, self.config.board.rescan_seconds, events=False)
+        self.waker.follow_board(self.board, self.config.board.rescan_seconds, events=False,
+                                running=False)
         self.log.info("teammate ready", pid=os.getpid())
         try:
             while not self.warm.is_set():

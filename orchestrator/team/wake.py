@@ -76,14 +76,15 @@ class Waker:
         wake.fds = [fd for fd in ready if fd not in (self._sig_r, self._note_r)]
         return wake
 
-    def follow_board(self, board: Board, period: float, *, events: bool = True) -> None:
-        """Start a thread that calls `notify` whenever the board reports a change (with
-        ``events=False``, not for an event appended alone: `Board.wait_for_change`)."""
+    def follow_board(self, board: Board, period: float, *, events: bool = True,
+                     running: bool = True) -> None:
+        """Start a thread that calls `notify` whenever the board reports a change (``events``
+        and ``running`` as for `Board.wait_for_change`)."""
 
         def feed() -> None:
             while not self._feed_stop.is_set():
                 try:
-                    changed = board.wait_for_change(period, events=events)
+                    changed = board.wait_for_change(period, events=events, running=running)
                 except Exception:  # a closed board during shutdown: stop following
                     return
                 if changed:

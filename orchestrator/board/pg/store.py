@@ -122,10 +122,11 @@ CLOCK_CHECK_SECONDS = 60.0
 """How long `PgBoard.now` trusts the difference between the database's clock and ours."""
 CHANGE_CHANNELS = ["orch_tasks", "orch_messages", "orch_requests"]
 """What `wait_for_change` wakes on: tasks, mail, permission/plan requests, and with
-``events`` events too (a ``forge_webhook`` event alone wakes the lead, which pokes its forge
-thread). A teammate follows neither events (a task appends ~6) nor the claims and writes
-of running tasks (`_no_run_step`): each woke every teammate of the team, and a running
-one's heartbeat read its task again."""
+``events`` events too (a ``forge_webhook`` event alone wakes a lead with a forge thread,
+which it pokes; a task appends ~6, so nobody else follows them). A teammate
+(``running=False``) does not follow the claims and writes of running tasks either
+(`_no_run_step`): each woke every teammate of the team, and a running one's heartbeat
+read its task again."""
 
 
 def machine_name(layout: Layout, config: BoardSettings) -> str:
@@ -525,9 +526,11 @@ class PgBoard:
         return self.db.run(requeue)
 
     # --- change feed -------------------------------------------------------------
-    def wait_for_change(self, timeout: float, *, events: bool = True) -> bool:
-        listener = self._listen("change+events", [*CHANGE_CHANNELS, "orch_events"]) \
-            if events else self._listen("change", CHANGE_CHANNELS, _no_run_step)
+    def wait_for_change(self, timeout: float, *, events: bool = True,
+                        running: bool = True) -> bool:
+        listener = self._listen(f"change events={events} running={running}",
+                                [*CHANGE_CHANNELS, *(["orch_events"] if events else [])],
+                                None if running else _no_run_step)
         deadline = time.monotonic() + timeout
         while True:
             if self._closed:
@@ -648,7 +651,8 @@ def _may_make_ready(payload: str) -> bool:
 
 
 def _no_run_step(payload: str) -> bool:
-    """Whether a notification of `wait_for_change` without events can concern a teammate:
+    """Whether a notification of `wait_for_change` with ``running=False`` can concern a
+    teammate:
     any but a task's ``in_progress`` (a claim, or a write of a running task: each of those
     woke every teammate, and a running one's heartbeat read its task again). What takes a
     task away from its teammate says so: its requeue says ``pending``, a cancel
