@@ -39,6 +39,7 @@ def parse(lines: list[str]) -> dict[str, Any]:
     data: dict[str, Any] = {}
     key: str | None = None
     block: list[str] | None = None
+    fold: list[str] | None = None  # a plain scalar folded over lines, joined at its end
     for n, raw in enumerate(lines, start=2):
         if not raw.strip() or raw.lstrip().startswith("#"):
             if block is not None:
@@ -49,27 +50,35 @@ def parse(lines: list[str]) -> dict[str, Any]:
             if block is not None:
                 block.append(item)
             elif item.startswith("- ") or item == "-":
-                current = data[key]
-                data[key] = [*(current if isinstance(current, list) else []),
-                             _scalar(item[2:], n)]
+                fold = None
+                items = data[key]
+                if not isinstance(items, list):
+                    items = data[key] = []
+                items.append(_scalar(item[2:], n))  # in place: a copy per item was quadratic
             else:  # a plain scalar folded over lines
-                item = _uncomment(item)
-                data[key] = f"{data[key]} {item}".strip() if data[key] else item
+                if fold is None:
+                    fold = [str(data[key])] if data[key] else []
+                if item := _uncomment(item):
+                    fold.append(item)
             continue
         m = KEY_RE.fullmatch(raw.rstrip())
         if not m:
             raise InvalidInput(f"line {n}: expected 'key: value', got {_cut(raw.strip())!r}")
-        _close(data, key, block)
+        _close(data, key, block, fold)
+        fold = None
         key, value = m.group(1), m.group(2).strip()
         block = [] if value in BLOCKS else None
         data[key] = "" if block is not None else _value(value, n)
-    _close(data, key, block)
+    _close(data, key, block, fold)
     return data
 
 
-def _close(data: dict[str, Any], key: str | None, block: list[str] | None) -> None:
+def _close(data: dict[str, Any], key: str | None, block: list[str] | None,
+           fold: list[str] | None) -> None:
     if key is not None and block is not None:
         data[key] = "\n".join(block).strip()
+    elif key is not None and fold is not None:
+        data[key] = " ".join(fold)
 
 
 def _value(value: str, n: int) -> Any:
