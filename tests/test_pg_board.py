@@ -290,6 +290,39 @@ def test_a_lead_without_a_forge_sleeps_through_events_but_not_through_claims(
             assert (time.monotonic() - t0 < 1.0) is woke  # a NOTIFY, not the wait's end
 
 
+@pytest.mark.parametrize("repeatable", [True, False])
+def test_a_hint_whose_answer_was_lost_is_repeated_only_when_harmless(
+        board: PgBoard, pg_board_url: str, repeatable: bool) -> None:
+    """`Database.hint` commits without waiting for the disk; when the connection is lost
+    after the statement ran, an upsert is sent again, an insert (a transcript line) is not:
+    it cannot tell whether it committed, and a second would be there twice."""
+    import psycopg
+
+    from orchestrator.board.pg.db import NO_WAIT
+    from orchestrator.errors import BoardUnavailable
+
+    url = pg_board_url
+    board.db.run(lambda cur: cur.execute("CREATE TABLE hints (n int)"))
+    sent: list[int] = []
+
+    def insert(cur: psycopg.Cursor[tuple[object, ...]]) -> None:
+        cur.execute(f"INSERT INTO hints SELECT 1 FROM {NO_WAIT}")
+        sent.append(1)
+        if len(sent) == 1:  # it ran (and committed); then the server drops the connection
+            pid = cur.connection.info.backend_pid
+            with psycopg.connect(url, autocommit=True) as other:
+                other.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            cur.execute("SELECT 1")  # as the lost answer is noticed: the connection is broken
+
+    if repeatable:
+        board.db.hint(insert, repeatable=True)
+    else:
+        with pytest.raises(BoardUnavailable):
+            board.db.hint(insert, repeatable=False)
+    rows = board.db.run(lambda cur: cur.execute("SELECT count(*) FROM hints").fetchone())
+    assert rows == (2 if repeatable else 1,) and len(sent) == rows[0]
+
+
 def test_the_listener_sleeps_on_its_socket_until_a_wanted_notify_comes(
         pg_cluster: Cluster, pg_board_url: str) -> None:
     """An idle waiter costs nothing: over a quiet 1.5 s its thread sleeps once or twice

@@ -164,14 +164,16 @@ class Database:
         return self._retried(lambda conn: _with_cursor(conn, fn), transaction=False,
                              write=write)
 
-    def hint(self, fn: Callable[[Cursor], T]) -> T:
+    def hint(self, fn: Callable[[Cursor], T], *, repeatable: bool) -> T:
         """``fn(cursor)``, ONE statement that has `NO_WAIT` in its FROM list, as its own
         transaction, committed without waiting for the disk: for what the file board does not
         fsync either (a teammate's status, a transcript line). The next durable commit on
         the server flushes the log up to it; a server crash before that may lose it. Retried
-        on a fresh connection like a read: the statement must be harmless to repeat."""
+        on a fresh connection when ``repeatable`` (an upsert); otherwise a statement lost on
+        the way cannot tell whether it committed and raises, as `statement`'s write does
+        (an insert repeated would be there twice)."""
         return self._retried(lambda conn: _with_cursor(conn, fn), transaction=False,
-                             write=False)
+                             write=not repeatable)
 
     def trip(self, name: str, types: str, sql: Callable[[], str], args: tuple[object, ...],
              then: Callable[[str], T]) -> T:

@@ -281,7 +281,8 @@ class PgTaskLogs:
         check_log_name(name)
         data = jsonb(masked(record(entry, actor), self.secrets))
         self.db.hint(lambda cur: cur.execute(
-            f"INSERT INTO task_logs (task, data) SELECT %s, %s FROM {NO_WAIT}", (name, data)))
+            f"INSERT INTO task_logs (task, data) SELECT %s, %s FROM {NO_WAIT}", (name, data)),
+            repeatable=False)
 
     def _after(self, name: str, after: int) -> builtins.list[tuple[int, LogRecord]]:
         def select(cur: Cursor) -> builtins.list[tuple[int, LogRecord]]:
@@ -366,7 +367,7 @@ class PgTeamStatus:
             assert row is not None
             return _state(row)
 
-        return self.db.hint(upsert)  # a hint for `status`, as on the file board
+        return self.db.hint(upsert, repeatable=True)  # a hint for `status`, as on files
 
     def get(self, name: str) -> TeammateState | None:
         def select(cur: Cursor) -> TeammateState | None:
