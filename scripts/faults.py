@@ -167,8 +167,10 @@ class Scenario:
         mates = {n: int(s["pid"]) for n, s in teammates(self.layout).items()}
         ids += self.add(2)  # waiting when the fault hits
         events_before = sum(1 for _ in EventLog(self.layout.events).read())
-        claims_before = self.claims()
         handle = inject(self)
+        # counted once the fault is in: an idle teammate may claim the tasks just added
+        # before it is (its claim's event then precedes the fault); none may claim during it
+        claims_before = self.claims()
         t0 = time.monotonic()
         self.say(f"{self.name}: fault injected")
         cli_add = orch(self.repo, "add", "added during the fault", env=self.env)
