@@ -13,7 +13,12 @@ cluster from tests/pg.py, durable commits, as a real server has):
 3. an idle ``up -n 4`` (detached): CPU seconds of the lead, spawner and teammates over
    ``--idle-seconds`` (goal ≤ 0.1 per 30 s) and each teammate's proportional set size
    (goal ≤ 20 MB: teammates are forked from the spawner and share its pages);
-4. ``orchestrator add`` in a fresh process (median of 5).
+4. ``orchestrator add`` in a fresh process (median of 5);
+5. the floor of (1), once: the same 40 tasks with nothing of orchestrator's but the
+   processes each task needs (``git worktree add -b``, the command in the same sandbox
+   the teammates use, ``git add -A``, ``git commit``), four workers in parallel, no
+   board and no start-up: the efficiency that only fewer or cheaper processes per task
+   can raise, printed beside (1)'s.
 
 Each figure is printed beside its goal with ✓/✗, with the machine's load average.
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import contextlib
+import multiprocessing
 import os
 import shutil
 import statistics
@@ -33,6 +39,10 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from multiprocessing.synchronize import Lock
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -42,6 +52,7 @@ from orchestrator.config import Config  # noqa: E402
 from orchestrator.controlplane import ControlPlane  # noqa: E402
 from orchestrator.layout import Layout  # noqa: E402
 from orchestrator.procutil import stat_fields  # noqa: E402
+from orchestrator.sandbox import task_sandbox  # noqa: E402
 from orchestrator.team import status  # noqa: E402
 
 TASKS = 40
@@ -100,6 +111,41 @@ def burst(repo: Path, tasks: int) -> tuple[float, float, float]:
     done = [_ts(e["ts"]) for e in evs if e["event"] == "task_completed"]
     assert len(done) == tasks, f"{len(done)} of {tasks} completed"
     return end - t0, min(claims) - t0, end - max(done)
+
+
+GIT_ENV = dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@x",
+               GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@x")
+
+
+def _floor_worker(repo: Path, worker: int, lock: Lock) -> None:
+    box = task_sandbox(Config.load(repo), root=repo)
+    for i in range(TASKS // TEAM):
+        path = repo / ".worktrees" / f"w{worker}-{i}"
+        with lock:  # as orchestrator does: concurrent `git worktree add`s can fail
+            subprocess.run(["git", "worktree", "add", "-q", "--force", "--no-track", "-b",
+                            f"task/w{worker}-{i}", str(path), "main"], cwd=repo, check=True)
+        command = ["sh", "-c", f"sleep {TASK_SECONDS:g}; echo done > out.txt"]
+        with box.session(command, path) as session:
+            subprocess.run(session.argv, cwd=path, check=True)
+        subprocess.run(["git", "add", "-A"], cwd=path, check=True, env=GIT_ENV)
+        subprocess.run(["git", "commit", "-q", "-m", "done"], cwd=path, check=True,
+                       env=GIT_ENV)
+
+
+def floor(repo: Path) -> float:
+    """Wall time of (1)'s tasks run by the processes alone (see the module's docstring)."""
+    ctx = multiprocessing.get_context("fork")
+    lock = ctx.Lock()
+    workers = [ctx.Process(target=_floor_worker, args=(repo, w, lock)) for w in range(TEAM)]
+    t0 = time.time()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    wall = time.time() - t0
+    if any(w.exitcode for w in workers):
+        raise SystemExit("floor: a worker failed")
+    return wall
 
 
 def cpu_seconds(pid: int) -> float:
@@ -163,7 +209,7 @@ def main() -> None:
     ap.add_argument("--idle-seconds", type=float, default=30.0)
     ap.add_argument("--repeat", type=int, default=1, help="40-task bursts per board (median)")
     ap.add_argument("--boards", default="file,pg")
-    ap.add_argument("--only", default="burst,empty,idle,add",
+    ap.add_argument("--only", default="burst,empty,idle,add,floor",
                     help="which parts to run (comma-separated)")
     args = ap.parse_args()
     boards = args.boards.split(",")
@@ -195,6 +241,10 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as d:
             tmp = Path(d)
+            if "floor" in parts:
+                wall = floor(make_repo(tmp / "floor", None))
+                print(f"floor, the processes of (1)'s tasks alone, no orchestrator: wall "
+                      f"{wall:.2f} s, efficiency {TASKS * TASK_SECONDS / (TEAM * wall):.1%}")
             for board in boards:
                 print(f"--- {board} board ---")
                 if "burst" in parts:
