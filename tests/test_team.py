@@ -128,11 +128,12 @@ def test_a_burst_with_nothing_to_do_ends_at_once(repo: Path) -> None:
 
 # The first run of the task marks its worktree and hangs; any later run (in the same
 # worktree) sees the mark and finishes at once. So finishing proves the worktree was reused.
-RESUMABLE = ('if [ ! -f .started ]; then touch .started; echo $$ > .first_pid; sleep 60.0731; fi; '
-             'echo "$ORCH_TEAMMATE" >> ran.txt')
-FIRST_SLEEP = "sleep 60.0731"
+FIRST_SLEEP = f"sleep 60.{os.getpid()}"
 """How the first backend is found among the machine's processes: its pid in ``.first_pid``
-is its sandbox's (a pid namespace of its own)."""
+is its sandbox's (a pid namespace of its own). This test process's pid in it, so a suite
+run beside this one (another checkout's) is not taken for a survivor of ours."""
+RESUMABLE = ('if [ ! -f .started ]; then touch .started; echo $$ > .first_pid; '
+             f'{FIRST_SLEEP}; fi; echo "$ORCH_TEAMMATE" >> ran.txt')
 
 
 def test_kill_9_of_a_teammate_requeues_at_once_and_another_resumes_in_the_same_worktree(
