@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from orchestrator.controlplane import ControlPlane
-from orchestrator.events import LandNote, LandSkipped
+from orchestrator.events import LandNote, LandSkipped, TaskClaimed
 from tests.conformance.boards import Spec
 from tests.conformance.conftest import finish, start_worker
 
@@ -108,3 +108,22 @@ def test_a_writer_killed_mid_write_loses_nothing_else(spec: Spec, plane: Control
     assert [e.seq for e in plane.events.read(since=after.seq - 1)] == [after.seq]
     assert plane.events.tail(1, task="task_002")[0].event == "land_skipped"
     assert len(list(plane.events.read(task="task_001"))) >= 1
+
+
+def test_every_event_of_a_tasks_life_is_its_typed_kind(plane: ControlPlane) -> None:
+    """What the board writes itself (a claim's event is written in SQL on PostgreSQL, in
+    the claim's one round trip) reads back as the typed kind `orchestrator.events`
+    defines, with the claim's own token and attempt."""
+    first, second = plane.add("one"), plane.add("two")
+    claimed = plane.claim("alice")
+    assert claimed is not None and claimed.lease is not None
+    plane.complete(claimed.id, claimed.lease.token)
+    again = plane.claim("bob")
+    assert again is not None and again.lease is not None
+    plane.fail(again.id, again.lease.token, "boom")
+    kinds = [(e.event, e.decode()) for e in plane.events.read()]
+    assert [k for k, typed in kinds if typed is None] == []
+    claims = [typed for k, typed in kinds if k == "task_claimed"]
+    assert claims == [TaskClaimed(owner="alice", token=claimed.lease.token, attempt=1),
+                      TaskClaimed(owner="bob", token=again.lease.token, attempt=1)]
+    assert {first.id, second.id} == {claimed.id, again.id}
