@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,12 @@ def test_detached_daemon_status_send_shutdown_handshake_and_down(repo: Path) -> 
                                                                      ("bob", "idle")]
         human = cli(repo, "status").stdout
         assert f"pid {pid}" in human and "alice" in human and "idle" in human
+        # an idle teammate writes its state each rescan period (a heartbeat); how long it
+        # has been idle counts from when it became idle, not from its last write
+        time.sleep(2.5)
+        ages = {m["name"]: m["seconds"] for m in json.loads(
+            cli(repo, "status", "--json").stdout)["teammates"]}
+        assert min(ages.values()) >= 2, ages
 
         sent = cli(repo, "send", "alice", "please look at the flaky test")
         assert sent.returncode == 0 and "sent message" in sent.stdout

@@ -609,3 +609,29 @@ def test_a_latin1_database_reads_back_what_was_written(tmp_path: Path,
                 assert other.list() == [t]
     finally:
         pg_cluster.sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_a_waiting_teammate_of_a_machine_that_died_shows_as_gone(
+        tmp_path: Path, pg_board_url: str) -> None:
+    """An idle teammate writes its state each rescan period; one that has been silent for
+    three shows as gone, as a working one does once its lease expires."""
+    from orchestrator.team.status import format_status, team_status
+
+    with board_at(tmp_path, pg_board_url, "m1", rescan_seconds=0.4) as m1, \
+            board_at(tmp_path, pg_board_url, "m2") as m2:
+        m2.team.publish("alice", "idle", pid=2)
+        m2.team.publish("bob", "stopped", pid=3)
+
+        def states() -> dict[str, str]:
+            return {m["name"]: m["state"] for m in team_status(
+                Layout.at(tmp_path / "m1"), m1)["teammates"] if m["machine"] == "m2"}
+
+        assert states() == {"alice": "idle", "bob": "stopped"}
+        time.sleep(0.8)
+        m2.team.publish("alice", "idle", pid=2)  # its heartbeat: still there
+        assert states()["alice"] == "idle"
+        time.sleep(1.4)  # m2 dies here: three rescan periods without a write
+        assert states() == {"alice": "gone", "bob": "stopped"}
+        st = team_status(Layout.at(tmp_path / "m1"), m1)
+        [line] = [x for x in format_status(st).splitlines() if x.split()[:2] == ["m2", "alice"]]
+        assert "gone (its machine stopped writing to the board)" in line, line

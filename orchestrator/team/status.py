@@ -141,6 +141,11 @@ def _mate_here(name: str, st: TeammateState | None, running: bool, machine: str,
             "seconds": _age(st.since, now)}
 
 
+SILENT_RESCANS = 3
+"""How many rescan periods (`board.rescan_seconds`) a waiting teammate of another machine
+may go without writing its state before `status` shows it gone."""
+
+
 def _mate_elsewhere(board: ControlPlane, st: TeammateState, now: float) -> dict[str, Any]:
     """Another machine's teammate: what it last said, and when."""
     gone = _gone(board, st, now)
@@ -152,8 +157,14 @@ def _mate_elsewhere(board: ControlPlane, st: TeammateState, now: float) -> dict[
 
 
 def _gone(board: ControlPlane, st: TeammateState, now: float) -> bool:
-    """Another machine's teammate that says it works on a task whose lease it no longer
-    holds (expired, or a later claim's): its machine died or lost the board."""
+    """Another machine's teammate whose machine died or lost the board: it says it works
+    on a task whose lease it no longer holds (expired, or a later claim's), or it waits
+    (idle, blocked) but has not written its state for `SILENT_RESCANS` rescan periods
+    (a waiting teammate writes it on each, `Teammate.publish`)."""
+    if st.state in ("idle", "blocked", "starting"):
+        silent = _age(st.updated_at, board.now())
+        rescan = getattr(getattr(board, "config", None), "rescan_seconds", None)
+        return silent is not None and rescan is not None and silent > SILENT_RESCANS * rescan
     if st.state != "working" or not st.task:
         return False
     try:
@@ -216,7 +227,7 @@ def _doing(mate: dict[str, Any]) -> str:
     state, seconds = mate["state"], _dur(mate["seconds"])
     what: str = {"working": f"working on {mate['task']} for {seconds}",
             "idle": f"idle for {seconds}",
-            "gone": "gone (its machine stopped renewing its task's lease)"}.get(state, state)
+            "gone": "gone (its machine stopped writing to the board)"}.get(state, state)
     pid = f" (pid {mate['pid']})" if mate.get("pid") else ""
     beat = f", last heartbeat {_dur(mate.get('heartbeat_seconds'))} ago" \
         if mate.get("host") else ""

@@ -121,6 +121,8 @@ class Teammate:
         yet (its database was down): released once it can, so no attempt is counted."""
         self.fault_until = 0.0
         """After a task was interrupted by a machine fault: no claim before (monotonic)."""
+        self._state: tuple[tuple[str, str | None], str] = (("", None), "")
+        """The state last published (with its task) and since when (`publish`)."""
 
     # --- the loop -------------------------------------------------------------
     def run(self) -> int:
@@ -269,9 +271,15 @@ class Teammate:
         self.shutdown_requests = []
 
     def publish(self, state: str, **fields: Any) -> None:
-        with contextlib.suppress(OSError, BoardUnavailable):  # a hint for `status`
+        """Write this teammate's state (a hint for `status`). An idle one writes it on each
+        rescan period too: its heartbeat, which tells another machine it still runs; its
+        ``since`` stays the time it became idle (or took its task)."""
+        now = (state, fields.get("task"))
+        if self._state[0] != now:
+            self._state = (now, utcnow())
+        with contextlib.suppress(OSError, BoardUnavailable):
             self.board.team.publish(self.name, state, pid=os.getpid(),
-                                    started_at=self.started_at, since=utcnow(), **fields)
+                                    started_at=self.started_at, since=self._state[1], **fields)
 
     def board_fails(self, exc: Exception) -> None:
         """Stop claiming while the machine cannot do a task's work (a full or read-only
