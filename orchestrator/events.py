@@ -298,6 +298,20 @@ class McpServerFailed(EventKind, frozen=True, tag="mcp_server_failed"):
 
 
 # --- worktrees ----------------------------------------------------------------------
+class SharedFolderLink(msgspec.Struct, frozen=True, kw_only=True):
+    """What one shared folder became in a new worktree (`orchestrator.worktree.shared`)."""
+
+    folder: str
+    how: str
+    """``hardlink``, ``symlink``, ``copy`` or ``skipped``."""
+    key: str | UnsetType = UNSET
+    """The cache entry's key (from the folder's key files)."""
+    source: str | UnsetType = UNSET
+    """Where the cache entry came from: ``cache``, ``command`` or ``main``."""
+    reason: str | UnsetType = UNSET
+    """Why it was skipped."""
+
+
 class WorktreeCreated(EventKind, frozen=True, kw_only=True, tag="worktree_created"):
     """The task's workspace is ready (``shared``: what each shared folder became)."""
 
@@ -309,7 +323,7 @@ class WorktreeCreated(EventKind, frozen=True, kw_only=True, tag="worktree_create
     reused: bool
     port_base: int
     note: str | UnsetType = UNSET
-    shared: list[dict[str, Any]] | UnsetType = UNSET
+    shared: list[SharedFolderLink] | UnsetType = UNSET
 
 
 class WorktreeKept(EventKind, frozen=True, tag="worktree_kept"):
@@ -552,10 +566,20 @@ class PlanWritten(EventKind, frozen=True, tag="plan_written"):
     tasks: list[str]
 
 
-class ConfigChanged(EventKind, frozen=True, tag="config_changed"):
-    """The lead applied changed settings (``changes``: key, old, new, live)."""
+class SettingChange(msgspec.Struct, frozen=True, kw_only=True):
+    """One changed setting: its value before and after, and whether it applies at once
+    (``live``) or after a restart."""
 
-    changes: list[dict[str, Any]]
+    key: str
+    old: Any
+    new: Any
+    live: bool
+
+
+class ConfigChanged(EventKind, frozen=True, tag="config_changed"):
+    """The lead applied changed settings."""
+
+    changes: list[SettingChange]
 
 
 class ConfigRejected(EventKind, frozen=True, tag="config_rejected"):

@@ -16,6 +16,7 @@ from orchestrator.board.eventlog import EventLog
 from orchestrator.cli import load_app
 from orchestrator.config import Config, SharedFolder, WorktreeConfig
 from orchestrator.errors import ConfigError
+from orchestrator.events import SharedFolderLink, WorktreeCreated
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task
 from orchestrator.worktree import WorktreeManager, binding
@@ -80,6 +81,9 @@ def test_each_worktree_gets_a_private_hardlinked_copy_with_modes_and_symlinks(
                  if e["event"] == "worktree_created" and e["task"] == "task_002"]
     assert created["shared"] == [{"folder": "node_modules", "how": "hardlink",
                                   "key": created["shared"][0]["key"], "source": "cache"}]
+    typed = created.decode()
+    assert isinstance(typed, WorktreeCreated) and typed.shared == [SharedFolderLink(
+        folder="node_modules", how="hardlink", key=created["shared"][0]["key"], source="cache")]
     # removal deletes the worktree's links, never the cache
     assert m.remove(task(1)) is None and m.remove(task(2)) is None
     [entry] = [p for p in (m.cache() / "node_modules").iterdir() if p.is_dir()]

@@ -48,6 +48,7 @@ from orchestrator.errors import ConfigError, OrchestratorError
 from orchestrator.events import (
     ConfigChanged,
     ConfigRejected,
+    SettingChange,
     TaskClaimed,
     TaskCompleted,
     TaskStatusSet,
@@ -370,7 +371,8 @@ class Lead:
         for c in change.changed:
             if not c.live:
                 self.log.warning("setting changed; it applies after a restart", key=c.key)
-        self.board.events.emit(ConfigChanged(changes=changes), actor=LEAD)
+        self.board.events.emit(ConfigChanged(changes=[SettingChange(**d) for d in changes]),
+                               actor=LEAD)
         self.config = self.live.config
         if not self.hooks.configured:  # newly configured hooks start from now on
             self.hooks.pos = self.board.events.last_seq()

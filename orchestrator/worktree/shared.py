@@ -32,13 +32,13 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from orchestrator.beneath import read_beneath
 from orchestrator.config import SharedFolder, WorktreeConfig
 from orchestrator.errors import RunError
+from orchestrator.events import SharedFolderLink
 from orchestrator.git import Git
 from orchestrator.protocols import TaskLogger
 from orchestrator.worktree.lock import RepoLock
@@ -99,25 +99,22 @@ def entry_dir(cache: Path, name: str, key: str) -> Path:
 
 def link_shared(config: WorktreeConfig, main: Path, worktree: Path, cache: Path, *,
                 env: Mapping[str, str], log: TaskLogger, task_id: str,
-                git_checkout: bool = True) -> list[dict[str, Any]]:
-    """Link every shared folder into ``worktree``; one row per folder saying what happened
-    (``how``: hardlink, symlink, copy or skipped, with the ``reason`` when skipped)."""
+                git_checkout: bool = True) -> list[SharedFolderLink]:
+    """Link every shared folder into ``worktree``; what each became."""
     rows = []
     for name, spec in folders(config).items():
-        row: dict[str, Any] = {"folder": name}
         try:
-            row.update(_link_one(name, spec, config, main, worktree, cache, env, log, task_id,
-                                 git_checkout))
+            rows.append(SharedFolderLink(folder=name, **_link_one(
+                name, spec, config, main, worktree, cache, env, log, task_id, git_checkout)))
         except OSError as exc:
             raise RunError(f"{task_id}: cannot link shared folder {name}: {exc}",
                            task=task_id) from exc
-        rows.append(row)
     return rows
 
 
 def _link_one(name: str, spec: SharedFolder, config: WorktreeConfig, main: Path, worktree: Path,
               cache: Path, env: Mapping[str, str], log: TaskLogger, task_id: str,
-              git_checkout: bool) -> dict[str, Any]:
+              git_checkout: bool) -> dict[str, str]:
     dst = worktree / name
     if dst.exists() or dst.is_symlink():
         return {"how": "skipped", "reason": "already in the worktree"}
