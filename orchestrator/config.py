@@ -484,10 +484,17 @@ class Config(_Section):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"])
-            raise ConfigError(f"config {where}{_where(root, err['loc'])}: {err['msg']}"
-                              ) from exc
+            loc, msg = first_problem(exc)
+            where = ".".join(str(p) for p in loc)
+            raise ConfigError(f"config {where}{_where(root, loc)}: {msg}") from exc
+
+
+def first_problem(exc: ValidationError) -> tuple[tuple[int | str, ...], str]:
+    """Where the first error of ``exc`` is and what it says: our validators' messages as
+    they wrote them, without pydantic's "Value error, " before them."""
+    err = exc.errors()[0]
+    cause = err.get("ctx", {}).get("error")
+    return err["loc"], str(cause) if err["type"] == "value_error" and cause else err["msg"]
 
 
 def _env_value(raw: str) -> Any:
@@ -539,15 +546,18 @@ def _read_files(root: Path) -> dict[str, Any]:
 
 
 def _where(root: Path, loc: tuple[Any, ...]) -> str:
-    """`` in FILE, line N`` for the project file line that sets ``section.key``, if any."""
+    """`` in FILE, line N`` for the project file line that sets ``section.key`` (``key =``,
+    or the header of its table: ``[hooks.events]``), if any."""
     if len(loc) < 2:
         return ""
+    key, table = re.escape(str(loc[1])), re.escape(f"{loc[0]}.{loc[1]}")
+    sets = re.compile(rf"\s*({key}\s*=|\[\s*(tool\.orchestrator\.)?{table}\s*[\].])")
     for path in (root / "orchestrator.toml", root / "pyproject.toml"):
         try:
             lines = path.read_text().splitlines()
         except (OSError, UnicodeDecodeError):
             continue
         for n, line in enumerate(lines, 1):
-            if re.match(rf"\s*{re.escape(str(loc[1]))}\s*=", line):
+            if sets.match(line):
                 return f" in {path}, line {n}"
     return ""
