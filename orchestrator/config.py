@@ -8,6 +8,7 @@ then whatever the CLI passes as overrides. Unknown keys and bad values are a
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
@@ -18,6 +19,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.config_files import user_config_file as user_config_file
 from orchestrator.errors import ConfigError
+from orchestrator.events import EVENT_TYPES, HOOK_EVENTS
 
 DEFAULT_LEASE_SECONDS = 30.0
 DEFAULT_TEAMMATE_NAMES = (
@@ -294,7 +296,8 @@ class HooksConfig(_Section):
     review: list[str] = Field(default_factory=list)
     """Run when a task is ready for review (event `task_completed`)."""
     failed: list[str] = Field(default_factory=list)
-    """Run when a task has failed for good (no attempts left)."""
+    """Run when a task has failed for good, no attempts left (`task_failed`, `lease_expired`
+    or `task_requeued` with status `failed`)."""
     waiting: list[str] = Field(default_factory=list)
     """Run when a task waits for input (events `permission_requested`, `plan_submitted`,
     `no_progress`)."""
@@ -302,9 +305,33 @@ class HooksConfig(_Section):
     """Run when a task has spent 80 % of a budget (`budget_warning`) and when it has spent
     it all and waits for `orchestrator resume` (`budget_reached`)."""
     events: dict[str, list[str]] = Field(default_factory=dict)
-    """Any other event type (e.g. `merged`) -> commands."""
+    """Any other event type (e.g. `merged`; docs/events.md lists them) -> commands. A name
+    that is not an event type is refused, with the closest ones."""
     timeout: float = Field(default=30.0, gt=0)
     """Seconds one hook may run before its process group is killed."""
+
+    @field_validator("events")
+    @classmethod
+    def _event_types(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        for name in v:
+            if name not in HOOK_EVENTS:
+                raise ValueError(_not_a_hook_event(name))
+        return v
+
+
+HOOK_GROUPS = ("review", "failed", "waiting", "budget")
+"""The hooks of `HooksConfig` named for what happened rather than for an event type."""
+
+
+def _not_a_hook_event(name: str) -> str:
+    """Why ``name`` cannot be a key of ``[hooks] events``, with the closest event types."""
+    if name in EVENT_TYPES:
+        return f"{name!r} runs no hooks: a failing hook would run itself again"
+    if name in HOOK_GROUPS:
+        return f"{name!r} is not an event type: its commands go in [hooks] {name} = [...]"
+    close = difflib.get_close_matches(name.lower(), sorted(HOOK_EVENTS), n=2)
+    hint = f"; did you mean {' or '.join(close)}?" if close else " (docs/events.md lists them)"
+    return f"{name!r} is not an event type{hint}"
 
 
 class BudgetConfig(_Section):
@@ -484,10 +511,17 @@ class Config(_Section):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"])
-            raise ConfigError(f"config {where}{_where(root, err['loc'])}: {err['msg']}"
-                              ) from exc
+            loc, msg = first_problem(exc)
+            where = ".".join(str(p) for p in loc)
+            raise ConfigError(f"config {where}{_where(root, loc)}: {msg}") from exc
+
+
+def first_problem(exc: ValidationError) -> tuple[tuple[int | str, ...], str]:
+    """Where the first error of ``exc`` is and what it says: our validators' messages as
+    they wrote them, without pydantic's "Value error, " before them."""
+    err = exc.errors()[0]
+    cause = err.get("ctx", {}).get("error")
+    return err["loc"], str(cause) if err["type"] == "value_error" and cause else err["msg"]
 
 
 def _env_value(raw: str) -> Any:
@@ -539,15 +573,18 @@ def _read_files(root: Path) -> dict[str, Any]:
 
 
 def _where(root: Path, loc: tuple[Any, ...]) -> str:
-    """`` in FILE, line N`` for the project file line that sets ``section.key``, if any."""
+    """`` in FILE, line N`` for the project file line that sets ``section.key`` (``key =``,
+    or the header of its table: ``[hooks.events]``), if any."""
     if len(loc) < 2:
         return ""
+    key, table = re.escape(str(loc[1])), re.escape(f"{loc[0]}.{loc[1]}")
+    sets = re.compile(rf"\s*({key}\s*=|\[\s*(tool\.orchestrator\.)?{table}\s*[\].])")
     for path in (root / "orchestrator.toml", root / "pyproject.toml"):
         try:
             lines = path.read_text().splitlines()
         except (OSError, UnicodeDecodeError):
             continue
         for n, line in enumerate(lines, 1):
-            if re.match(rf"\s*{re.escape(str(loc[1]))}\s*=", line):
+            if sets.match(line):
                 return f" in {path}, line {n}"
     return ""

@@ -622,6 +622,13 @@ def names(*kinds: type[EventKind]) -> frozenset[str]:
     return frozenset(str(k.__struct_config__.tag) for k in kinds)
 
 
+EVENT_TYPES = names(*KINDS)
+"""The name of every kind."""
+HOOK_EVENTS = EVENT_TYPES - names(HookFailed)
+"""The event types a hook in ``[hooks] events`` may run on: all but a hook's own failure
+(a failing hook would run itself again)."""
+
+
 def fields_of(kind: EventKind) -> tuple[str, dict[str, Any]]:
     """The event name and the fields written beside the columns. A value of the wrong
     type (one mypy could not see: read from a dict, a subprocess, the forge) raises

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.config import Config
+from orchestrator.errors import ConfigError
 from tests.test_cli_board import ok, run
 
 
@@ -44,3 +46,15 @@ def test_a_broken_file_does_not_stop_status_down_list_add(
     assert "still works" in run(capsys, repo, "list")[1]
     code, _, err = run(capsys, repo, "up", "--burst", "--command", "true")
     assert code == 1 and err.startswith("error: ") and says in err  # never runs on a guess
+
+
+def test_a_bad_value_names_its_tables_header_line_and_says_the_validators_words(
+        repo: Path) -> None:
+    """A table written as ``[worktree.shared."../up"]`` is found by its header, and the
+    message is the validator's own, without pydantic's "Value error, " before it."""
+    toml = repo / "orchestrator.toml"
+    toml.write_text('[team]\nteammates = 1\n\n[worktree.shared."../up"]\nlink = "symlink"\n')
+    with pytest.raises(ConfigError) as exc:
+        Config.load(repo)
+    assert str(exc.value) == (f"config worktree.shared in {toml}, line 4: worktree.shared: "
+                              "'../up' must be a folder path inside the worktree")

@@ -54,6 +54,14 @@ def test_live_config_reloads_reports_broken_files_and_keeps_the_last_good(repo: 
     bad = live.check()
     assert bad is not None and "team.teammates" in (bad.error or "")
     assert live.config.team.teammates == 3
+    write(toml, '[team]\nteammates = 3\n[hooks]\nevents = { merged = ["./deploy"] }\n')
+    assert live.check() is not None and live.config.hooks.events == {"merged": ["./deploy"]}
+    write(toml, '[team]\nteammates = 3\n[hooks]\nevents = { merge = ["./deploy2"] }\n')
+    typo = live.check()
+    assert typo is not None and typo.error == (
+        f"config hooks.events in {toml}, line 4: 'merge' is not an event type; "
+        "did you mean merged or task_merged?")
+    assert live.config.hooks.events == {"merged": ["./deploy"]}  # the last good hooks run
     write(toml, "[team]\nteammates = 4\n[agents.reviewer]\nmodel = \"opus\"\n")
     fixed = live.check()
     assert fixed is not None and fixed.value("team.teammates") == 4 and fixed.has("agents")
@@ -129,6 +137,11 @@ def test_a_running_daemon_follows_the_file(repo: Path) -> None:
         [rejected] = wait_until(lambda: events(repo, "config_rejected"), what="rejection")
         assert "cannot read configuration" in rejected["error"]
         assert count_is(repo, 2, via_cli=False)
+        write(toml, '[team]\nteammates = 2\n[hooks.events]\ntask_complete = ["./notify"]\n')
+        wait_until(lambda: len(events(repo, "config_rejected")) == 2, what="a hook's typo")
+        assert events(repo, "config_rejected")[1]["error"] == (
+            f"config hooks.events in {toml}, line 3: 'task_complete' is not an event type; "
+            "did you mean task_completed or task_created?")
 
         # settings a teammate uses per task apply to the next task
         write(toml, "[team]\nteammates = 2\ncommand = \"echo v2 > out.txt\"\n")

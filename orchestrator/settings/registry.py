@@ -31,7 +31,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from orchestrator.backend_names import BACKENDS
-from orchestrator.config import Config, user_config_file
+from orchestrator.config import Config, first_problem, user_config_file
 from orchestrator.errors import ConfigError
 from orchestrator.fsutil import atomic_write
 from orchestrator.settings import Scope, tomlfile
@@ -256,9 +256,9 @@ def _check_loads(root: Path, path: Path, text: str, env: typing.Mapping[str, str
     try:
         Config.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(f"{path} has a bad setting, fix it first: {where}: {err['msg']}") \
+        loc, msg = first_problem(exc)
+        where = ".".join(str(p) for p in loc)
+        raise ConfigError(f"{path} has a bad setting, fix it first: {where}: {msg}") \
             from None
 
 

@@ -34,6 +34,7 @@ from orchestrator.config import HooksConfig
 from orchestrator.controlplane import ActorEvents, ControlPlane, Event
 from orchestrator.errors import OrchestratorError
 from orchestrator.events import (
+    HOOK_EVENTS,
     AnyEvent,
     BudgetReached,
     BudgetWarning,
@@ -112,8 +113,8 @@ class Hooks:
 
     def commands(self, event: Event) -> list[tuple[str, str]]:
         name = event.event
-        if name.startswith("hook_"):
-            return []  # a hook's own failure never fires hooks
+        if name not in HOOK_EVENTS:
+            return []  # a hook's own failure (or a kind this code does not know) runs none
         kind = hook_kind(event.decode())
         named = getattr(self.config, kind) if kind else []
         return [(kind or name, c) for c in named] + \
