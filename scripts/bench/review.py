@@ -14,7 +14,7 @@ every 50th a file main changed since, so it would conflict). Then, with a fresh
 - (for information) ``orchestrator review`` right after main moved on with a file no
   branch touches, as a merge elsewhere does: answers are carried over, not asked again.
 
-Review keeps what git answers per pair of commits (`orchestrator.review.cache`), so the
+Review keeps what git answers per pair of commits (`orchestrator.branches.cache`), so the
 first look at a board computes each branch once ("first" lines, for information) and
 every later one reads it (the figures the goal is about); a branch or a target that
 moves is asked again.

@@ -19,6 +19,7 @@ import contextlib
 import json
 import sqlite3
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 FILE = "review.sqlite"
@@ -53,6 +54,13 @@ class PairCache:
                     self.db = _open(path)
             except (sqlite3.Error, OSError):
                 pass
+
+    def __enter__(self) -> PairCache:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
 
     def get_many(self, table: str, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """The kept answers of ``pairs`` in ``table`` (missing pairs are left out)."""
