@@ -1,4 +1,4 @@
-"""What review learns about a pair of commits, kept: git answers it once per pair.
+"""What git answers about a pair of commits, kept: git is asked once per pair.
 
 A kept branch's facts depend only on commits: where it forks from its base (the merge
 base of the tip and the base's commit), its changes from there (commits, diffstat,
@@ -6,11 +6,15 @@ symlinks), and whether it merges cleanly into the target (``git merge-tree`` of 
 target's commit and the tip). Commits never change, so each answer is kept under the
 commits it was asked of, in one sqlite file in the repository's git dir
 (``.git/orchestrator/review.sqlite``), shared by the CLI, the web board and the MCP
-server. ``review`` with 2,000 branches then runs git a handful of times instead of
-five times per branch; a branch that moved, or a target that moved, is asked again.
+server. ``review`` with 2,000 branches then runs git a handful of times instead of five
+times per branch; a branch that moved, or a target that moved, is asked again.
 
-A file that cannot be opened or written (read-only, corrupt) only costs speed: the
-answers are then kept in memory for the call.
+Many processes use the file at once: readers see the last committed answers (WAL), each
+writer saves in one ``BEGIN IMMEDIATE`` transaction (writers take turns, waiting up to
+`TIMEOUT`), and a file that is not ready (new, of an older schema, no database at all:
+torn, overwritten) is made ready by one process at a time, under a lock. A file that
+still cannot be opened or written (read-only, locked too long) only costs speed: the
+answers are then kept in memory for the call, and `PairCache.problem` says why.
 """
 
 from __future__ import annotations
@@ -22,18 +26,25 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from orchestrator.errors import Conflict
+from orchestrator.flock import flocked
+
 FILE = "review.sqlite"
 SCHEMA = 3
+TIMEOUT = 5.0
+"""How long a writer waits for another's transaction (seconds)."""
 
-_TABLES = """
-CREATE TABLE IF NOT EXISTS forks (tip TEXT, base TEXT, fork TEXT, PRIMARY KEY (tip, base));
-CREATE TABLE IF NOT EXISTS facts (fork TEXT, tip TEXT, data TEXT, PRIMARY KEY (fork, tip));
-CREATE TABLE IF NOT EXISTS merges (target TEXT, tip TEXT, data TEXT,
-                                   PRIMARY KEY (target, tip));
-CREATE INDEX IF NOT EXISTS merges_by_tip ON merges (tip);
-"""
+_TABLES = (
+    "DROP TABLE IF EXISTS forks", "DROP TABLE IF EXISTS facts", "DROP TABLE IF EXISTS merges",
+    "CREATE TABLE forks (tip TEXT, base TEXT, fork TEXT, PRIMARY KEY (tip, base))",
+    "CREATE TABLE facts (fork TEXT, tip TEXT, data TEXT, PRIMARY KEY (fork, tip))",
+    "CREATE TABLE merges (target TEXT, tip TEXT, data TEXT, PRIMARY KEY (target, tip))",
+    "CREATE INDEX merges_by_tip ON merges (tip)",
+)
 EARLIER = 3
 """How many earlier answers about a tip `earlier` offers (the newest first)."""
+_BROKEN = (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT)
+"""What makes a file worth making afresh (not a lock held too long, not a read-only disk)."""
 
 
 class PairCache:
@@ -41,19 +52,18 @@ class PairCache:
 
     def __init__(self, git_dir: Path | None) -> None:
         self.db: sqlite3.Connection | None = None
+        self.problem: str | None = None
+        """Why answers are not kept in the file (it cannot be opened, or a save failed)."""
         self.new: dict[str, list[tuple[str, str, str]]] = {"forks": [], "facts": [],
                                                             "merges": []}
         self.mem: dict[tuple[str, str, str], str] = {}
-        if git_dir is not None:
-            path = git_dir / "orchestrator" / FILE
-            try:
-                self.db = _open(path)
-            except sqlite3.DatabaseError:  # not a database (torn, overwritten): start afresh
-                with contextlib.suppress(sqlite3.Error, OSError):
-                    path.unlink(missing_ok=True)
-                    self.db = _open(path)
-            except (sqlite3.Error, OSError):
-                pass
+        if git_dir is None:
+            self.problem = "no git dir"
+            return
+        try:
+            self.db = _connect(git_dir / "orchestrator" / FILE)
+        except (sqlite3.Error, OSError, Conflict) as exc:  # Conflict: the lock of `_connect`
+            self.problem = f"{type(exc).__name__}: {exc}"
 
     def __enter__(self) -> PairCache:
         return self
@@ -95,17 +105,21 @@ class PairCache:
         self.new[table].append((a, b, value))
 
     def save(self) -> None:
-        """Write what was learnt (a failure costs speed only)."""
+        """Write what was learnt, in one transaction (a failure costs speed only: it is
+        kept in `problem`)."""
         if self.db is None or not any(self.new.values()):
             return
-        with contextlib.suppress(sqlite3.Error):
+        try:
             with self.db:
                 for table, rows in self.new.items():
                     if rows:
                         self.db.executemany(f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?)",
                                             rows)
-            for rows in self.new.values():
-                rows.clear()
+        except sqlite3.Error as exc:
+            self.problem = f"{type(exc).__name__}: {exc}"
+            return
+        for rows in self.new.values():
+            rows.clear()
 
     def close(self) -> None:
         if self.db is not None:
@@ -114,20 +128,57 @@ class PairCache:
             self.db = None
 
 
-def _open(path: Path) -> sqlite3.Connection:
+def _connect(path: Path) -> sqlite3.Connection:
+    """The cache at ``path``; when it is not ready (new, an older schema, no database at
+    all) it is made ready by one process at a time, under a lock (sqlite answers "locked"
+    at once, without waiting, to a second process turning a new file to WAL)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path, timeout=5, isolation_level=None)
+    db = sqlite3.connect(path, timeout=TIMEOUT, isolation_level=None)
     try:
-        if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:
-            db.executescript("DROP TABLE IF EXISTS forks; DROP TABLE IF EXISTS facts; "
-                             "DROP TABLE IF EXISTS merges;")
+        if _version(db) == SCHEMA:
+            db.isolation_level = "IMMEDIATE"  # a save takes the write lock before it reads
+            return db
+    except sqlite3.DatabaseError as exc:
+        if exc.sqlite_errorcode & 0xFF not in _BROKEN:
+            db.close()
+            raise
+    db.close()
+    with flocked(path.with_name(f"{FILE}.lock"), timeout=TIMEOUT):
+        return _made_ready(path)
+
+
+def _made_ready(path: Path) -> sqlite3.Connection:
+    """Open the cache and make its tables unless they are there at `SCHEMA` (another
+    process may have made them meanwhile); a file that is no database (torn, overwritten)
+    is made afresh."""
+    try:
+        return _ready(sqlite3.connect(path, timeout=TIMEOUT, isolation_level=None))
+    except sqlite3.DatabaseError as exc:
+        if exc.sqlite_errorcode & 0xFF not in _BROKEN:
+            raise
+    for name in (f"{FILE}-wal", f"{FILE}-shm", FILE):  # the log first: never replayed
+        path.with_name(name).unlink(missing_ok=True)   # into a new file
+    return _ready(sqlite3.connect(path, timeout=TIMEOUT, isolation_level=None))
+
+
+def _ready(db: sqlite3.Connection) -> sqlite3.Connection:
+    try:
         db.execute("PRAGMA journal_mode = WAL")
-        db.executescript(_TABLES + f"PRAGMA user_version = {SCHEMA};")
+        if _version(db) != SCHEMA:
+            db.execute("BEGIN IMMEDIATE")  # readers see the old tables or the new ones
+            for statement in _TABLES:
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {SCHEMA}")
+            db.execute("COMMIT")
     except sqlite3.Error:
         db.close()
         raise
-    db.isolation_level = "DEFERRED"
+    db.isolation_level = "IMMEDIATE"
     return db
+
+
+def _version(db: sqlite3.Connection) -> int:
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
 
 
 def dumps(value: Any) -> str:
