@@ -5,9 +5,10 @@ base of the tip and the base's commit), its changes from there (commits, diffsta
 symlinks), and whether it merges cleanly into the target (``git merge-tree`` of the
 target's commit and the tip). Commits never change, so each answer is kept under the
 commits it was asked of, in one sqlite file in the repository's git dir
-(``.git/orchestrator/review.sqlite``), shared by the CLI, the web board and the MCP
-server. ``review`` with 2,000 branches then runs git a handful of times instead of five
-times per branch; a branch that moved, or a target that moved, is asked again.
+(``.git/orchestrator/review.sqlite``), shared by the CLI, the web board, the MCP server
+and the teammates that fill it as their tasks reach review. ``review`` with 2,000
+branches then runs git a handful of times instead of five times per branch; a branch
+that moved, or a target that moved, is asked again.
 
 Many processes use the file at once: readers see the last committed answers (WAL), each
 writer saves in one ``BEGIN IMMEDIATE`` transaction (writers take turns, waiting up to

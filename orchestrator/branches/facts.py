@@ -6,7 +6,10 @@ answer is kept in the `PairCache` under the commits it was asked of, and carried
 from an older commit of a base or target that only gained commits the branch does not
 care about (`_same_fork`, `_same_merge`).
 
-``review`` reads every kept branch at once (`kept_branches`, `merge_answers`).
+``review`` reads every kept branch at once (`kept_branches`, `merge_answers`); a teammate
+asks the same of its task's branch as the task reaches review (`remember`), so a
+person's first ``review`` after a team's run reads the answers instead of asking git
+thousands of times.
 """
 
 from __future__ import annotations
@@ -17,17 +20,35 @@ from typing import Any, TypeAlias
 from orchestrator.branches.cache import PairCache, dumps, loads
 from orchestrator.branches.changes import (
     Changes,
+    current_branch,
     diffstat,
     merge_conflicts,
     outside_links,
 )
 from orchestrator.branches.control import control_changes
-from orchestrator.errors import GitError
+from orchestrator.errors import GitError, RunError
 from orchestrator.git import Git
 from orchestrator.model import Task
 
 Kept: TypeAlias = tuple[Changes, dict[str, Any]]
 """A kept branch: its changes, and their facts (commits, diffstat, links, control files)."""
+
+
+def remember(root: Path, task: Task) -> None:
+    """Ask git now what ``review`` will ask about ``task``'s branch (its fork, its facts,
+    whether it merges into the target) and keep the answers in the cache. `RunError` when
+    they cannot be kept (`PairCache.problem`); `GitError` or `OSError` when git cannot be
+    asked. What git cannot tell about the branch is left for ``review`` to report."""
+    repo = Git(root)
+    with PairCache(git_dir(repo)) as cache:
+        if cache.db is None:  # nowhere to keep the answers: do not ask
+            raise RunError(f"the review cache cannot be used: {cache.problem}")
+        main = current_branch(repo)
+        kept, _ = kept_branches(repo, [task], main, cache)
+        merge_answers(repo, [(task, ch) for ch, _ in kept.values()], main, cache, kept)
+        cache.save()
+        if cache.problem:
+            raise RunError(f"the review cache cannot be written: {cache.problem}")
 
 
 def git_dir(repo: Git) -> Path | None:
