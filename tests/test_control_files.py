@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from orchestrator.branches.control import is_control_file
 from orchestrator.config import Config
-from orchestrator.review.control import is_control_file
 from tests.helpers import git
 from tests.test_backend_agent import ClaimFn, claim  # noqa: F401 (the fixture)
 from tests.test_review import get, keep, orch

@@ -2,20 +2,27 @@
 
 Two tasks edit the same file: review shows the overlap; the first merges; the
 second refuses naming the file; `retry -m` and a new run (whose agent sees the
-feedback and merges main into its branch) make it mergeable.
+feedback and merges main into its branch) make it mergeable. Teammates fill the review
+cache as their tasks reach review, so the first ``review`` after a run asks git little.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from orchestrator.board import init_repo, open_board
+from orchestrator.branches.cache import FILE
+from orchestrator.config import Config
+from orchestrator.layout import Layout
 from orchestrator.model import Status
+from orchestrator.review import review_rows
 from tests.helpers import git
 from tests.test_review import in_process
+from tests.test_review_stack import _same, git_calls
 from tests.test_team_support import cli as up_cli
 from tests.test_team_support import tasks, team_cleanup, team_env
 
@@ -73,3 +80,73 @@ def test_overlap_merge_refuse_retry_and_rerun_make_it_mergeable(
     assert (repo / "shared.txt").read_text() == "first\nsecond\n"
     assert [t.status for t in tasks(repo)] == [Status.MERGED, Status.MERGED]
     assert cli(repo, "review").stdout.strip() == "nothing to review"
+
+
+WRITE_OWN_FILE = 'echo "$ORCH_TASK_ID" > "$ORCH_TASK_ID.txt"; echo "$ORCH_TASK_ID" > shared.txt'
+
+
+def cache_file(repo: Path) -> Path:
+    return Path(git(repo, "rev-parse", "--absolute-git-dir")) / "orchestrator" / FILE
+
+
+def cached(repo: Path) -> dict[str, set[tuple[str, ...]]]:
+    """Every pair the review cache holds answers for, by table."""
+    db = sqlite3.connect(cache_file(repo))
+    try:
+        return {table: {tuple(row) for row in db.execute(f"SELECT {cols} FROM {table}")}
+                for table, cols in (("forks", "tip, base, fork"), ("facts", "fork, tip"),
+                                    ("merges", "target, tip, data"))}
+    finally:
+        db.close()
+
+
+def burst(repo: Path, n: int) -> None:
+    with open_board(init_repo(repo)) as board:
+        for i in range(n):
+            board.add(f"write {i}")
+    with team_cleanup(repo):
+        res = up_cli(repo, "up", "--burst", "-n", "2", "--command", WRITE_OWN_FILE)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert [t.status for t in tasks(repo)] == [Status.REVIEW] * n
+
+
+def test_the_team_fills_the_review_cache_as_its_tasks_reach_review(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a real run the cache holds each reviewed branch's fork, facts and merge
+    answer, so the first `review` asks git a few times, not five times per branch, and
+    shows what it shows with a cold cache."""
+    burst(repo, 4)
+    main = git(repo, "rev-parse", "main")
+    tips = {git(repo, "rev-parse", f"refs/heads/{t.branch}") for t in tasks(repo)}
+    kept = cached(repo)
+    assert {(tip, main, main) for tip in tips} <= kept["forks"]
+    assert {(main, tip) for tip in tips} <= kept["facts"]
+    assert {(main, tip, "[]") for tip in tips} <= kept["merges"]
+
+    layout, config = Layout.at(repo), Config.load(repo)
+    calls = git_calls(tmp_path, monkeypatch)
+    first = review_rows(layout, config)
+    assert len(calls.read_text().split()) <= 4, calls.read_text()
+    assert all(len(r["overlaps"]) == 3 for r in first)  # each changes shared.txt
+    for path in cache_file(repo).parent.glob(f"{FILE}*"):
+        path.unlink()
+    assert [_same(r) for r in review_rows(layout, config)] == [_same(r) for r in first]
+
+
+@pytest.mark.parametrize("broken", ["no database", "a folder"])
+def test_a_broken_review_cache_fails_no_task(repo: Path, broken: str) -> None:
+    """A cache file that is no database is made afresh and filled; one that cannot be
+    used at all is logged, and the tasks reach review all the same."""
+    path = cache_file(repo)
+    path.parent.mkdir(parents=True)
+    if broken == "no database":
+        path.write_bytes(b"overwritten by something else\n" * 500)
+    else:
+        path.mkdir()
+    burst(repo, 2)
+    log = (Layout.at(repo).run / "daemon.log").read_text()
+    if broken == "no database":
+        assert len(cached(repo)["facts"]) == 2 and "review cache not filled" not in log
+    else:
+        assert log.count("review cache not filled") == 2, log
+        assert all(r["merge"]["clean"] for r in review_rows(Layout.at(repo), Config.load(repo)))

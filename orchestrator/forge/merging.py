@@ -76,8 +76,8 @@ def land_on_forge(layout: Layout, config: Config, ids: Sequence[str] | None, *, 
     """``land`` on a forge board: each task's pull request merged through the forge in land
     order (blockers first); one the forge refuses stays in review with the reason, and the
     tasks stacked on it are skipped. One that changes control files and that no person
-    named (``named``) is skipped (`orchestrator.review.control`)."""
-    from orchestrator.review.control import describe_control, task_control_changes
+    named (``named``) is skipped (`orchestrator.branches.control`)."""
+    from orchestrator.branches.control import describe_control, task_control_changes
     from orchestrator.review.landing import LandReport, Outcome, _selected, land_order
 
     started = time.monotonic()

@@ -51,6 +51,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from orchestrator.branches.changes import current_branch
+from orchestrator.branches.control import control_changes, describe_control
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
@@ -77,8 +79,6 @@ from orchestrator.model import (
 )
 from orchestrator.procutil import user_environ
 from orchestrator.review.common import using_board
-from orchestrator.review.control import control_changes, describe_control
-from orchestrator.review.diff import current_branch
 from orchestrator.review.merging import (
     MergeResult,
     Prepared,
@@ -177,7 +177,7 @@ def land_tasks(layout: Layout, config: Config, ids: Sequence[str] | None = None,
                named: Collection[str] = ()) -> LandReport:
     """Land ``ids`` (default: every task in review) into ``into``; see the module docstring.
 
-    A task whose branch changes control files (`orchestrator.review.control`) lands only
+    A task whose branch changes control files (`orchestrator.branches.control`) lands only
     when it is in ``named`` (a person named it); otherwise it is skipped, and marked so that
     the lead stops offering it. Bad arguments raise before anything happens; each task's
     fate is in the report. With a forge (``[forge]``), each pull request is merged there in

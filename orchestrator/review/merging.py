@@ -37,6 +37,7 @@ from typing import Literal
 
 import msgspec
 
+from orchestrator.branches.changes import Changes, changes, current_branch, merge_conflicts
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane
 from orchestrator.errors import (
@@ -54,7 +55,6 @@ from orchestrator.layout import Layout
 from orchestrator.model import Status, Task
 from orchestrator.record import Record
 from orchestrator.review.common import using_board
-from orchestrator.review.diff import Changes, changes, current_branch, merge_conflicts
 from orchestrator.waits import PushRejected
 from orchestrator.worktree.names import check_branch
 from orchestrator.worktree.remote import Remote

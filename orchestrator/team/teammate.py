@@ -29,6 +29,7 @@ import os
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,7 @@ import msgspec
 
 from orchestrator import budget, delivery, waits
 from orchestrator.backends import load_backend
+from orchestrator.branches.facts import remember
 from orchestrator.checks import run_checks
 from orchestrator.config import Config
 from orchestrator.controlplane import ControlPlane, Message, TaskLogger
@@ -123,6 +125,9 @@ class Teammate:
         """After a task was interrupted by a machine fault: no claim before (monotonic)."""
         self._state: tuple[tuple[str, str | None], str] = (("", None), "")
         """The state last published (with its task) and since when (`publish`)."""
+        self.reviews = ThreadPoolExecutor(max_workers=1, thread_name_prefix="review-cache")
+        """Fills the review cache for each task that reached review (`remember_for_review`)
+        while the next task runs, so the next claim does not wait for it."""
 
     # --- the loop -------------------------------------------------------------
     def run(self) -> int:
@@ -168,6 +173,7 @@ class Teammate:
                 # is retried), so look again on the board's rescan period as well
                 self.absorb(self.waker.wait(self.config.board.rescan_seconds, self._fds()))
         finally:
+            self.reviews.shutdown(cancel_futures=self.cold.is_set())  # ~25 ms a task
             self.publish("stopped")
             self.answer_shutdown()
             self.waker.close()
@@ -427,8 +433,9 @@ class Teammate:
             if end.wait is not None:
                 self.board.edit(task.id, actor=self.name, wait=end.wait)
         else:
-            self._complete(ctx, claim, fields)
+            done = self._complete(ctx, claim, fields)
             self.log.info("completed", task=task.id, sha=sha)
+            self.reviews.submit(self.remember_for_review, done)
 
     def _agent(self, ctx: RunContext, claim: Claim, backend: Backend,
                limits: list[budget.Limit]) -> str | None:
@@ -518,9 +525,10 @@ class Teammate:
         ctx.task = claim.update(checks=checks, error=error, **fields)
         return False
 
-    def _complete(self, ctx: RunContext, claim: Claim, fields: dict[str, Any]) -> None:
+    def _complete(self, ctx: RunContext, claim: Claim, fields: dict[str, Any]) -> Task:
         """The final write: the task goes to review, its worktree kept (across machines,
-        its branch pushed, or left for this machine's lead to push)."""
+        its branch pushed, or left for this machine's lead to push). Returns the task as
+        written."""
         ws = ctx.workspace
         if self.pushes is not None and ws.branch and (ws.path / ".git").exists():
             pending = self.pushes.finish(ws.path, ws.branch, str(getattr(
@@ -528,7 +536,27 @@ class Teammate:
             if pending:  # still kept for review: this machine's lead pushes it again
                 self.log.error("push pending", task=ctx.task.id, reason=pending.reason)
                 fields["push_pending"] = pending
-        self.isolation.keep(claim.complete(error=None, **fields))
+        done = claim.complete(error=None, **fields)
+        self.isolation.keep(done)
+        return done
+
+    def remember_for_review(self, task: Task) -> None:
+        """Ask git now what ``review`` will ask about the task's branch and keep it in the
+        review cache (`orchestrator.branches.facts.remember`), so a person's first
+        ``review`` after the team's run reads it instead of asking git five times per
+        branch. Best effort, after the task's final write and beside the next task's run
+        (`reviews`): a failure is logged, and ``review`` asks git itself."""
+        if not task.branch:
+            return
+        started = time.monotonic()
+        try:
+            remember(self.layout.root, task)
+        except Exception as exc:  # whatever it is, the task is in review already
+            self.log.warning("review cache not filled", task=task.id,
+                             error=f"{type(exc).__name__}: {exc}")
+            return
+        self.log.debug("review cache filled", task=task.id,
+                       seconds=round(time.monotonic() - started, 3))
 
     def back_off(self, task: Task, stop: threading.Event) -> bool:
         """Wait before a failed task's next attempt (``team.retry_backoff``, doubled per

@@ -9,21 +9,25 @@ every 50th a file main changed since, so it would conflict). Then, with a fresh
 ``orchestrator ui`` process and fresh CLI processes:
 
 - ``orchestrator review`` (the table, piped), as a fresh process;
+- (for information) the first ``review`` after a team's run: the cache emptied, then
+  filled for each task as its teammate does when the task reaches review
+  (`orchestrator.branches.facts.remember`, whose time per task is printed too);
 - the Needs-you page (``GET /needs``: requests, merge conflicts, failed checks);
 - one task's Review page (``GET /task/ID/review``: its row, its overlaps, its diff);
 - (for information) ``orchestrator review`` right after main moved on with a file no
   branch touches, as a merge elsewhere does: answers are carried over, not asked again.
 
-Review keeps what git answers per pair of commits (`orchestrator.review.cache`), so the
-first look at a board computes each branch once ("first" lines, for information) and
-every later one reads it (the figures the goal is about); a branch or a target that
-moves is asked again.
+Review keeps what git answers per pair of commits (`orchestrator.branches.cache`), so the
+first look at a board of task files written directly computes each branch once ("first
+look", for information) and every later one reads it (the figures the goal is about); a
+branch or a target that moves is asked again.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -119,12 +123,34 @@ def timed_get(url: str, must: str) -> float:
     return took
 
 
+def fill_as_teammates(repo: Path) -> list[float]:
+    """Empty the review cache, then fill it for each task as its teammate does when the
+    task reaches review; the seconds each took, sorted."""
+    from orchestrator.board import open_board
+    from orchestrator.branches.cache import FILE
+    from orchestrator.branches.facts import remember
+    from orchestrator.layout import Layout
+
+    for path in (repo / ".git" / "orchestrator").glob(f"{FILE}*"):
+        path.unlink()
+    with open_board(Layout.at(repo)) as board:
+        tasks = board.list()
+    took = []
+    for task in tasks:
+        t0 = time.monotonic()
+        remember(repo, task)
+        took.append(time.monotonic() - t0)
+    return sorted(took)
+
+
 def run(n: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.monotonic()
         repo = make_board(Path(tmp), n)
         print(f"{n} tasks in review: made in {time.monotonic() - t0:.1f} s")
         first = timed_cli(repo)
+        fills = fill_as_teammates(repo)
+        after_team = timed_cli(repo)
         again = min(timed_cli(repo) for _ in range(2))
         (repo / "NEWS.txt").write_text("main moved on\n")  # as a merge elsewhere does
         git(repo, "add", "NEWS.txt")
@@ -133,6 +159,9 @@ def run(n: int) -> None:
         print(f"  orchestrator review: {again:.2f} s  (goal <= {GOAL:g} s) "
               f"{check(again <= GOAL)}; first look {first:.2f} s; after main moved "
               f"{moved:.2f} s")
+        print(f"  first review after a team's run: {after_team:.2f} s; the teammates' fill: "
+              f"median {statistics.median(fills) * 1000:.0f} ms a task, 90th percentile "
+              f"{fills[len(fills) * 9 // 10] * 1000:.0f} ms")
         proc, url = start_ui(repo)
         url = url.split("?")[0].rstrip("/")
         try:

@@ -64,7 +64,7 @@ def control_changes(repo: Git, base: str, tip: str,
 def task_control_changes(repo: Git, task: Task) -> list[str]:
     """The control files ``task``'s branch changes; when git cannot tell, a one-item list
     saying so (fail closed: such a task waits for a person too)."""
-    from orchestrator.review.diff import changes
+    from orchestrator.branches.changes import changes
 
     try:
         ch = changes(repo, task)
