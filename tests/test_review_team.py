@@ -24,7 +24,7 @@ from tests.helpers import git
 from tests.test_review import in_process
 from tests.test_review_stack import _same, git_calls
 from tests.test_team_support import cli as up_cli
-from tests.test_team_support import tasks, team_cleanup, team_env
+from tests.test_team_support import start, tasks, team_cleanup, team_env, wait_until, working_on
 
 # A first run writes its subject into shared.txt; a run that got review feedback
 # merges main and resolves the conflict by keeping both lines, as an agent would.
@@ -150,3 +150,20 @@ def test_a_broken_review_cache_fails_no_task(repo: Path, broken: str) -> None:
     else:
         assert log.count("review cache not filled") == 2, log
         assert all(r["merge"]["clean"] for r in review_rows(Layout.at(repo), Config.load(repo)))
+
+
+def test_a_task_is_kept_for_review_while_the_next_ones_agent_runs(repo: Path) -> None:
+    """The fill waits for room: it runs once the next task's agent process has started
+    (not during that task's claim and worktree, nor only when the team stops)."""
+    with open_board(init_repo(repo)) as board:
+        first, second = board.add("one"), board.add("two")
+    with team_cleanup(repo):
+        proc = start(repo, "-n", "1", "--command", f"sleep 4; {WRITE_OWN_FILE}")
+        wait_until(lambda: working_on(repo, second.id), 30, "the second task's agent")
+        tip = git(repo, "rev-parse", f"refs/heads/{tasks(repo)[0].branch}")
+        wait_until(lambda: cache_file(repo).exists() and any(
+            t == tip for t, _, _ in cached(repo)["forks"]), 3, "the first task's answers")
+        assert next(t for t in tasks(repo) if t.id == second.id).status == Status.IN_PROGRESS
+        proc.terminate()
+        proc.communicate(timeout=60)
+    assert first.id == tasks(repo)[0].id

@@ -125,9 +125,16 @@ class Teammate:
         """After a task was interrupted by a machine fault: no claim before (monotonic)."""
         self._state: tuple[tuple[str, str | None], str] = (("", None), "")
         """The state last published (with its task) and since when (`publish`)."""
-        self.reviews = ThreadPoolExecutor(max_workers=1, thread_name_prefix="review-cache")
+        self.reviews = ThreadPoolExecutor(max_workers=1, thread_name_prefix="review-cache",
+                                          initializer=lowest_priority)
         """Fills the review cache for each task that reached review (`remember_for_review`)
-        while the next task runs, so the next claim does not wait for it."""
+        while the next task runs, so the next claim does not wait for it, and at the lowest
+        CPU priority, so the next task's own work does not wait for it either."""
+        self.room = threading.Event()
+        """Set while this teammate's own work leaves room for the background's (`reviews`):
+        it is idle, or its agent's process runs; not from a claim to that process's start
+        (the worktree, the sandbox), nor from its end to the final write (the commit)."""
+        self.room.set()
 
     # --- the loop -------------------------------------------------------------
     def run(self) -> int:
@@ -164,6 +171,7 @@ class Teammate:
                             self.work(task)
                             continue
                         self.publish("idle")
+                        self.room.set()
                         if self.committed:
                             self.committed = False
                             idle_maintenance(self.layout.root)
@@ -173,6 +181,7 @@ class Teammate:
                 # is retried), so look again on the board's rescan period as well
                 self.absorb(self.waker.wait(self.config.board.rescan_seconds, self._fds()))
         finally:
+            self.room.set()
             self.reviews.shutdown(cancel_futures=self.cold.is_set())  # ~25 ms a task
             self.publish("stopped")
             self.answer_shutdown()
@@ -322,6 +331,7 @@ class Teammate:
     def work(self, task: Task) -> None:
         assert task.lease is not None
         token = task.lease.token
+        self.room.clear()
         tlog = self.board.logs.writer(task.id, actor=self.name)
         self.publish("working", task=task.id)
         self.log.info("claimed", task=task.id, token=token)
@@ -410,8 +420,7 @@ class Teammate:
             task=task, token=claim.token, teammate=self.name, workspace=ws, board=self.board,
             layout=self.layout, log=tlog, stop=stop, timeout=timeout,
             command=self.config.team.command, messages=messages, limits=limits,
-            on_process_start=lambda pgid: self.publish("working", task=task.id,
-                                                       backend_pgid=pgid),
+            on_process_start=lambda pgid: self.agent_started(task.id, pgid),
             on_files_changed=lambda: self.push_wip(task.id),
         )
         try:
@@ -437,11 +446,18 @@ class Teammate:
             self.log.info("completed", task=task.id, sha=sha)
             self.reviews.submit(self.remember_for_review, done)
 
+    def agent_started(self, task_id: str, pgid: int) -> None:
+        """The agent's process runs (its group ``pgid``): say so on the board (`down` and a
+        restarted lead find it there), and make room for the background's work."""
+        self.publish("working", task=task_id, backend_pgid=pgid)
+        self.room.set()
+
     def _agent(self, ctx: RunContext, claim: Claim, backend: Backend,
                limits: list[budget.Limit]) -> str | None:
         """One run of the agent, its spending counted; the session it leaves, if any."""
         started = time.monotonic()
         result = backend.run(ctx)
+        self.room.clear()
         if claim.lost:
             raise LeaseLost(f"{ctx.task.id}: the claim was lost", task=ctx.task.id)
         # across machines: what the run left is on the remote, even when it failed, so
@@ -548,6 +564,7 @@ class Teammate:
         (`reviews`): a failure is logged, and ``review`` asks git itself."""
         if not task.branch:
             return
+        self.room.wait(ROOM_WAIT)
         started = time.monotonic()
         try:
             remember(self.layout.root, task)
@@ -763,6 +780,17 @@ class Heartbeat(threading.Thread):
         os.close(self._w)
 
 
+def lowest_priority() -> None:
+    """Give the calling thread, and the processes it starts, the lowest CPU priority (on
+    Linux a thread has its own nice value, and a child inherits its thread's): they run
+    on what the rest leaves of the machine."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+
+
+ROOM_WAIT = 10.0
+"""The longest a review-cache fill waits for `Teammate.room` (an agent that starts no
+process leaves none until its task ends)."""
 MAX_BACKOFF = 60.0
 """The longest wait before a retry, in seconds."""
 WIP_EVERY = 1.0
