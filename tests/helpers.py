@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +102,16 @@ def count_task_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(index, "read_task_file", counted)
     return reads
+
+
+def during(wait: Callable[[], bool], step: Callable[[], object],
+           after: float) -> tuple[bool, float]:
+    """Run ``step`` in a thread ``after`` seconds from now and ``wait`` meanwhile: what
+    ``wait`` returned, and how long it took."""
+    timer = threading.Timer(after, step)
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        return wait(), time.monotonic() - t0
+    finally:
+        timer.join()

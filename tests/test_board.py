@@ -4,6 +4,7 @@ tests/conformance/."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import time
@@ -19,7 +20,7 @@ from orchestrator.config import BoardConfig
 from orchestrator.errors import LeaseLost, NotFound
 from orchestrator.model import Status
 from orchestrator.record import convert, to_dict, to_json
-from tests.helpers import count_task_reads
+from tests.helpers import count_task_reads, during
 
 
 @pytest.fixture
@@ -102,7 +103,6 @@ def test_wait_for_change_wakes_on_a_drop(board: FileBoard) -> None:
 def test_a_waiting_lead_wakes_on_an_event_alone_and_a_teammate_does_not(repo: Path) -> None:
     """A webhook's ``forge_webhook`` event changes no task file: the lead's wait still ends
     (it pokes its forge thread), a teammate's (``events=False``) does not."""
-    import threading
 
     from orchestrator.events import ForgeWebhook
 
@@ -112,15 +112,12 @@ def test_a_waiting_lead_wakes_on_an_event_alone_and_a_teammate_does_not(repo: Pa
             open_board(layout, config) as mate:
         for waiter, events, woke in ((lead, True, True), (mate, False, False)):
             waiter.wait_for_change(0.05, events=events)  # the feed is up
-            timer = threading.Timer(0.2, lambda: writer.events.emit(
-                ForgeWebhook(hook="check_run"), None, actor="forge"))
-            timer.start()
-            t0 = time.monotonic()
-            try:
-                assert waiter.wait_for_change(3, events=events) is woke
-            finally:
-                timer.join()
-            assert (time.monotonic() - t0 < 2) is woke  # not the 30 s rescan
+            ended, took = during(
+                functools.partial(waiter.wait_for_change, 3, events=events),
+                lambda: writer.events.emit(ForgeWebhook(hook="check_run"), None,
+                                           actor="forge"), 0.2)
+            assert ended is woke
+            assert (took < 2) is woke  # not the 30 s rescan
 
 
 def test_secrets_never_reach_the_events_log(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,6 +25,7 @@ from orchestrator.events import ForgeWebhook
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task
 from orchestrator.transcript import Output
+from tests.helpers import during
 from tests.pg import Cluster, db_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -242,22 +243,14 @@ def test_a_waiting_teammate_sleeps_through_events_and_running_tasks(
         m2.wait_for_change(0.2, events=False, running=False)  # the first connect is a change
 
         def quiet(step: Callable[[], object]) -> None:
-            timer = threading.Timer(0.1, step)
-            timer.start()
-            try:
-                assert m2.wait_for_change(1.0, events=False, running=False) is False
-            finally:
-                timer.join()
+            assert during(lambda: m2.wait_for_change(1.0, events=False, running=False),
+                          step, 0.1)[0] is False
 
         def wakes(step: Callable[[], object]) -> None:
-            timer = threading.Timer(0.3, step)
-            timer.start()
-            t0 = time.monotonic()
-            try:
-                assert m2.wait_for_change(20, events=False, running=False) is True
-            finally:
-                timer.join()
-            assert time.monotonic() - t0 < 2.0  # a NOTIFY, not the 30 s rescan
+            ended, took = during(lambda: m2.wait_for_change(20, events=False, running=False),
+                                 step, 0.3)
+            assert ended is True
+            assert took < 2.0  # a NOTIFY, not the 30 s rescan
 
         quiet(lambda: m1.events.emit(ForgeWebhook(hook="check_run")))
         wakes(lambda: m1.add("wake up"))
@@ -280,14 +273,9 @@ def test_a_lead_without_a_forge_sleeps_through_events_but_not_through_claims(
         m2.wait_for_change(0.2, events=False)  # its listener's first connect is a change
         for step, woke in ((lambda: m1.events.emit(ForgeWebhook(hook="check_run")), False),
                            (lambda: m1.claim("alice"), True)):
-            timer = threading.Timer(0.2, step)
-            timer.start()
-            t0 = time.monotonic()
-            try:
-                assert m2.wait_for_change(1.5, events=False) is woke
-            finally:
-                timer.join()
-            assert (time.monotonic() - t0 < 1.0) is woke  # a NOTIFY, not the wait's end
+            ended, took = during(lambda: m2.wait_for_change(1.5, events=False), step, 0.2)
+            assert ended is woke
+            assert (took < 1.0) is woke  # a NOTIFY, not the wait's end
 
 
 @pytest.mark.parametrize("repeatable", [True, False])
