@@ -50,6 +50,19 @@ def up(clone: Path, *args: str) -> subprocess.Popen[str]:
                             start_new_session=True)  # its own process group, like a machine
 
 
+def kill_machine(lead: subprocess.Popen[str]) -> None:
+    """The whole machine dies at once: every process of it (teammates and their agents run
+    in process groups of their own), none able to write a last word."""
+    doomed = [lead.pid, *child_pids(lead.pid)]
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    lead.communicate(timeout=30)
+
+
 @pytest.mark.timeout(400)
 def test_thirty_tasks_on_three_machines_each_reviewed_once_with_work_on_the_remote(
         tmp_path: Path, pg_board_url: str) -> None:
@@ -113,16 +126,7 @@ def test_a_killed_machines_task_resumes_on_another_from_its_wip_snapshot(
         else:
             raise AssertionError("no WIP snapshot was pushed")
     finally:
-        # the whole machine dies at once: every process of it (teammates and their agents
-        # run in process groups of their own)
-        doomed = [machine_a.pid, *child_pids(machine_a.pid)]
-        for pid in doomed:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGSTOP)
-        for pid in doomed:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        machine_a.communicate(timeout=30)
+        kill_machine(machine_a)
     time.sleep(4)  # its lease runs out on the database's clock
     machine_b = up(b, "--burst", "-n", "1", "--command", slow)
     out = machine_b.communicate(timeout=120)[0]
@@ -420,3 +424,39 @@ def test_an_agent_that_only_says_the_disk_is_full_still_burns_its_attempts(
             team.communicate()
     task = json.loads(orch(a, "show", "1", "--json").stdout)
     assert task["status"] == "failed" and task["attempts"] == 2, out
+
+
+def test_an_idle_teammate_of_a_killed_machine_shows_gone_on_another(
+        tmp_path: Path, pg_board_url: str) -> None:
+    """An idle teammate writes its state each rescan period: `status` on another machine
+    shows it idle while it lives, for longer than three periods, and gone once its machine
+    died without a word (its lead could not even mark it stopped)."""
+    _, (a, b) = machines(tmp_path, pg_board_url, 2)
+    for c in (a, b):
+        with (c / "orchestrator.toml").open("a") as f:
+            f.write("rescan_seconds = 0.5\n")
+
+    def alice_of_a() -> dict[str, object] | None:
+        st = json.loads(orch(b, "status", "--json").stdout)
+        return next((m for m in st["teammates"] if m.get("host") and m["name"] == "alice"),
+                    None)
+
+    machine_a = up(a, "-n", "1", "--command", "true")
+    try:
+        deadline = time.monotonic() + 60
+        while (mate := alice_of_a()) is None or mate["state"] != "idle":
+            assert time.monotonic() < deadline, mate
+            time.sleep(0.2)
+        time.sleep(2)  # four rescan periods: its heartbeats keep it idle
+        mate = alice_of_a()
+        assert mate is not None and mate["state"] == "idle", mate
+    finally:
+        kill_machine(machine_a)
+    deadline = time.monotonic() + 30
+    while (mate := alice_of_a()) is None or mate["state"] != "gone":
+        assert time.monotonic() < deadline, mate
+        time.sleep(0.2)
+    assert mate["task"] is None
+    line = next(x for x in orch(b, "status").stdout.splitlines() if " alice " in f" {x} "
+                and "gone" in x)
+    assert "gone (its machine stopped writing to the board)" in line, line
