@@ -324,14 +324,16 @@ HOOK_GROUPS = ("review", "failed", "waiting", "budget")
 
 
 def _not_a_hook_event(name: str) -> str:
-    """Why ``name`` cannot be a key of ``[hooks] events``, with the closest event types."""
+    """Why ``name`` cannot be a key of ``[hooks] events``, with the closest event types
+    (the key shown escaped, and cut: the message is one line)."""
     if name in EVENT_TYPES:
         return f"{name!r} runs no hooks: a failing hook would run itself again"
     if name in HOOK_GROUPS:
         return f"{name!r} is not an event type: its commands go in [hooks] {name} = [...]"
-    close = difflib.get_close_matches(name.lower(), sorted(HOOK_EVENTS), n=2)
+    shown = repr(name if len(name) <= 60 else name[:60] + "…")
+    close = difflib.get_close_matches(name[:60].lower(), sorted(HOOK_EVENTS), n=2)
     hint = f"; did you mean {' or '.join(close)}?" if close else " (docs/events.md lists them)"
-    return f"{name!r} is not an event type{hint}"
+    return f"{shown} is not an event type{hint}"
 
 
 class BudgetConfig(_Section):

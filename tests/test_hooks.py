@@ -84,6 +84,8 @@ def test_each_named_hook_says_which_event_types_run_it() -> None:
     ("review", "'review' is not an event type: its commands go in [hooks] review = [...]"),
     ("hook_failed", "'hook_failed' runs no hooks: a failing hook would run itself again"),
     ("deploy", "'deploy' is not an event type (docs/events.md lists them)"),
+    ("x" * 100_000, f"'{'x' * 60}…' is not an event type (docs/events.md lists them)"),
+    ('"merged\\u001b[2J\\n"', "'merged\\x1b[2J\\n' is not an event type; did you mean merged?"),
 ])
 def test_a_hook_on_a_name_that_is_not_an_event_type_is_refused(
         repo: Path, name: str, says: str) -> None:
