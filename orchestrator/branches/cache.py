@@ -134,7 +134,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     all) it is made ready by one process at a time, under a lock (sqlite answers "locked"
     at once, without waiting, to a second process turning a new file to WAL)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path, timeout=TIMEOUT, isolation_level=None)
+    db = _open(path)
     try:
         if _version(db) == SCHEMA:
             return _for_saves(db)
@@ -152,13 +152,19 @@ def _made_ready(path: Path) -> sqlite3.Connection:
     process may have made them meanwhile); a file that is no database (torn, overwritten)
     is made afresh."""
     try:
-        return _ready(sqlite3.connect(path, timeout=TIMEOUT, isolation_level=None))
+        return _ready(_open(path))
     except sqlite3.DatabaseError as exc:
         if exc.sqlite_errorcode & 0xFF not in _BROKEN:
             raise
     for name in (f"{FILE}-wal", f"{FILE}-shm", FILE):  # the log first: never replayed
         path.with_name(name).unlink(missing_ok=True)   # into a new file
-    return _ready(sqlite3.connect(path, timeout=TIMEOUT, isolation_level=None))
+    return _ready(_open(path))
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    """A connection to the file at ``path`` that commits as it goes (a save opens its own
+    transaction) and waits `TIMEOUT` for another writer."""
+    return sqlite3.connect(path, timeout=TIMEOUT, isolation_level=None)
 
 
 def _ready(db: sqlite3.Connection) -> sqlite3.Connection:
