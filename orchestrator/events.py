@@ -346,6 +346,15 @@ class WorktreeRemoved(EventKind, frozen=True, kw_only=True, tag="worktree_remove
     kept_ignored: str | UnsetType = UNSET
 
 
+class Orphan(msgspec.Struct, frozen=True, kw_only=True):
+    """A worktree or folder in the worktree root that no task owns: reported, never
+    touched (``branch`` empty: none, or not a git worktree)."""
+
+    path: str
+    branch: str
+    reason: str
+
+
 class WorktreesReconciled(EventKind, frozen=True, tag="worktrees_reconciled"):
     """Start-up repaired or reported workspaces (only the non-empty lists are written)."""
 
@@ -353,8 +362,9 @@ class WorktreesReconciled(EventKind, frozen=True, tag="worktrees_reconciled"):
     pruned: list[str] | UnsetType = UNSET
     cleared: list[str] | UnsetType = UNSET
     recreated: list[str] | UnsetType = UNSET
-    orphans: list[dict[str, str]] | UnsetType = UNSET
+    orphans: list[Orphan] | UnsetType = UNSET
     problems: dict[str, str] | UnsetType = UNSET
+    """Task id -> why its worktree could not be restored."""
 
 
 class WorktreeEntered(EventKind, frozen=True, tag="worktree_entered"):

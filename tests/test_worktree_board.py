@@ -12,6 +12,7 @@ import pytest
 from orchestrator.board import FileBoard, init_repo, open_board
 from orchestrator.config import WorktreeConfig
 from orchestrator.errors import NotFound, RunError
+from orchestrator.events import Orphan, WorktreesReconciled
 from orchestrator.model import Status, Task
 from orchestrator.worktree import WorktreeManager, binding
 from tests.helpers import git
@@ -132,11 +133,16 @@ def test_reconcile_restores_prunes_and_reports(board: FileBoard, wm: WorktreeMan
     assert (Path(live.worktree) / "w.txt").read_text() == "work\n"
     assert git(Path(live.worktree), "branch", "--show-current") == live.branch
     assert list(report.problems) == [lost.id] and "missing" in report.problems[lost.id]
-    assert [(o["path"], o["reason"]) for o in report.orphans] == [
+    assert [(o.path, o.reason) for o in report.orphans] == [
         (str(stranger), "no task with this id"),
         (str(wm.layout.worktree_root / "scratch"), "not a registered worktree"),
     ]
     assert stranger.exists() and git(wm.layout.root, "branch", "--list", "mine")
+    logged = [e.decode() for e in board.events.read() if e.event == "worktrees_reconciled"]
+    assert len(logged) == 1 and isinstance(logged[0], WorktreesReconciled)
+    assert logged[0].orphans == report.orphans and logged[0].problems == report.problems
+    assert report.orphans[0] == Orphan(path=str(stranger), branch="mine",
+                                       reason="no task with this id")
     assert wm.reconcile(board.list()).recreated == []  # idempotent
 
 

@@ -15,6 +15,7 @@ import pytest
 from orchestrator.board.eventlog import EventLog
 from orchestrator.config import WorktreeConfig
 from orchestrator.errors import RunError, UnsafeRemoval
+from orchestrator.events import Orphan
 from orchestrator.layout import Layout
 from orchestrator.model import Status, Task
 from orchestrator.worktree import HookIsolation, WorktreeManager, open_isolation
@@ -216,8 +217,8 @@ def test_reconcile_forgets_vanished_workspaces_and_reports_orphans(
     assert report.pruned == [str(ws.path)]
     assert "is gone; the next run makes a new one" in report.problems["task_002"]
     assert "last snapshot in" in report.problems["task_002"]
-    assert report.orphans == [{"path": str(iso.layout.worktree_root / "stray"), "branch": "",
-                               "reason": "no task's workspace"}]
+    assert report.orphans == [Orphan(path=str(iso.layout.worktree_root / "stray"), branch="",
+                                     reason="no task's workspace")]
     assert iso.status(gone).exists is False
     again = iso.create(gone)  # the next run gets a fresh workspace from the hook
     assert again.path.exists() and created(tmp_path)[-1] == "task_002 Task 2"

@@ -42,7 +42,7 @@ from orchestrator.beneath import read_beneath, write_beneath
 from orchestrator.config import WorktreeConfig
 from orchestrator.controlplane import ActorEvents, ControlPlane
 from orchestrator.errors import GitError, NotFound, RunError, UnsafeRemoval
-from orchestrator.events import UNSET, WorktreeCreated, WorktreeKept, WorktreeRemoved
+from orchestrator.events import UNSET, Orphan, WorktreeCreated, WorktreeKept, WorktreeRemoved
 from orchestrator.fsutil import atomic_write
 from orchestrator.git import Git
 from orchestrator.layout import Layout
@@ -225,9 +225,9 @@ class HookIsolation:
         rows = [self.status(t) for t in tasks if t.id in self._read() or t.worktree]
         rows = [r for r in rows if r.exists]
         for orphan in self._orphans(known):
-            rows.append(WorkspaceStatus(None, "orphan", None, orphan["path"], True, False, None,
-                                        None, None, disk_use(Path(orphan["path"])),
-                                        orphan["reason"]))
+            rows.append(WorkspaceStatus(None, "orphan", None, orphan.path, True, False, None,
+                                        None, None, disk_use(Path(orphan.path)),
+                                        orphan.reason))
         return rows
 
     def gc(self, tasks: list[Task], dry_run: bool = False) -> GcReport:
@@ -393,15 +393,15 @@ class HookIsolation:
             return False
         return isinstance(ref, dict) and ref.get("task") == task_id
 
-    def _orphans(self, known: set[str]) -> list[dict[str, str]]:
+    def _orphans(self, known: set[str]) -> list[Orphan]:
         reg = self._read()
-        orphans = [{"path": r["path"], "branch": "", "reason": "no task with this id"}
+        orphans = [Orphan(path=r["path"], branch="", reason="no task with this id")
                    for t, r in sorted(reg.items()) if t not in known and Path(r["path"]).exists()]
         registered = {Path(r["path"]).resolve() for r in reg.values()}
         root = self.layout.worktree_root
         for d in sorted(root.iterdir()) if root.is_dir() else []:
             if d.is_dir() and d.resolve() not in registered:
-                orphans.append({"path": str(d), "branch": "", "reason": "no task's workspace"})
+                orphans.append(Orphan(path=str(d), branch="", reason="no task's workspace"))
         return orphans
 
     def _read(self) -> dict[str, dict[str, Any]]:

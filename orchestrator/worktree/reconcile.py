@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from orchestrator.errors import InvalidInput, NotFound, RunError, UnsafeRemoval
-from orchestrator.events import UNSET, UnsetType, WorktreesReconciled
+from orchestrator.events import UNSET, Orphan, UnsetType, WorktreesReconciled
 from orchestrator.git import list_worktrees
 from orchestrator.model import Status, Task
 from orchestrator.procutil import busy_reason
@@ -36,13 +36,13 @@ class ReconcileReport:
     """Half-made worktrees of a killed ``git worktree add``, removed with their lock."""
     recreated: list[str]
     """Task ids whose missing worktree was re-created from their branch."""
-    orphans: list[dict[str, str]]
+    orphans: list[Orphan]
     """Worktrees and folders with no task: reported, never touched."""
     problems: dict[str, str]
     """Task id -> why its worktree could not be restored."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return msgspec.to_builtins(self)  # type: ignore[no-any-return]
 
     def event(self, isolation: str | UnsetType = UNSET) -> WorktreesReconciled | None:
         """The event that records what changed (None: nothing did)."""
@@ -184,15 +184,15 @@ def overview(m: WorktreeManager, tasks: list[Task]) -> list[WorkspaceStatus]:
             if row.exists or row.branch_exists:
                 rows.append(row)
     for orphan in _orphans(m, {t.id for t in tasks}):
-        path = Path(orphan["path"])
+        path = Path(orphan.path)
         dirty = None
-        if orphan["branch"]:
+        if orphan.branch:
             with contextlib.suppress(RunError):
                 dirty = dirty_paths(path)
         rows.append(WorkspaceStatus(
-            None, "orphan", orphan["branch"] or None, str(path), True, bool(orphan["branch"]),
+            None, "orphan", orphan.branch or None, str(path), True, bool(orphan.branch),
             None if dirty is None else bool(dirty), None if dirty is None else len(dirty),
-            None, disk_use(path), orphan["reason"]))
+            None, disk_use(path), orphan.reason))
     return rows
 
 
@@ -226,16 +226,16 @@ def clear_half_made(m: WorktreeManager, only: Path | None = None) -> list[str]:
     return cleared
 
 
-def _orphans(m: WorktreeManager, known: set[str]) -> list[dict[str, str]]:
+def _orphans(m: WorktreeManager, known: set[str]) -> list[Orphan]:
     """Worktrees of no task, and folders in the worktree root git does not know."""
     managed = {e.path.resolve(): e for e in list_worktrees(m.repo)
                if not e.prunable and m.manages(e.path)}
-    orphans = [{"path": str(p), "branch": e.branch or "", "reason": "no task with this id"}
+    orphans = [Orphan(path=str(p), branch=e.branch or "", reason="no task with this id")
                for p, e in sorted(managed.items()) if p.name not in known]
     root = m.layout.worktree_root
     for d in sorted(root.iterdir()) if root.is_dir() else []:
         if d.is_dir() and d.resolve() not in managed:
-            orphans.append({"path": str(d), "branch": "", "reason": "not a registered worktree"})
+            orphans.append(Orphan(path=str(d), branch="", reason="not a registered worktree"))
     return orphans
 
 
