@@ -64,7 +64,7 @@ def test_live_config_reloads_reports_broken_files_and_keeps_the_last_good(repo: 
     assert live.config.hooks.events == {"merged": ["./deploy"]}  # the last good hooks run
     write(toml, "[team]\nteammates = 4\n[agents.reviewer]\nmodel = \"opus\"\n")
     fixed = live.check()
-    assert fixed is not None and fixed.value("team.teammates") == 4 and fixed.has("agents")
+    assert fixed is not None and {c.key: c.new for c in fixed.changed}["team.teammates"] == 4 and fixed.has("agents")
     assert live.error is None
 
 
@@ -149,6 +149,13 @@ def test_a_running_daemon_follows_the_file(repo: Path) -> None:
         [task] = add_tasks(repo, 1)
         wait_until(lambda: tasks(repo)[0].status == Status.REVIEW, what="the task to finish")
         assert (repo / ".worktrees" / task.id / "out.txt").read_text() == "v2\n"
+
+        # a setting whose value holds sections (a shared folder) is recorded as plain data
+        write(toml, toml.read_text() + '[worktree.shared.deps]\nkey_files = ["lock"]\n')
+        wait_until(lambda: len(events(repo, "config_changed")) == 4, what="a shared folder")
+        [shared] = events(repo, "config_changed")[3]["changes"]
+        assert shared["key"] == "worktree.shared" and shared["old"] == {}
+        assert shared["new"]["deps"]["key_files"] == ["lock"]
 
         assert cli(repo, "down").returncode == 0
     log = (repo / ".tasks" / ".run" / "daemon.log").read_text()

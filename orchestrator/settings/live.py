@@ -22,36 +22,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic_core import to_jsonable_python
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from orchestrator.config import Config, user_config_file
 from orchestrator.errors import ConfigError
+from orchestrator.events import SettingChange
 from orchestrator.settings.registry import PROJECT_FILE, Registry
 
 Stamp = tuple[tuple[int, int, int] | None, ...]
 
 
 @dataclass
-class Changed:
-    key: str
-    old: Any
-    new: Any
-    live: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "old": _plain(self.old), "new": _plain(self.new),
-                "live": self.live}
-
-
-@dataclass
 class Change:
-    changed: list[Changed] = field(default_factory=list)
+    changed: list[SettingChange] = field(default_factory=list)
     error: str | None = None
     """Why the files could not be loaded (the previous settings stay in force)."""
-
-    def value(self, key: str) -> Any:
-        return next((c.new for c in self.changed if c.key == key), None)
 
     def has(self, key: str) -> bool:
         return any(c.key == key for c in self.changed)
@@ -99,13 +86,15 @@ class LiveConfig:
         return change
 
 
-def diff(old: Config, new: Config) -> list[Changed]:
+def diff(old: Config, new: Config) -> list[SettingChange]:
     """Every setting whose value differs (and ``agents`` when profiles changed)."""
     reg = Registry()
-    out = [Changed(s.key, a, b, s.live) for s in reg
+    out = [SettingChange(key=s.key, old=to_jsonable_python(a),
+                           new=to_jsonable_python(b), live=s.live) for s in reg
            if (a := reg.value(old, s.key)) != (b := reg.value(new, s.key))]
     if old.agents != new.agents:
-        out.append(Changed("agents", sorted(old.agents), sorted(new.agents), True))
+        out.append(SettingChange(key="agents", old=sorted(old.agents), new=sorted(new.agents),
+                                 live=True))
     return out
 
 
@@ -155,7 +144,3 @@ class _Handler(FileSystemEventHandler):
                 return
 
 
-def _plain(value: Any) -> Any:
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    return value

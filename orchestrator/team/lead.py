@@ -40,6 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
+import msgspec
+
 from orchestrator.backends import backend_module
 from orchestrator.board import board_modules
 from orchestrator.config import Config
@@ -48,7 +50,6 @@ from orchestrator.errors import ConfigError, OrchestratorError
 from orchestrator.events import (
     ConfigChanged,
     ConfigRejected,
-    SettingChange,
     TaskClaimed,
     TaskCompleted,
     TaskStatusSet,
@@ -363,16 +364,14 @@ class Lead:
             return
         if not change.changed:
             return
-        changes = [c.to_dict() for c in change.changed]
-        for d in changes:  # say what was running (`up -n` may differ from the file)
-            if d.get("key") == "team.teammates":
-                d["old"] = self.n
-        self.log.info("settings changed", changes=changes)
-        for c in change.changed:
+        # say what was running (`up -n` may differ from the file)
+        changes = [msgspec.structs.replace(c, old=self.n) if c.key == "team.teammates" else c
+                   for c in change.changed]
+        self.log.info("settings changed", changes=msgspec.to_builtins(changes))
+        for c in changes:
             if not c.live:
                 self.log.warning("setting changed; it applies after a restart", key=c.key)
-        self.board.events.emit(ConfigChanged(changes=[SettingChange(**d) for d in changes]),
-                               actor=LEAD)
+        self.board.events.emit(ConfigChanged(changes=changes), actor=LEAD)
         self.config = self.live.config
         if not self.hooks.configured:  # newly configured hooks start from now on
             self.hooks.pos = self.board.events.last_seq()
