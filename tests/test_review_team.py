@@ -9,6 +9,8 @@ cache as their tasks reach review, so the first ``review`` after a run asks git 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -131,6 +133,27 @@ def test_the_team_fills_the_review_cache_as_its_tasks_reach_review(
     for path in cache_file(repo).parent.glob(f"{FILE}*"):
         path.unlink()
     assert [_same(r) for r in review_rows(layout, config)] == [_same(r) for r in first]
+
+
+def test_the_fill_runs_at_the_lowest_cpu_priority(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The git processes of the fill run at nice 19, beside the teammate's own at 0 (its
+    worktree, its commit): the fill takes only what the team's work leaves of the CPU."""
+    shim, calls = tmp_path / "nice-bin", tmp_path / "nice-calls"
+    shim.mkdir()
+    real = shutil.which("git")
+    (shim / "git").write_text(  # field 19 of /proc/PID/stat: the process's nice value
+        f'#!/bin/sh\necho "$1 $(cut -d" " -f19 /proc/$$/stat)" >> {calls}\n'
+        f'exec {real} "$@"\n')
+    (shim / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    burst(repo, 2)
+    seen: dict[str, set[str]] = {}
+    for line in calls.read_text().splitlines():
+        command, nice = line.split()
+        seen.setdefault(command, set()).add(nice)
+    assert seen["merge-tree"] == {"19"}, seen  # asked only by the fill
+    assert seen["worktree"] == seen["add"] == {"0"}, seen
 
 
 @pytest.mark.parametrize("broken", ["no database", "a folder"])
