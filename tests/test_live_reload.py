@@ -64,7 +64,8 @@ def test_live_config_reloads_reports_broken_files_and_keeps_the_last_good(repo: 
     assert live.config.hooks.events == {"merged": ["./deploy"]}  # the last good hooks run
     write(toml, "[team]\nteammates = 4\n[agents.reviewer]\nmodel = \"opus\"\n")
     fixed = live.check()
-    assert fixed is not None and {c.key: c.new for c in fixed.changed}["team.teammates"] == 4 and fixed.has("agents")
+    assert fixed is not None and fixed.has("agents")
+    assert {c.key: c.new for c in fixed.changed}["team.teammates"] == 4
     assert live.error is None
 
 
