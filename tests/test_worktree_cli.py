@@ -73,6 +73,12 @@ def test_worktrees_lists_every_task_worktree_and_orphans(repo: Path) -> None:
                                         "clean"]
     assert "orphan (no task with this id); left untouched" in text
 
+    # a folder name cannot drive the terminal: its controls are written out
+    (repo / ".worktrees" / "evil\x1b[2J\u202etxt.exe").mkdir()
+    text = cli(repo, "worktrees").stdout
+    assert "\x1b" not in text and "\u202e" not in text
+    assert "evil\\x1b[2J\\u202etxt.exe" in text
+
 
 def test_gc_dry_run_then_gc(repo: Path) -> None:
     ids = populate(repo)

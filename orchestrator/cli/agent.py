@@ -80,14 +80,14 @@ def demo(
 
     layout = d.create_project(directory)
     if not as_json:
-        typer.echo(f"sample project with 4 tasks in {layout.root}\n"
+        echo(f"sample project with 4 tasks in {layout.root}\n"
                    f"running: orchestrator up --burst -n {teammates} (scripted teammates)")
     code = d.run_team(layout, teammates)
     rows = d.review_rows(layout)
     if as_json:
         print_json(d.as_json(layout, code, rows))
     else:
-        typer.echo(f"\n{d.table(rows)}\n\nlook around: cd {layout.root} && "
+        echo(f"\n{d.table(rows)}\n\nlook around: cd {layout.root} && "
                    f"{command_name()} list && git diff main...{rows[0].branch}")
     if code != 0 or not d.all_in_review(rows):
         raise typer.Exit(1)

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.output import PIPED_WIDTH, page, print_json
+from orchestrator.cli.output import PIPED_WIDTH, echo, page, print_json
 from orchestrator.repo import Repo, open_repo, require_commit, to_jsonable
 
 __all__ = ["PIPED_WIDTH", "JsonOpt", "Repo", "RepoOpt", "app", "open_repo", "page", "print_json",
@@ -37,7 +37,7 @@ def _version(value: bool) -> None:
     if value:
         from orchestrator import __version__
 
-        typer.echo(f"orchestrator {__version__}")
+        echo(f"orchestrator {__version__}")
         raise typer.Exit()
 
 

@@ -23,7 +23,7 @@ from orchestrator.cli.app import (
     open_repo,
     print_json,
 )
-from orchestrator.cli.output import plain
+from orchestrator.cli.output import echo
 from orchestrator.controlplane import Event
 from orchestrator.model import Status, normalize_task_id
 
@@ -58,13 +58,13 @@ def init(
                     "worktrees": paths["worktrees"], "board": board_url,
                     "migrations_applied": applied})
         return
-    typer.echo(f"initialised {paths['tasks']} (drop tasks into {paths['inbox']})")
+    echo(f"initialised {paths['tasks']} (drop tasks into {paths['inbox']})")
     if board_url is not None:
         from orchestrator.board.pg.schema import latest_version, redact_url
 
         done = f"created the schema ({len(applied)} migrations)" if applied else \
             f"the schema is current (version {latest_version()})"
-        typer.echo(f"board: {redact_url(board_url)}: {done}; written to {written}")
+        echo(f"board: {redact_url(board_url)}: {done}; written to {written}")
 
 
 @app.command("migrate")
@@ -84,9 +84,9 @@ def migrate(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
                     "applied": [f"{m.version:04d}_{m.name}" for m in applied]})
     elif applied:
         for m in applied:
-            typer.echo(f"applied {m.version:04d}_{m.name}")
+            echo(f"applied {m.version:04d}_{m.name}")
     else:
-        typer.echo(f"the schema is current (version {schema.latest_version()})")
+        echo(f"the schema is current (version {schema.latest_version()})")
 
 
 @app.command("add")
@@ -200,7 +200,7 @@ def events(
         elif lines and not since:
             newest = log.tail(lines + 1, task=task_id)  # one more: were earlier ones left out?
             if len(newest) > lines:
-                typer.echo(f"(the last {lines} events; -n 0 prints them all)", err=True)
+                echo(f"(the last {lines} events; -n 0 prints them all)", err=True)
                 newest = newest[1:]
             found = newest
         else:
@@ -209,7 +209,7 @@ def events(
             if json_:
                 print_json(e.to_dict())
             else:
-                typer.echo(plain(_event_line(e)))
+                echo(_event_line(e))
     finally:
         board.close()
 

@@ -9,6 +9,7 @@ import typer
 
 from orchestrator.board import open_board
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
+from orchestrator.cli.output import echo
 from orchestrator.errors import InvalidInput
 from orchestrator.events import WorktreeEntered
 from orchestrator.model import normalize_task_id
@@ -39,7 +40,7 @@ def enter(
     if json_ and not command:
         raise InvalidInput("--json needs a command: orchestrator enter ID --json -- CMD")
     if not command:
-        typer.echo(f"entering {task_id} in {path} (exit the shell to come back)", err=True)
+        echo(f"entering {task_id} in {path} (exit the shell to come back)", err=True)
     last = b"\n"
 
     def relay(chunk: bytes) -> None:  # the command's output first, as it comes
@@ -51,7 +52,7 @@ def enter(
     try:
         code = run_in(path, env, argv, relay if json_ else None)
     except (FileNotFoundError, PermissionError) as exc:
-        typer.echo(f"error: cannot run {argv[0]}: {exc.strerror}", err=True)
+        echo(f"error: cannot run {argv[0]}: {exc.strerror}", err=True)
         raise typer.Exit(127 if isinstance(exc, FileNotFoundError) else 126) from exc
     if json_:  # then the JSON, on a line of its own (the last line) even after `printf x`
         if last != b"\n":

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
+from orchestrator.cli.output import echo
 
 
 @app.command("mcp")
@@ -52,4 +53,4 @@ def mcp_status(
     if json_:
         print_json(report)
     else:
-        typer.echo(render(report))
+        echo(render(report))

@@ -29,7 +29,7 @@ def review(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
         print_json(rows)
         return
     if not rows:
-        typer.echo("nothing to review")
+        echo("nothing to review")
         return
     from orchestrator.cli.output import PIPED_WIDTH, page_lines
     from orchestrator.cli.table import Piped, Terminal, draw_columns
@@ -66,11 +66,11 @@ def diff(task_id: TaskArg,
     text = diff_text(r.layout, r.config, task_id, stat=stat, color=tty)
     note = stacked_note(r.layout, r.config, task_id)
     if note:  # on stderr: the diff on stdout stays a patch
-        typer.echo(f"note: {note}", err=True)
+        echo(f"note: {note}", err=True)
     if tty:
         page(text)
     else:
-        typer.echo(text, nl=False)
+        typer.echo(text, nl=False)  # noqa: TID251 - a patch, as git prints it
 
 
 @app.command("merge")
@@ -102,18 +102,18 @@ def merge(
         print_json(result)
         return
     if result.blockers:
-        typer.echo(f"merged its blockers first: {', '.join(result.blockers)}")
+        echo(f"merged its blockers first: {', '.join(result.blockers)}")
     if result.added:
-        typer.echo(f"merged {result.task.id} ({result.branch}) into {result.into} by "
+        echo(f"merged {result.task.id} ({result.branch}) into {result.into} by "
                    f"{strategy}: {result.commit[:12]}")
     else:
-        typer.echo(f"{result.task.id} had nothing to merge: {result.branch} adds no commit to "
+        echo(f"{result.task.id} had nothing to merge: {result.branch} adds no commit to "
                    f"{result.into} ({result.into} unchanged at {result.commit[:12]}); "
                    "marked merged")
     if result.snapshot:
-        typer.echo(f"the original commits are kept under {result.snapshot}")
+        echo(f"the original commits are kept under {result.snapshot}")
     if result.note:
-        typer.echo(result.note)
+        echo(result.note)
 
 
 @app.command("land")
@@ -164,7 +164,7 @@ def land(
                 "rejected": f"rejected {o.task}: {o.reason}" + (
                     " (back to its agent)" if o.retried else " (waits in review)"),
                 "skipped": f"skipped {o.task}: {o.reason}"}[o.result]
-        typer.echo(what)
+        echo(what)
 
     report = land_tasks(r.layout, r.config, task_ids or None, into=into, verify=verify,
                         retry=not no_retry, batch=batch, actor="cli", progress=show, stop=stop,
@@ -175,11 +175,11 @@ def land(
                                           "rejected": report.rejected})
         raise typer.Exit(1 if report.rejected else 0)
     if report.stopped:
-        typer.echo("stopped: the tasks not named above are still in review")
+        echo("stopped: the tasks not named above are still in review")
     elif not report.outcomes:
-        typer.echo("nothing to land")
+        echo("nothing to land")
         return
-    typer.echo(f"{len(report.landed)} landed, {len(report.rejected)} rejected, "
+    echo(f"{len(report.landed)} landed, {len(report.rejected)} rejected, "
                f"{len(report.outcomes) - len(report.landed) - len(report.rejected)} skipped "
                f"in {report.seconds:.1f}s ({report.verifications} verify runs)")
     raise typer.Exit(1 if report.rejected else 0)  # a script sees that something went back
@@ -207,9 +207,9 @@ def discard(
     else:
         echo(f"discarded {result.task.id}: {result.task.subject}")
     if result.snapshot:
-        typer.echo(f"its work is kept under {result.snapshot}")
+        echo(f"its work is kept under {result.snapshot}")
     if result.kept_ignored:
-        typer.echo(f"its gitignored files are kept in {result.kept_ignored}")
+        echo(f"its gitignored files are kept in {result.kept_ignored}")
 
 
 @app.command("retry")
@@ -228,7 +228,7 @@ def retry(
     if json_:
         print_json(task)
     else:
-        typer.echo(f"{task.id} is pending again" + (" with your feedback" if message else ""))
+        echo(f"{task.id} is pending again" + (" with your feedback" if message else ""))
 
 
 @app.command("resume")
@@ -258,7 +258,7 @@ def resume(
     if json_:
         print_json(task)
     else:
-        typer.echo(f"{task.id} is {task.status} again")
+        echo(f"{task.id} is {task.status} again")
 
 
 def _changes(stat: dict[str, Any] | None) -> str:

@@ -62,7 +62,7 @@ def list_settings(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
         flags = ", ".join(f for f in ("live" if r["live"] else "restart", r["scope"],
                                       "agents may set" if r["agent_writable"] else "") if f)
         origin = "" if r["source"] == "default" else f"  ({r['source']})"
-        typer.echo(f"{r['key']} = {_show(r['value'])}{origin}\n"
+        echo(f"{r['key']} = {_show(r['value'])}{origin}\n"
                    f"    {r['description']} [{r['type']}; {r['allowed']}; {flags}]")
 
 
@@ -80,7 +80,7 @@ def get_setting(
     if json_:
         print_json(setting.to_dict(value, reg.source(root, key)))
     else:
-        typer.echo(_show(value))
+        echo(_show(value))
 
 
 @config_app.command("set")
@@ -123,18 +123,18 @@ def _report(result: Any, json_: bool) -> None:
     s = result.setting
     default = _show(s.default)
     if result.value is None and result.changed:
-        typer.echo(f"removed {s.key} from {result.path} (now the default: {default})")
+        echo(f"removed {s.key} from {result.path} (now the default: {default})")
     elif result.value is None:
-        typer.echo(f"{s.key} was not set in {result.path}; nothing changed "
+        echo(f"{s.key} was not set in {result.path}; nothing changed "
                    f"(it is the default: {default})")
     elif not result.changed:
-        typer.echo(f"{s.key} = {_show(result.value)} already in {result.path}; nothing changed")
+        echo(f"{s.key} = {_show(result.value)} already in {result.path}; nothing changed")
     else:
-        typer.echo(f"set {s.key} = {_show(result.value)} in {result.path}")
+        echo(f"set {s.key} = {_show(result.value)} in {result.path}")
     if result.shadowed_by:
-        typer.echo(f"note: {result.shadowed_by} is set in the environment and wins over the file")
+        echo(f"note: {result.shadowed_by} is set in the environment and wins over the file")
     elif not s.live:
-        typer.echo("note: a running daemon applies this after a restart")
+        echo("note: a running daemon applies this after a restart")
 
 
 @app.command("plan")
@@ -177,7 +177,7 @@ def plan_cmd(
         who = f"  [{t.agent}]" if t.agent else ""
         echo(f"  {t.id or t.ref:<9} {t.subject}{blocked}{who}")
     if dry_run:
-        typer.echo("dry run: nothing was written")
+        echo("dry run: nothing was written")
 
 
 def _lead_model(script: Path | None, model: str) -> Any:

@@ -65,7 +65,7 @@ def up(
         start = Path.cwd() if command else r.layout.root
         located, note = locate_command(config.team.command, start, r.layout.root)
         if note:
-            typer.echo(f"note: {note}", err=True)
+            echo(f"note: {note}", err=True)
             overrides["team"]["command"] = located
             config = Config.load(r.layout.root, overrides=overrides)
     if detach:
@@ -73,7 +73,7 @@ def up(
         if json_out:
             print_json({"pid": pid, "log": status.log_file(r.layout), "detached": True})
         else:
-            typer.echo(f"orchestrator running in the background (pid {pid}); "
+            echo(f"orchestrator running in the background (pid {pid}); "
                        f"log: {status.log_file(r.layout)}")
         return
     code = daemon.up(r.layout, config, teammates=teammates, overrides=overrides, burst=burst)
@@ -112,7 +112,7 @@ def down(
         line += (f"; asked the teams of {len(others)} other machine"
                  f"{'s' if len(others) != 1 else ''} to stop: {', '.join(others)}" if others
                  else "; no other machine's team is on the board")
-    typer.echo(line)
+    echo(line)
 
 
 def _stop_other_machines(r: Any) -> list[str]:
@@ -172,7 +172,7 @@ def send(
         print_json([m.to_dict() for m in sent])
     else:
         for m in sent:
-            typer.echo(f"sent {m.kind} {m.id} to {m.to}"
+            echo(f"sent {m.kind} {m.id} to {m.to}"
                        + (f" on {machine}" if where else ""))
 
 
@@ -235,7 +235,7 @@ def logs(
         for record in records:
             rec = record.to_dict()
             if json_out:
-                typer.echo(json.dumps(rec, ensure_ascii=False))
+                echo(json.dumps(rec, ensure_ascii=False))
                 continue
             line = format_log(rec) if raw else render(rec)
             if line is not None:  # what an agent wrote: its control characters written out

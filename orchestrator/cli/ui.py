@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli.app import RepoOpt, app, open_repo
+from orchestrator.cli.output import echo
 
 
 @app.command("ui")
@@ -27,4 +28,4 @@ def ui(
 
     r = open_repo(repo)
     serve(r.layout, r.config, host=host, port=port, open_browser=open_,
-          allow_control=allow_control, echo=typer.echo)
+          allow_control=allow_control, echo=echo)

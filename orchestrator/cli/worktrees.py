@@ -11,6 +11,7 @@ import typer
 
 from orchestrator.board import open_board
 from orchestrator.cli.app import JsonOpt, RepoOpt, app, open_repo, print_json
+from orchestrator.cli.output import echo
 from orchestrator.model import Task
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def worktrees(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
         print_json(rows)
         return
     if not rows:
-        typer.echo("no worktrees")
+        echo("no worktrees")
         return
     header = ("TASK", "STATUS", "BRANCH", "STATE", "AHEAD", "DISK", "PATH")
     lines = [header] + [
@@ -51,13 +52,13 @@ def worktrees(repo: RepoOpt = None, json_: JsonOpt = False) -> None:
         for row in rows]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     for line in lines:
-        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
-    typer.echo(f"total: {human_bytes(sum(row.disk_bytes for row in rows))} in "
+        echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+    echo(f"total: {human_bytes(sum(row.disk_bytes for row in rows))} in "
                f"{sum(1 for row in rows if row.exists)} worktree(s) (shared folders linked "
                "from the cache not counted)")
     for row in rows:
         if row.reason:
-            typer.echo(f"! {_short(Path(row.path), root)}: orphan ({row.reason}); "
+            echo(f"! {_short(Path(row.path), root)}: orphan ({row.reason}); "
                        "left untouched")
 
 
@@ -79,19 +80,19 @@ def gc(
     verb = "would remove" if dry_run else "removed"
     for row in report.removed:
         branch = f", branch {row.branch}" if row.branch else ""
-        typer.echo(f"{verb} {row.task} ({row.status}): {_short(Path(row.path), root)}"
+        echo(f"{verb} {row.task} ({row.status}): {_short(Path(row.path), root)}"
                    f"{branch} ({human_bytes(row.freed_bytes)})")
         if row.kept_ignored:
-            typer.echo(f"  its gitignored files are kept in {row.kept_ignored}")
+            echo(f"  its gitignored files are kept in {row.kept_ignored}")
     for cached in report.cache:
-        typer.echo(f"{verb} unused cache entry {_short(Path(cached.entry), root)} "
+        echo(f"{verb} unused cache entry {_short(Path(cached.entry), root)} "
                    f"({human_bytes(cached.freed_bytes)})")
     for row in report.skipped:
-        typer.echo(f"skipped {row.task} ({row.status}): {row.reason}")
+        echo(f"skipped {row.task} ({row.status}): {row.reason}")
     if not report.removed and not report.skipped and not report.cache:
-        typer.echo("nothing to clean up")
+        echo("nothing to clean up")
     elif report.removed or report.cache:
-        typer.echo(f"{'would free' if dry_run else 'freed'} {human_bytes(report.freed_bytes)}")
+        echo(f"{'would free' if dry_run else 'freed'} {human_bytes(report.freed_bytes)}")
 
 
 def _state(row: WorkspaceStatus) -> str:
