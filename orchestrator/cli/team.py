@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from enum import StrEnum
@@ -235,7 +234,7 @@ def logs(
         for record in records:
             rec = record.to_dict()
             if json_out:
-                echo(json.dumps(rec, ensure_ascii=False))
+                print_json(rec)  # JSON as it is: a reader decodes it
                 continue
             line = format_log(rec) if raw else render(rec)
             if line is not None:  # what an agent wrote: its control characters written out
